@@ -1,0 +1,61 @@
+# imagekit: two set-up commands for a fresh machine (run as root):
+#   make rehearsal   the main job on the embedded default: the local stand-in rehearsal
+#   make test        the test suite, starting every service it needs itself
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+IK := $(VENV)/bin/imagekit
+PY := $(VENV)/bin/python
+PROFILE ?= local
+export IMAGEKIT_EVIDENCE_DIR ?= $(CURDIR)/.evidence
+
+.PHONY: venv infra rehearsal test test-unit images verify bench gpu-preflight clean-venv schemas
+
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	# torch: the machine's CPU wheel (pip takes it from the local disk); never a hard dependency
+	$(VENV)/bin/pip install -q "torch==2.13.0" || $(VENV)/bin/pip install -q torch
+	$(VENV)/bin/pip install -q -e ".[cluster,media,test]"
+	touch $@
+
+venv: $(VENV)/.stamp
+
+infra: venv
+	$(IK) infra up --cluster
+
+rehearsal: venv
+	$(IK) infra up --cluster
+	$(MAKE) images verify
+	$(IK) rehearsal --profile $(PROFILE)
+
+images: venv
+	$(IK) infra up
+	$(IK) standins build
+	$(IK) build --all --profile $(PROFILE) --push
+
+verify: venv
+	$(IK) images verify --profile $(PROFILE)
+
+test: venv
+	$(IK) infra up --cluster
+	$(PY) -m pytest -q tests
+
+test-unit: venv
+	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu"
+
+schemas: venv
+	$(IK) schemas export imagekit/schemas
+
+bench: venv
+	$(IK) infra up
+	mkdir -p bench/results
+	for script in bench/bench_*.py; do $(PY) $$script --out bench/results || exit 1; done
+	$(PY) bench/summary.py bench/results
+
+gpu-preflight:
+	$(PYTHON) -m torch.distributed.run --nproc-per-node $${NPROC:-1} gpu_checks/preflight.py --json $${OUT:-.}/preflight.json
+
+clean-venv:
+	rm -rf $(VENV)

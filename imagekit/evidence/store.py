@@ -1,0 +1,270 @@
+"""Append-only evidence store: records keyed by image digest, one directory per attempt.
+
+Layout::
+
+    <root>/index.jsonl                                  one line per finished attempt
+    <root>/<key>/<kind>/<attempt-id>/attempt.json       AttemptRecord (written last)
+    <root>/<key>/<kind>/<attempt-id>/<files…>           raw logs beside parsed results
+
+`<key>` is `sha256/<hex>` for an image digest, or `name/<slug>` for work that has no digest
+(yet), e.g. a build that failed before producing an image. Attempt directories are created
+exclusively and files opened with mode "x": a rerun can only add, never overwrite. Finished
+attempts are made read-only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import EvidenceError, InvalidInput
+from imagekit.oci.digest import Digest
+from imagekit.results import CheckResult, Status, overall
+
+DEFAULT_ROOT_ENV = "IMAGEKIT_EVIDENCE_DIR"
+_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def default_root() -> Path:
+    return Path(os.environ.get(DEFAULT_ROOT_ENV, ".evidence")).absolute()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class EvidenceKey(BaseModel):
+    """Digest of an image, or a name for work that has none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: Digest | None = None
+    name: str | None = None
+
+    @classmethod
+    def of(cls, subject: "Digest | str | EvidenceKey") -> "EvidenceKey":
+        if isinstance(subject, EvidenceKey):
+            return subject
+        if isinstance(subject, Digest):
+            return cls(digest=subject)
+        if subject.startswith(("sha256:", "sha512:")):
+            return cls(digest=Digest.parse(subject))
+        slug = subject.replace("/", "_").replace(":", "_").replace("@", "_")
+        if not _SLUG.match(slug):
+            raise InvalidInput(f"evidence name {subject!r} is not a usable name")
+        return cls(name=slug)
+
+    @property
+    def relative(self) -> Path:
+        if self.digest is not None:
+            return Path(self.digest.algorithm) / self.digest.hex
+        return Path("name") / str(self.name)
+
+    def __str__(self) -> str:
+        return str(self.digest) if self.digest is not None else f"name:{self.name}"
+
+
+class FileEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    sha256: str
+    size: int
+
+
+class AttemptRecord(BaseModel):
+    """Written last into every attempt directory: what ran, when, its verdict, its files."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    kind: str
+    attempt_id: str
+    started: dt.datetime
+    finished: dt.datetime
+    status: Status
+    summary: str = ""
+    checks: list[CheckResult] = []
+    files: list[FileEntry] = []
+    context: dict[str, Any] = {}
+
+
+class Attempt:
+    """An open attempt directory; write files, then `finish()` (or let the context manager)."""
+
+    def __init__(self, store: "EvidenceStore", key: EvidenceKey, kind: str, path: Path,
+                 attempt_id: str, context: dict[str, Any]) -> None:
+        self.store, self.key, self.kind, self.path = store, key, kind, path
+        self.attempt_id = attempt_id
+        self.started = _now()
+        self.context = dict(context)
+        self.checks: list[CheckResult] = []
+        self.record: AttemptRecord | None = None
+
+    def _target(self, name: str) -> Path:
+        target = (self.path / name).resolve()
+        if self.path.resolve() not in target.parents:
+            raise EvidenceError(f"evidence file name escapes its attempt: {name}")
+        if name == "attempt.json":
+            raise EvidenceError("attempt.json is written by finish() only")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        target = self._target(name)
+        try:
+            with open(target, "xb") as handle:
+                handle.write(data)
+        except FileExistsError:
+            raise EvidenceError(f"evidence file already exists, not overwriting: {target}") \
+                from None
+        return target
+
+    def write_text(self, name: str, text: str) -> Path:
+        return self.write_bytes(name, text.encode())
+
+    def write_json(self, name: str, value: BaseModel | dict | list) -> Path:
+        if isinstance(value, BaseModel):
+            text = value.model_dump_json(indent=2, by_alias=True)
+        else:
+            text = json.dumps(value, indent=2, sort_keys=True, default=str)
+        return self.write_text(name, text + "\n")
+
+    def add_check(self, check: CheckResult) -> None:
+        self.checks.append(check)
+
+    def finish(self, status: Status | None = None, summary: str = "",
+               checks: list[CheckResult] | None = None) -> AttemptRecord:
+        if self.record is not None:
+            return self.record
+        if checks is not None:
+            self.checks = list(checks)
+        if status is None:
+            status = overall(self.checks)
+        files = []
+        for file in sorted(p for p in self.path.rglob("*") if p.is_file()):
+            data = file.read_bytes()
+            files.append(FileEntry(path=str(file.relative_to(self.path)),
+                                   sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
+        self.record = AttemptRecord(
+            key=str(self.key), kind=self.kind, attempt_id=self.attempt_id,
+            started=self.started, finished=_now(), status=status, summary=summary,
+            checks=self.checks, files=files, context=self.context)
+        with open(self.path / "attempt.json", "x") as handle:
+            handle.write(self.record.model_dump_json(indent=2) + "\n")
+        for file in self.path.rglob("*"):
+            if file.is_file():
+                file.chmod(0o444)
+        self.store._append_index(self.record, self.path)
+        return self.record
+
+
+class EvidenceStore:
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root).absolute() if root is not None else default_root()
+
+    def _new_attempt_dir(self, key: EvidenceKey, kind: str) -> tuple[Path, str]:
+        if not _SLUG.match(kind):
+            raise InvalidInput(f"evidence kind {kind!r} is not a usable name")
+        parent = self.root / key.relative / kind
+        parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(20):
+            attempt_id = f"{_now():%Y%m%dT%H%M%S.%fZ}-{secrets.token_hex(3)}"
+            path = parent / attempt_id
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path, attempt_id
+        raise EvidenceError(f"could not create a fresh attempt directory under {parent}")
+
+    def begin(self, subject: Digest | str | EvidenceKey, kind: str,
+              **context: Any) -> Attempt:
+        key = EvidenceKey.of(subject)
+        path, attempt_id = self._new_attempt_dir(key, kind)
+        return Attempt(self, key, kind, path, attempt_id, context)
+
+    @contextmanager
+    def attempt(self, subject: Digest | str | EvidenceKey, kind: str,
+                **context: Any) -> Iterator[Attempt]:
+        """Open an attempt; on an exception it is finished as ERROR with the traceback kept."""
+        attempt = self.begin(subject, kind, **context)
+        try:
+            yield attempt
+        except BaseException as exc:
+            if attempt.record is None:
+                try:
+                    attempt.write_text("error.log", "".join(
+                        traceback.format_exception(type(exc), exc, exc.__traceback__)))
+                except EvidenceError:
+                    pass
+                attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        else:
+            attempt.finish()
+
+    def _append_index(self, record: AttemptRecord, path: Path) -> None:
+        line = json.dumps({
+            "key": record.key, "kind": record.kind, "attempt_id": record.attempt_id,
+            "status": record.status.value, "finished": record.finished.isoformat(),
+            "path": str(path.relative_to(self.root)), "summary": record.summary,
+        }, sort_keys=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "index.jsonl", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(line + "\n")
+
+    def attempts(self, subject: Digest | str | EvidenceKey,
+                 kind: str | None = None) -> list[AttemptRecord]:
+        """Finished attempts of a key (oldest first), read from the directories themselves."""
+        key = EvidenceKey.of(subject)
+        base = self.root / key.relative
+        if not base.is_dir():
+            return []
+        records = []
+        kinds = [base / kind] if kind else sorted(p for p in base.iterdir() if p.is_dir())
+        for kind_dir in kinds:
+            if not kind_dir.is_dir():
+                continue
+            for attempt_dir in sorted(kind_dir.iterdir()):
+                record_file = attempt_dir / "attempt.json"
+                if record_file.is_file():
+                    records.append(AttemptRecord.model_validate_json(record_file.read_text()))
+        return sorted(records, key=lambda r: (r.started, r.attempt_id))
+
+    def latest(self, subject: Digest | str | EvidenceKey, kind: str) -> AttemptRecord | None:
+        found = self.attempts(subject, kind)
+        return found[-1] if found else None
+
+    def path_of(self, record: AttemptRecord) -> Path:
+        return self.root / EvidenceKey.of(record.key.removeprefix("name:")).relative / \
+            record.kind / record.attempt_id
+
+    def keys(self) -> list[str]:
+        """Every key that has at least one attempt."""
+        found = []
+        for algorithm_dir in sorted(self.root.glob("*")):
+            if algorithm_dir.is_dir():
+                for key_dir in sorted(algorithm_dir.iterdir()):
+                    prefix = "name:" if algorithm_dir.name == "name" else \
+                        f"{algorithm_dir.name}:"
+                    found.append(prefix + key_dir.name)
+        return found
+
+    def index(self) -> list[dict]:
+        index_file = self.root / "index.jsonl"
+        if not index_file.exists():
+            return []
+        return [json.loads(line) for line in index_file.read_text().splitlines() if line]
