@@ -11,9 +11,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
-TYPES = {"errors", "results", "oci", "evidence", "__init__", "__main__"}
+TYPES = {"errors", "results", "oci", "evidence", "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
-CLI = {"cli"}
+CLI = {"cli", "__main__"}
 
 
 def layer_of(top: str) -> int:
