@@ -1,0 +1,64 @@
+"""`imagekit infra up [--cluster] | down | status [--json]`: the local infrastructure, as root."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.infra import manager
+from imagekit.infra.state import ComponentStatus
+
+infra_app = typer.Typer(help="Start, stop and inspect the local Docker engine, registries and "
+                             "cluster (as root).", no_args_is_help=True)
+app.add_typer(infra_app, name="infra")
+
+
+def _components_json(components: list[ComponentStatus]) -> dict:
+    return {"components": [c.model_dump(mode="json") for c in components]}
+
+
+def _table(components: list[ComponentStatus]) -> Table:
+    table = Table("component", "running", "address", "pid", "detail / fix")
+    for c in components:
+        note = c.detail if c.fix is None else f"{c.detail} → run: {c.fix}"
+        table.add_row(c.name, "yes" if c.running else "NO", c.address or "-",
+                      str(c.pid) if c.pid else "-", note)
+    return table
+
+
+@infra_app.command("up")
+@guarded
+def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the local Kubernetes "
+                                    "cluster."),
+       json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Install and start only what is missing (idempotent)."""
+    state, components = manager.up(cluster=cluster)
+    if json_output:
+        print_json({**_components_json(components), "state": state.model_dump(mode="json")})
+        return
+    console.print(_table(components))
+    console.print(f"state: {state.state_dir / 'state.json'}   "
+                  f"credentials: DOCKER_CONFIG={state.docker_config_dir}")
+
+
+@infra_app.command("down")
+@guarded
+def down(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Stop only the processes imagekit started (verified by PID and start time)."""
+    stopped = manager.down()
+    if json_output:
+        print_json({"stopped": stopped})
+        return
+    console.print("stopped: " + (", ".join(stopped) if stopped else "nothing (none of ours ran)"))
+
+
+@infra_app.command("status")
+@guarded
+def status(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """What runs, where, and for anything missing the command that fixes it."""
+    components = manager.status()
+    if json_output:
+        print_json(_components_json(components))
+        return
+    console.print(_table(components))

@@ -1,0 +1,140 @@
+"""`infra up | down | status`: the order things start in, the lock, and the recorded state.
+
+Order: docker engine → PKI/credentials → token service → registries → (cluster, if asked).
+Everything is idempotent; a second `up` with all parts running only verifies them (well under
+two seconds). `down` stops, in reverse order, only processes whose records still match /proc.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib
+import importlib.util
+import os
+from collections.abc import Iterator
+from types import ModuleType
+
+from imagekit.errors import InfraError
+from imagekit.infra import docker, registries
+from imagekit.infra.state import (ComponentStatus, InfraState, StatePaths, load_state,
+                                  save_state)
+
+CLUSTER_MODULE = "imagekit.infra.cluster"
+
+
+@contextlib.contextmanager
+def _locked(paths: StatePaths) -> Iterator[None]:
+    """One `up`/`down` at a time (make test and the pytest fixture may race)."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    with open(paths.root / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _require_root(action: str) -> None:
+    if os.geteuid() != 0:
+        raise InfraError(f"`imagekit infra {action}` must run as root", where="infra")
+
+
+def cluster_module() -> ModuleType | None:
+    """The cluster helper's module, if it exists in this checkout."""
+    if importlib.util.find_spec(CLUSTER_MODULE) is None:
+        return None
+    return importlib.import_module(CLUSTER_MODULE)
+
+
+def _require_cluster() -> ModuleType:
+    module = cluster_module()
+    if module is None:
+        raise InfraError("the local Kubernetes cluster is not part of this checkout yet "
+                         f"({CLUSTER_MODULE} is missing); run `imagekit infra up` without --cluster",
+                         where="infra --cluster")
+    return module
+
+
+def _initial_state(paths: StatePaths) -> InfraState:
+    return InfraState(state_dir=paths.root, registries=registries.endpoints(paths),
+                      docker_config_dir=paths.docker_config_dir, ca_file=paths.ca_cert,
+                      kubeconfig=None, docker_host=docker.DOCKER_HOST,
+                      docker_client=docker.DOCKER_CLIENT, token_realm=registries.TOKEN_REALM)
+
+
+def _previous_kubeconfig(paths: StatePaths):  # -> Path | None
+    try:
+        return load_state(paths.root).kubeconfig
+    except InfraError:
+        return None
+
+
+def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraState,
+                                                                         list[ComponentStatus]]:
+    """Start what is missing; return the recorded state and every component's status."""
+    paths = paths or StatePaths()
+    _require_root("up")
+    cluster_mod = _require_cluster() if cluster else None
+    with _locked(paths):
+        for directory in (paths.root, paths.pids, paths.logs):
+            directory.mkdir(parents=True, exist_ok=True)
+        components = [docker.up(paths)]
+        components += registries.up(paths)
+        docker.install_ca(paths.ca_cert, [ep.address for ep in registries.endpoints(paths).values()
+                                          if ep.scheme == "https"])
+        state = _initial_state(paths).model_copy(
+            update={"kubeconfig": _previous_kubeconfig(paths)})
+        save_state(state)
+        if cluster_mod is not None:
+            result: ComponentStatus = cluster_mod.up(state)
+            components.append(result)
+            if result.kubeconfig is not None:
+                state = state.model_copy(update={"kubeconfig": result.kubeconfig})
+                save_state(state)
+        broken = [c for c in components if not c.running]
+        if broken:
+            raise InfraError("not running after up: " + ", ".join(
+                f"{c.name} ({c.detail})" for c in broken), where=str(paths.logs))
+        return state, components
+
+
+def status(paths: StatePaths | None = None) -> list[ComponentStatus]:
+    """What runs right now (checked live, never read from the state file alone)."""
+    paths = paths or StatePaths()
+    components = [docker.status(paths)]
+    components += registries.status(paths)
+    module = cluster_module()
+    if module is not None:
+        try:
+            state = load_state(paths.root)
+        except InfraError:
+            state = None
+        if state is not None:
+            components.append(module.status(state))
+        else:
+            components.append(ComponentStatus(name="cluster", running=False,
+                                              detail="infra was never brought up",
+                                              fix="imagekit infra up --cluster"))
+    return components
+
+
+def down(cluster: bool = True, paths: StatePaths | None = None) -> list[str]:
+    """Stop what we started (cluster first, engine last); return the names stopped."""
+    paths = paths or StatePaths()
+    _require_root("down")
+    stopped: list[str] = []
+    with _locked(paths):
+        module = cluster_module() if cluster else None
+        if module is not None:
+            try:
+                state = load_state(paths.root)
+            except InfraError:
+                state = None
+            if state is not None:
+                module.down(state)
+                stopped.append("cluster")
+        stopped += registries.down(paths)
+        if docker.down(paths):
+            stopped.append("dockerd")
+    return stopped

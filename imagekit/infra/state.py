@@ -1,0 +1,198 @@
+"""What `imagekit infra up` recorded, as typed models every other layer reads.
+
+The state file says *where* things are (addresses, CA, docker config dir); it never proves that
+they run. Whether a recorded process is really ours and alive is decided by
+`imagekit.infra.processes`, which compares PID, kernel start time and command line with /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from imagekit.errors import InfraError
+
+#: Where infra keeps its state unless $IMAGEKIT_STATE_DIR says otherwise.
+DEFAULT_STATE_DIR = Path("/var/lib/imagekit")
+
+#: The three loopback registries of the contract: name -> (port, scheme, auth).
+REGISTRY_LAYOUT: dict[str, tuple[int, Literal["http", "https"], Literal["none", "basic", "bearer"]]] = {
+    "staging": (5001, "http", "none"),
+    "production": (5002, "https", "basic"),
+    "target": (5003, "https", "bearer"),
+}
+TOKEN_SERVICE_PORT = 5010
+LOOPBACK = "127.0.0.1"
+
+
+def state_dir() -> Path:
+    """The state directory: $IMAGEKIT_STATE_DIR or /var/lib/imagekit."""
+    return Path(os.environ.get("IMAGEKIT_STATE_DIR") or DEFAULT_STATE_DIR)
+
+
+class StatePaths:
+    """Every file infra writes, named in one place so nothing guesses a path."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or state_dir()
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def pids(self) -> Path:
+        return self.root / "pids"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def tls(self) -> Path:
+        return self.root / "tls"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.tls / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.tls / "ca.key"
+
+    @property
+    def server_cert(self) -> Path:
+        return self.tls / "server.crt"
+
+    @property
+    def server_key(self) -> Path:
+        return self.tls / "server.key"
+
+    @property
+    def token_cert(self) -> Path:
+        return self.tls / "token-signing.crt"
+
+    @property
+    def token_key(self) -> Path:
+        return self.tls / "token-signing.key"
+
+    @property
+    def secrets(self) -> Path:
+        return self.root / "secrets"
+
+    @property
+    def credentials(self) -> Path:
+        return self.secrets / "credentials.json"
+
+    @property
+    def docker_config_dir(self) -> Path:
+        return self.root / "docker-config"
+
+    @property
+    def registries(self) -> Path:
+        return self.root / "registries"
+
+    @property
+    def apt(self) -> Path:
+        return self.root / "apt"
+
+    def registry_dir(self, name: str) -> Path:
+        return self.registries / name
+
+
+class RegistryEndpoint(BaseModel):
+    """One loopback registry: where it listens, how it speaks, how it authenticates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    address: str = Field(description="host:port, e.g. 127.0.0.1:5001")
+    scheme: Literal["http", "https"]
+    auth: Literal["none", "basic", "bearer"]
+    ca_file: Path | None = None
+    token_realm: str | None = Field(None, description="Bearer realm (target only)")
+    token_service: str | None = Field(None, description="Bearer service name (target only)")
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.address}"
+
+
+class ComponentStatus(BaseModel):
+    """What `infra status` says about one part: runs or not, where, and how to fix it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    running: bool
+    address: str | None = None
+    pid: int | None = None
+    ours: bool = Field(False, description="started (and tracked) by imagekit")
+    detail: str = ""
+    fix: str | None = Field(None, description="the command that fixes a missing part")
+    kubeconfig: Path | None = Field(None, description="cluster only: its admin kubeconfig")
+
+
+class InfraState(BaseModel):
+    """The recorded layout of the local infrastructure (see the module docstring for trust)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state_dir: Path
+    registries: dict[str, RegistryEndpoint]
+    docker_config_dir: Path
+    ca_file: Path
+    kubeconfig: Path | None = None
+    docker_host: str = "unix:///var/run/docker.sock"
+    docker_client: Path = Field(Path("/usr/bin/docker"),
+                                description="the docker CLI that matches the daemon (buildx works)")
+    token_realm: str | None = None
+
+    def registry(self, name: str) -> RegistryEndpoint:
+        try:
+            return self.registries[name]
+        except KeyError:
+            raise InfraError(f"no registry named {name!r}; known: {sorted(self.registries)}",
+                             where=str(self.state_dir)) from None
+
+
+def registry_env(state: InfraState | None = None) -> dict[str, str]:
+    """The environment a docker-style client needs to find the credentials (DOCKER_CONFIG).
+
+    Merge it into os.environ for a subprocess; secrets stay in the file it names.
+    """
+    state = state or load_state()
+    return {"DOCKER_CONFIG": str(state.docker_config_dir), "DOCKER_HOST": state.docker_host}
+
+
+def load_state(root: Path | None = None) -> InfraState:
+    """Read the recorded state, or say which command creates it."""
+    paths = StatePaths(root)
+    try:
+        raw = paths.state_file.read_text()
+    except FileNotFoundError:
+        raise InfraError("no infrastructure state; run `imagekit infra up` (as root)",
+                         where=str(paths.state_file)) from None
+    except PermissionError:
+        raise InfraError("cannot read infrastructure state (run as root)",
+                         where=str(paths.state_file)) from None
+    try:
+        return InfraState.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        raise InfraError(f"unreadable infrastructure state: {str(exc).splitlines()[0]}; "
+                         "run `imagekit infra up` to rewrite it",
+                         where=str(paths.state_file)) from None
+
+
+def save_state(state: InfraState) -> None:
+    """Write state.json atomically (readers never see half a file)."""
+    paths = StatePaths(state.state_dir)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    tmp = paths.state_file.with_suffix(".json.tmp")
+    tmp.write_text(state.model_dump_json(indent=2) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, paths.state_file)
