@@ -17,3 +17,25 @@ def _evidence_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
                      ) -> None:
     """Tests never write into the developer's own evidence store."""
     monkeypatch.setenv("IMAGEKIT_EVIDENCE_DIR", str(tmp_path_factory.mktemp("evidence")))
+
+
+@pytest.fixture(scope="session")
+def infra():  # -> imagekit.infra.state.InfraState
+    """The real local infrastructure: `imagekit infra up` once per session, then its state.
+
+    Never skips: a part that cannot start fails every test that needs it, with the reason.
+    (`make test` runs `imagekit infra up --cluster` first, so this is normally the fast path.)
+    """
+    import subprocess
+    import sys
+
+    from imagekit.infra.state import load_state
+
+    if os.geteuid() != 0:
+        pytest.fail("real-infrastructure tests need root (imagekit infra up starts daemons)")
+    result = subprocess.run([sys.executable, "-m", "imagekit", "infra", "up"],
+                            capture_output=True, text=True, timeout=1200, check=False)
+    if result.returncode != 0:
+        pytest.fail(f"imagekit infra up failed (exit {result.returncode}): "
+                    f"{(result.stderr or result.stdout).strip()[-2000:]}")
+    return load_state()
