@@ -1,0 +1,114 @@
+"""`imagekit report`, `imagekit gate`, `imagekit schemas export|check`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from imagekit.cli.app import app, console, err_console, guarded, print_json
+from imagekit.errors import CheckFailed, InvalidInput
+from imagekit.evidence import EvidenceStore
+
+EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
+                           help="Evidence store root (default ./.evidence).")
+Require = typer.Option(None, "--require",
+                       help="Required check, KIND or KIND:CHECK (repeatable; default "
+                            "$IMAGEKIT_REQUIRED_CHECKS or probe,images-verify).")
+
+
+@app.command("report")
+@guarded
+def report_command(
+    subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST",
+                                  help="An image of the spec (its latest build), a reference, "
+                                       "or a digest."),
+    fmt: str = typer.Option("md", "--format", "-f", help="md, json, junit, intoto or html."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
+    require: list[str] = Require,
+    evidence_dir: Path = EvidenceDir,
+) -> None:
+    """Report everything the evidence says about one image: versions, base, fix layers, each
+    check with its evidence path, digests at every endpoint, GPU preflight, acceptance."""
+    from imagekit.report import build_report, render
+    from imagekit.report.render import FORMATS
+    from imagekit.report.resolve import resolve
+
+    if fmt not in FORMATS:
+        raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
+    store = EvidenceStore(evidence_dir)
+    digest, name = resolve(subject, store)
+    report = build_report(store, digest, required=require or None, requested=subject, name=name)
+    text = render(report, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    err_console.print(f"{fmt} report of {report.subject} ({report.status.value}) → {out}",
+                      markup=False)
+
+
+@app.command("gate")
+@guarded
+def gate_command(
+    subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST"),
+    require: list[str] = Require,
+    evidence_dir: Path = EvidenceDir,
+    json_output: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
+) -> None:
+    """Would the promotion gate let this digest through? Exit 0 yes, 1 no (reasons listed)."""
+    from imagekit.report import check_promotable
+    from imagekit.report.resolve import resolve
+
+    store = EvidenceStore(evidence_dir)
+    digest, _ = resolve(subject, store)
+    decision = check_promotable(store, digest, require or None)
+    if json_output:
+        print_json(decision)
+    else:
+        console.print(f"{'ALLOWED' if decision.allowed else 'REFUSED'} {decision.digest}",
+                      markup=False)
+        for reason in decision.reasons:
+            console.print(f"  refused: {reason}", markup=False, soft_wrap=True)
+        for warning in decision.warnings:
+            console.print(f"  warning: {warning}", markup=False, soft_wrap=True)
+    if not decision.allowed:
+        raise typer.Exit(CheckFailed.exit_code)
+
+
+schemas_app = typer.Typer(help="JSON Schemas of every record model.", no_args_is_help=True)
+app.add_typer(schemas_app, name="schemas")
+
+
+@schemas_app.command("export")
+@guarded
+def schemas_export(directory: Path = typer.Argument(None, help="Default: imagekit/schemas.")
+                   ) -> None:
+    """Write the schema of every model in imagekit.schemas.export.MODELS."""
+    from imagekit.schemas.export import SCHEMA_DIR, export
+
+    written = export(directory or SCHEMA_DIR)
+    console.print(f"{len(written)} schemas in {directory or SCHEMA_DIR}", markup=False)
+
+
+@schemas_app.command("check")
+@guarded
+def schemas_check(directory: Path = typer.Argument(None, help="Default: imagekit/schemas."),
+                  json_output: bool = typer.Option(False, "--json")) -> None:
+    """Exit 1 when a checked-in schema differs from its model (run `schemas export`)."""
+    from imagekit.schemas.export import SCHEMA_DIR, check
+
+    problems = check(directory or SCHEMA_DIR)
+    if json_output:
+        print_json({"current": not problems, "problems": problems})
+    else:
+        for problem in problems:
+            err_console.print(f"schema {problem}", markup=False)
+        if not problems:
+            console.print("schemas are current", markup=False)
+    if problems:
+        raise CheckFailed(f"{len(problems)} schema file(s) are stale; run `imagekit schemas "
+                          "export`", where=str(directory or SCHEMA_DIR))

@@ -1,0 +1,415 @@
+"""Build an `ImageReport` from the evidence store, generically on `AttemptRecord`s.
+
+Other operations write evidence with their own file names and data shapes; this module reads
+only what every attempt has (kind, status, checks, context, files) and then, opportunistically,
+the JSON files of an attempt: a shape it recognises (per-hop promotion digests, all-reduce sizes,
+latency percentiles, final versions) fills a section, anything else is ignored. A section with
+no evidence stays empty, it is never invented.
+
+Which attempts belong to an image: those keyed by its digest, plus those (keyed by a name or by
+another digest of the same image, e.g. the image ID) whose identity fields name that digest —
+see `IDENTITY_FIELDS`. A base image's digest is never an identity of the image built on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from imagekit.errors import NotFound
+from imagekit.evidence import AttemptRecord, EvidenceStore
+from imagekit.oci.digest import Digest
+from imagekit.report.models import (
+    BandwidthPoint,
+    EndpointDigest,
+    EvidenceLine,
+    ImageFacts,
+    ImageReport,
+    LatencySeries,
+    OverrideRecord,
+    PreflightSummary,
+    RequiredOutcome,
+)
+from imagekit.report.required import Requirement, parse_requirements
+from imagekit.results import Status
+
+#: Context/data keys whose digest value *is* the image (not its base, not a layer).
+IDENTITY_FIELDS = ("digest", "image_digest", "image_id", "config_digest", "manifest_digest",
+                   "registry_digest", "local_digest", "pushed_digest", "staging_digest")
+#: Kinds that are about the gate itself, not checks of the image.
+GATE_KINDS = frozenset({"gate-override"})
+#: A check line standing for an attempt that recorded no checks (e.g. it raised).
+ATTEMPT_LINE = "attempt"
+_MAX_JSON_BYTES = 8 * 1024 * 1024
+_PERCENTILE = re.compile(r"^p(\d{1,2}(?:\.\d+)?|100)$")
+
+
+# -- which attempts belong to the image ------------------------------------------------------
+
+def _digest_or_none(value: Any) -> str | None:
+    if isinstance(value, str) and value.startswith(("sha256:", "sha512:")):
+        try:
+            return str(Digest.parse(value))
+        except Exception:  # noqa: BLE001 - a malformed value is just not an identity
+            return None
+    return None
+
+
+def identities(record: AttemptRecord) -> set[str]:
+    """Digests that name the image this attempt is about."""
+    found = set()
+    if record.key.startswith(("sha256:", "sha512:")):
+        found.add(record.key)
+    for field in IDENTITY_FIELDS:
+        digest = _digest_or_none(record.context.get(field))
+        if digest:
+            found.add(digest)
+    return found
+
+
+def all_records(store: EvidenceStore) -> list[AttemptRecord]:
+    records = []
+    for key in store.keys():
+        # keys() says `name:<slug>` but attempts() wants the bare slug for names
+        records.extend(store.attempts(key.removeprefix("name:")))
+    return records
+
+
+def related(store: EvidenceStore, digest: Digest | str,
+            records: list[AttemptRecord] | None = None) -> tuple[set[str], list[AttemptRecord]]:
+    """The image's aliases (its digests) and every attempt about it, oldest first."""
+    aliases = {str(Digest.parse(str(digest)))}
+    records = all_records(store) if records is None else records
+    ids = [(record, identities(record)) for record in records]
+    changed = True
+    while changed:
+        changed = False
+        for _, found in ids:
+            if found & aliases and not found <= aliases:
+                aliases |= found
+                changed = True
+    mine = [record for record, found in ids if found & aliases]
+    return aliases, sorted(mine, key=lambda r: (r.started, r.attempt_id))
+
+
+# -- check lines -----------------------------------------------------------------------------
+
+def _relpath(store: EvidenceStore, record: AttemptRecord) -> str:
+    return str(store.path_of(record).relative_to(store.root))
+
+
+def lines_of(store: EvidenceStore, record: AttemptRecord) -> list[EvidenceLine]:
+    """One line per check; an attempt without checks (or worse than its checks) gets a line of
+    its own, so an attempt that broke is never silently absent."""
+    where = _relpath(store, record)
+    common = dict(kind=record.kind, key=record.key, attempt_id=record.attempt_id,
+                  finished=record.finished, evidence=where)
+    lines = [EvidenceLine(name=c.name, status=c.status, detail=c.detail, **common)
+             for c in record.checks]
+    worst = _worst([c.status for c in record.checks])
+    if not record.checks or _rank(record.status) < _rank(worst):
+        lines.append(EvidenceLine(name=ATTEMPT_LINE, status=record.status,
+                                  detail=record.summary or "attempt recorded no checks",
+                                  **common))
+    return lines
+
+
+_ORDER = [Status.ERROR, Status.FAIL, Status.DEFERRED, Status.PASS]
+
+
+def _rank(status: Status | None) -> int:
+    return _ORDER.index(status) if status in _ORDER else len(_ORDER)
+
+
+def _worst(statuses: Iterable[Status]) -> Status | None:
+    statuses = list(statuses)
+    return min(statuses, key=_rank) if statuses else None
+
+
+def current_and_history(store: EvidenceStore, records: list[AttemptRecord]
+                        ) -> tuple[list[EvidenceLine], list[EvidenceLine]]:
+    """The latest line per (kind, check name) decides; older ones are history.
+
+    A check-less `attempt` line is superseded by any later attempt of the same kind: a rerun that
+    ran its checks replaces an attempt that broke before it could.
+    """
+    latest: dict[tuple[str, str], EvidenceLine] = {}
+    every: list[EvidenceLine] = []
+    last_of_kind: dict[str, AttemptRecord] = {}
+    for record in records:
+        if record.kind in GATE_KINDS:
+            continue
+        last_of_kind[record.kind] = record
+        for line in lines_of(store, record):
+            every.append(line)
+            latest[(line.kind, line.name)] = line
+    current, history = [], []
+    for line in every:
+        is_latest = latest[(line.kind, line.name)] is line
+        if line.name == ATTEMPT_LINE and last_of_kind[line.kind].attempt_id != line.attempt_id:
+            is_latest = False
+        if is_latest:
+            current.append(line)
+        else:
+            history.append(line.model_copy(update={"current": False}))
+    return current, history
+
+
+def evaluate_required(current: list[EvidenceLine], requirements: list[Requirement]
+                      ) -> list[RequiredOutcome]:
+    outcomes = []
+    for requirement in requirements:
+        matching = [line for line in current if requirement.matches(line.kind, line.name)]
+        if not matching:
+            outcomes.append(RequiredOutcome(
+                requirement=str(requirement), satisfied=False, status=None,
+                reason="no evidence: a missing required check is not a pass"))
+            continue
+        worst = _worst(line.status for line in matching)
+        bad = [line for line in matching if line.status is not Status.PASS]
+        reason = "; ".join(f"{line.test_name} {line.status.value}"
+                           + (f": {line.detail}" if line.detail else "") for line in bad)
+        outcomes.append(RequiredOutcome(requirement=str(requirement),
+                                        satisfied=not bad, status=worst, reason=reason[:500]))
+    return outcomes
+
+
+def overall_status(current: list[EvidenceLine], required: list[RequiredOutcome]) -> Status:
+    """Worst current status; a missing or non-passing required check makes it at least FAIL
+    (DEFERRED on a required check stays FAIL: it is not a pass). No evidence at all is ERROR."""
+    if not current:
+        return Status.ERROR
+    status = _worst(line.status for line in current) or Status.ERROR
+    if any(not outcome.satisfied for outcome in required) and _rank(status) > _rank(Status.FAIL):
+        status = Status.FAIL
+    return status
+
+
+# -- opportunistic reading of attempt data ---------------------------------------------------
+
+def _json_documents(store: EvidenceStore, record: AttemptRecord) -> Iterator[Any]:
+    """The attempt's context, check data, then each JSON file it kept (parsed, size-capped)."""
+    yield record.context
+    for check in record.checks:
+        if check.data:
+            yield check.data
+    base = store.path_of(record)
+    for entry in record.files:
+        if not entry.path.endswith(".json") or entry.size > _MAX_JSON_BYTES:
+            continue
+        try:
+            yield json.loads((base / entry.path).read_text())
+        except (OSError, ValueError):
+            continue
+
+
+def _walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict]]:
+    """Every dict inside a JSON value, with the keys leading to it."""
+    if isinstance(value, dict):
+        yield path, value
+        for key, item in value.items():
+            yield from _walk(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(item, (*path, str(index)))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def endpoints_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[EndpointDigest]:
+    """Per-hop digests from promote attempts: dicts with a digest and an endpoint/reference.
+
+    The latest attempt wins per endpoint; a hop not verified is still listed (verified=False).
+    """
+    found: dict[str, EndpointDigest] = {}
+    for record in records:
+        if record.kind != "promote":
+            continue
+        where = _relpath(store, record)
+        for document in _json_documents(store, record):
+            for _, item in _walk(document):
+                digest = _digest_or_none(item.get("digest"))
+                endpoint = item.get("endpoint") or item.get("registry") or item.get("name")
+                reference = item.get("reference") or item.get("ref") or item.get("target")
+                if not digest or not (isinstance(endpoint, str) or isinstance(reference, str)):
+                    continue
+                if isinstance(endpoint, dict):
+                    endpoint = endpoint.get("name") or endpoint.get("address")
+                endpoint = str(endpoint or reference)
+                reference = str(reference or endpoint)
+                verified = item.get("verified")
+                moved = item.get("bytes_moved")
+                found[endpoint] = EndpointDigest(
+                    endpoint=endpoint, reference=reference, digest=digest,
+                    verified=verified if isinstance(verified, bool) else None,
+                    bytes_moved=moved if isinstance(moved, int) and not isinstance(moved, bool)
+                    else None,
+                    evidence=where)
+    return list(found.values())
+
+
+def preflight_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[PreflightSummary]:
+    """All-reduce tables from gpu-preflight attempts: a dict whose `sizes` is a list of dicts
+    with `bytes` (and algbw/busbw in GB/s)."""
+    result = []
+    for record in records:
+        if record.kind != "gpu-preflight":
+            continue
+        where = _relpath(store, record)
+        for document in _json_documents(store, record):
+            table = next((item for _, item in _walk(document)
+                          if isinstance(item.get("sizes"), list) and item["sizes"]
+                          and all(isinstance(s, dict) and "bytes" in s for s in item["sizes"])),
+                         None)
+            if table is None:
+                continue
+            points = []
+            for size in table["sizes"]:
+                if not isinstance(size.get("bytes"), int):
+                    continue
+                points.append(BandwidthPoint(
+                    bytes=size["bytes"],
+                    algbw_GBps=_number(size.get("algbw_GBps", size.get("algbw"))),
+                    busbw_GBps=_number(size.get("busbw_GBps", size.get("busbw")))))
+            world = table.get("world_size")
+            backend = table.get("backend")
+            result.append(PreflightSummary(
+                status=record.status, world_size=world if isinstance(world, int) else None,
+                backend=backend if isinstance(backend, str) else None,
+                sizes=sorted(points, key=lambda p: p.bytes), evidence=where,
+                attempt_id=record.attempt_id))
+            break
+    return result
+
+
+def _is_latency_kind(kind: str) -> bool:
+    return kind.startswith("accept") or kind.startswith("bench")
+
+
+def _unit_of(path: tuple[str, ...], item: dict) -> str:
+    unit = item.get("unit")
+    if isinstance(unit, str):
+        return unit
+    text = "_".join(path).lower()
+    for suffix, name in (("_ms", "ms"), ("_us", "us"), ("_seconds", "s"), ("_s", "s")):
+        if text.endswith(suffix) or f"{suffix}_" in text:
+            return name
+    return ""
+
+
+def latency_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[LatencySeries]:
+    """Percentile dicts (keys `p50`, `p90`, `p99`… with numbers) in acceptance/bench attempts."""
+    result = []
+    for record in records:
+        if not _is_latency_kind(record.kind):
+            continue
+        where = _relpath(store, record)
+        seen: set[tuple[str, tuple]] = set()
+        for document in _json_documents(store, record):
+            for path, item in _walk(document):
+                percentiles = {k: float(v) for k, v in item.items()
+                               if _PERCENTILE.match(str(k)) and _number(v) is not None}
+                if not percentiles:
+                    continue
+                label = "/".join(p for p in path if not p.isdigit()) or record.kind
+                name = item.get("name") or item.get("label")
+                if isinstance(name, str) and name:
+                    label = f"{label}/{name}" if label != record.kind else name
+                fingerprint = (label, tuple(sorted(percentiles.items())))
+                if fingerprint in seen:
+                    continue
+                seen.add(fingerprint)
+                ordered = dict(sorted(percentiles.items(),
+                                      key=lambda kv: float(kv[0][1:])))
+                result.append(LatencySeries(
+                    kind=record.kind, label=label, status=record.status,
+                    unit=_unit_of(path, item), percentiles=ordered, evidence=where,
+                    attempt_id=record.attempt_id))
+    return result
+
+
+def facts_of(store: EvidenceStore, records: list[AttemptRecord]) -> ImageFacts:
+    """Final versions, base digest and fix layers: the latest images-verify attempt that has
+    them, else the latest build/probe attempt that does."""
+    ordered = [r for r in reversed(records) if r.kind == "images-verify"] + \
+              [r for r in reversed(records) if r.kind in ("build", "probe")]
+    versions: dict[str, str] = {}
+    base: str | None = None
+    fixes: list[str] = []
+    name: str | None = None
+    source: str | None = None
+    for record in ordered:
+        for document in _json_documents(store, record):
+            for _, item in _walk(document):
+                found_versions = item.get("versions") or item.get("final_versions")
+                if not versions and isinstance(found_versions, dict) and found_versions:
+                    versions = {str(k): str(v) for k, v in found_versions.items()
+                                if isinstance(v, (str, int, float))}
+                    source = source or _relpath(store, record)
+                if base is None:
+                    base = _digest_or_none(item.get("base_digest")) or \
+                        _digest_or_none(item.get("base"))
+                layers = item.get("fix_layers") or item.get("fixes")
+                if not fixes and isinstance(layers, list) and layers:
+                    fixes = [layer if isinstance(layer, str) else
+                             json.dumps(layer, sort_keys=True) for layer in layers]
+                if name is None:
+                    candidate = item.get("image") or item.get("image_name")
+                    if isinstance(candidate, str) and candidate:
+                        name = candidate
+        if versions and base and fixes:
+            break
+    return ImageFacts(name=name, versions=versions, base_digest=base, fix_layers=fixes,
+                      source=source)
+
+
+def overrides_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[OverrideRecord]:
+    result = []
+    for record in records:
+        if record.kind != "gate-override":
+            continue
+        reasons = record.context.get("refused_for")
+        result.append(OverrideRecord(
+            reason=str(record.context.get("reason", "")), user=str(record.context.get("user", "")),
+            refused_for=[str(r) for r in reasons] if isinstance(reasons, list) else [],
+            finished=record.finished, evidence=_relpath(store, record)))
+    return result
+
+
+def build_report(store: EvidenceStore, digest: Digest | str, *,
+                 required: Iterable[str] | None = None, requested: str = "",
+                 name: str | None = None) -> ImageReport:
+    """The report of one image digest. NotFound when the store has no attempt about it."""
+    digest = Digest.parse(str(digest))
+    requirements = parse_requirements(required)
+    aliases, records = related(store, digest)
+    if not records:
+        raise NotFound(f"no evidence for {digest}", where=str(store.root))
+    current, history = current_and_history(store, records)
+    outcomes = evaluate_required(current, requirements)
+    facts = facts_of(store, records)
+    if name and not facts.name:
+        facts = facts.model_copy(update={"name": name})
+    return ImageReport(
+        subject=str(digest), requested=requested or str(digest),
+        generated=dt.datetime.now(dt.timezone.utc), evidence_root=str(store.root),
+        status=overall_status(current, outcomes),
+        aliases=sorted(aliases - {str(digest)}), facts=facts, checks=current, history=history,
+        required=outcomes, endpoints=endpoints_of(store, records),
+        preflight=preflight_of(store, records), latency=latency_of(store, records),
+        overrides=overrides_of(store, records))
+
+
+def evidence_file(report: ImageReport, line: EvidenceLine) -> Path:
+    """The attempt.json a line came from (absolute)."""
+    return Path(report.evidence_root) / line.evidence / "attempt.json"

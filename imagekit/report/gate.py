@@ -1,0 +1,112 @@
+"""The promotion gate: a digest with a FAIL/ERROR, or a required check that is missing or not a
+pass, is not promoted — unless someone forces it with a reason, and that is recorded.
+
+`imagekit promote` calls `enforce()` (or `check_promotable()` + `record_override()`) before it
+copies anything. Promotion evidence itself (kind `promote`) is not gate input: a failed earlier
+hop must not stop a retry. DEFERRED on a check that is not required is a warning, not a refusal.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterable
+
+from imagekit.errors import CheckFailed, InvalidInput, NotFound
+from imagekit.evidence import EvidenceStore
+from imagekit.oci.digest import Digest
+from imagekit.report.collect import build_report
+from imagekit.report.models import GateDecision, ImageReport
+from imagekit.report.required import parse_requirements
+from imagekit.results import CheckResult, Status
+
+#: Evidence kinds the gate does not judge (they are written by promotion itself).
+NOT_GATE_INPUT = frozenset({"promote", "gate-override"})
+OVERRIDE_KIND = "gate-override"
+
+
+def decide(report: ImageReport) -> GateDecision:
+    """The gate's verdict on a report already built."""
+    reasons, warnings = [], []
+    for outcome in report.required:
+        if not outcome.satisfied:
+            state = outcome.status.value if outcome.status else "missing"
+            reasons.append(f"required check {outcome.requirement} is {state}: {outcome.reason}")
+    for line in report.checks:
+        if line.kind in NOT_GATE_INPUT:
+            continue
+        text = f"{line.test_name} {line.status.value}" + \
+            (f": {line.detail}" if line.detail else "") + f" ({line.evidence})"
+        if line.status in (Status.FAIL, Status.ERROR):
+            reasons.append(text)
+        elif line.status is Status.DEFERRED:
+            warnings.append(text)
+    if not any(line.kind not in NOT_GATE_INPUT for line in report.checks):
+        reasons.append(f"no check evidence for {report.subject}")
+    return GateDecision(digest=report.subject, allowed=not reasons, reasons=reasons,
+                        warnings=warnings, required=[o.requirement for o in report.required])
+
+
+def check_promotable(store: EvidenceStore, digest: Digest | str,
+                     required: Iterable[str] | None = None) -> GateDecision:
+    """Whether `digest` may be promoted. Never raises for a refusal: read `.allowed`.
+
+    A digest the store knows nothing about is refused (no evidence is not a pass).
+    """
+    digest = Digest.parse(str(digest))
+    requirements = [str(r) for r in parse_requirements(required)]
+    try:
+        report = build_report(store, digest, required=requirements)
+    except NotFound:
+        return GateDecision(digest=str(digest), allowed=False, required=requirements,
+                            reasons=[f"no evidence for {digest} in {store.root}"])
+    return decide(report)
+
+
+def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
+                    decision: GateDecision | None = None, user: str | None = None,
+                    **context: object) -> GateDecision:
+    """Record that a refused digest is promoted anyway, and why. Returns the decision, marked
+    overridden and pointing at the new evidence attempt. An empty reason is refused."""
+    reason = " ".join((reason or "").split())
+    if not reason:
+        raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
+    digest = Digest.parse(str(digest))
+    if decision is None:
+        decision = check_promotable(store, digest)
+    user = user or _user()
+    with store.attempt(digest, OVERRIDE_KIND, reason=reason, user=user,
+                       refused_for=list(decision.reasons), required=list(decision.required),
+                       **context) as attempt:
+        attempt.write_json("decision.json", decision)
+        verdict = Status.PASS if decision.allowed else Status.FAIL
+        attempt.finish(verdict, summary=f"forced by {user}: {reason}"[:500], checks=[
+            CheckResult(name="gate", status=verdict,
+                        detail="; ".join(decision.reasons)[:2000] or "gate allowed",
+                        data={"forced": True, "reason": reason})])
+    where = str(attempt.path.relative_to(store.root))
+    return decision.model_copy(update={"overridden": True, "override_reason": reason,
+                                       "override_evidence": where})
+
+
+def enforce(store: EvidenceStore, digest: Digest | str, *, force: bool = False,
+            reason: str | None = None, required: Iterable[str] | None = None,
+            **context: object) -> GateDecision:
+    """What `imagekit promote` calls before copying: returns the decision when promotion may go
+    ahead (allowed, or refused but forced with a reason — then recorded), raises CheckFailed
+    (exit 1) with every reason on one line when refused and not forced."""
+    if force and not " ".join((reason or "").split()):
+        raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
+    decision = check_promotable(store, digest, required)
+    if decision.allowed:
+        return decision
+    if force:
+        return record_override(store, digest, reason or "", decision=decision, **context)
+    raise CheckFailed("promotion refused by the gate: " + "; ".join(decision.reasons)[:1500]
+                      + " — fix the evidence, or --force --reason \"…\"", where=str(digest))
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in a container
+        return "unknown"

@@ -1,0 +1,119 @@
+"""Markdown: the report a release engineer reads in a merge request or a terminal."""
+
+from __future__ import annotations
+
+from imagekit.report.models import ImageReport
+
+_MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "ERROR": "**ERROR**", "DEFERRED": "_DEFERRED_"}
+
+
+def _cell(text: object) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def render(report: ImageReport) -> str:
+    out: list[str] = []
+    facts = report.facts
+    title = facts.name or report.requested
+    out.append(f"# Image report: {_cell(title)}\n")
+    out.append(f"- **Digest:** `{report.subject}`")
+    if report.aliases:
+        out.append(f"- **Also known as:** {', '.join(f'`{a}`' for a in report.aliases)}")
+    out.append(f"- **Overall:** {_MARK[report.status.value]}")
+    out.append(f"- **Base digest:** `{facts.base_digest}`" if facts.base_digest
+               else "- **Base digest:** no evidence")
+    out.append(f"- **Evidence root:** `{report.evidence_root}`")
+    out.append(f"- **Generated:** {report.generated:%Y-%m-%d %H:%M:%S} UTC\n")
+
+    out.append("## Final versions\n")
+    if facts.versions:
+        out.append("| package | version |\n|---|---|")
+        out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in sorted(facts.versions.items())]
+        if facts.source:
+            out.append(f"\nFrom `{facts.source}`.")
+    else:
+        out.append("No evidence (no images-verify or build attempt recorded versions).")
+    out.append("\n## Fix layers\n")
+    out += [f"{i}. `{_cell(layer)}`" for i, layer in enumerate(facts.fix_layers, 1)] or \
+        ["No evidence."]
+
+    out.append("\n## Required checks\n")
+    if report.required:
+        out.append("| requirement | satisfied | status | reason |\n|---|---|---|---|")
+        for o in report.required:
+            out.append(f"| {_cell(o.requirement)} | {'yes' if o.satisfied else '**no**'} | "
+                       f"{_MARK[o.status.value] if o.status else '**missing**'} | "
+                       f"{_cell(o.reason)} |")
+    else:
+        out.append("None configured.")
+
+    out.append("\n## Checks (current)\n")
+    out.append("| kind | check | status | detail | evidence |\n|---|---|---|---|---|")
+    for line in report.checks:
+        out.append(f"| {_cell(line.kind)} | {_cell(line.name)} | {_MARK[line.status.value]} | "
+                   f"{_cell(line.detail)[:300]} | `{line.evidence}` |")
+    if report.history:
+        out.append("\n<details><summary>Earlier attempts (superseded, kept)</summary>\n")
+        out.append("| kind | check | status | detail | evidence |\n|---|---|---|---|---|")
+        for line in report.history:
+            out.append(f"| {_cell(line.kind)} | {_cell(line.name)} | "
+                       f"{_MARK[line.status.value]} | {_cell(line.detail)[:200]} | "
+                       f"`{line.evidence}` |")
+        out.append("\n</details>")
+
+    out.append("\n## Promotion endpoints\n")
+    if report.endpoints:
+        out.append("| endpoint | reference | digest | verified | bytes moved |\n"
+                   "|---|---|---|---|---|")
+        for e in report.endpoints:
+            verified = {True: "yes", False: "**no**", None: "unknown"}[e.verified]
+            moved = "" if e.bytes_moved is None else _size(e.bytes_moved)
+            out.append(f"| {_cell(e.endpoint)} | `{_cell(e.reference)}` | `{e.digest}` | "
+                       f"{verified} | {moved} |")
+    else:
+        out.append("No evidence (not promoted).")
+
+    out.append("\n## GPU preflight\n")
+    if report.preflight:
+        for p in report.preflight:
+            out.append(f"{_MARK[p.status.value]} — world size {p.world_size}, backend "
+                       f"{p.backend} (`{p.evidence}`)\n")
+            out.append("| message size | algbw GB/s | busbw GB/s |\n|---|---|---|")
+            for s in p.sizes:
+                out.append(f"| {_size(s.bytes)} | {_fmt(s.algbw_GBps)} | {_fmt(s.busbw_GBps)} |")
+            out.append("")
+    else:
+        out.append("No evidence.")
+
+    out.append("\n## Acceptance latency\n")
+    if report.latency:
+        keys = sorted({k for s in report.latency for k in s.percentiles},
+                      key=lambda k: float(k[1:]))
+        out.append("| kind | series | status | unit | " + " | ".join(keys) + " |")
+        out.append("|---|---|---|---|" + "---|" * len(keys))
+        for s in report.latency:
+            out.append(f"| {_cell(s.kind)} | {_cell(s.label)} | {_MARK[s.status.value]} | "
+                       f"{s.unit} | " + " | ".join(_fmt(s.percentiles.get(k)) for k in keys)
+                       + " |")
+    else:
+        out.append("No evidence.")
+
+    if report.overrides:
+        out.append("\n## Gate overrides\n")
+        for o in report.overrides:
+            out.append(f"- {o.finished:%Y-%m-%d %H:%M:%S} by {_cell(o.user)}: "
+                       f"\"{_cell(o.reason)}\" — refused for: "
+                       f"{_cell('; '.join(o.refused_for)) or 'nothing'} (`{o.evidence}`)")
+    return "\n".join(out) + "\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.4g}"

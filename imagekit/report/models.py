@@ -1,0 +1,173 @@
+"""The report's own records: what a release engineer reads, what CI parses, what the gate decides.
+
+Every field is derived from the evidence store; nothing here is measured. A section that found no
+evidence is empty (or None), it is never filled with a guess.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from imagekit.results import Status
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class EvidenceLine(BaseModel):
+    """One check of one attempt, with the attempt directory it came from.
+
+    `current` is False when a later attempt of the same kind re-ran the same check: the earlier
+    line stays in the report as history (evidence is append-only), but no longer decides.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    name: str
+    status: Status
+    detail: str = ""
+    key: str
+    attempt_id: str
+    finished: dt.datetime
+    evidence: str = Field(description="attempt directory, relative to the evidence root")
+    current: bool = True
+
+    @property
+    def test_name(self) -> str:
+        """Stable name used in JUnit, in-toto and required-check matching: `kind:name`."""
+        return f"{self.kind}:{self.name}"
+
+
+class RequiredOutcome(BaseModel):
+    """A required check (`kind` or `kind:name`) and whether the current evidence satisfies it.
+
+    Missing evidence is never a pass: `status` is None and `satisfied` False then.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requirement: str
+    satisfied: bool
+    status: Status | None = None
+    reason: str = ""
+
+
+class EndpointDigest(BaseModel):
+    """The digest an image has at one promotion endpoint (staging, production, target…)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: str
+    reference: str
+    digest: str
+    verified: bool | None = None
+    bytes_moved: int | None = None
+    evidence: str
+
+
+class BandwidthPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bytes: int
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+
+
+class PreflightSummary(BaseModel):
+    """An all-reduce preflight as recorded by the GPU helper (sizes with algbw/busbw)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: Status
+    world_size: int | None = None
+    backend: str | None = None
+    sizes: list[BandwidthPoint] = []
+    evidence: str
+    attempt_id: str
+
+
+class LatencySeries(BaseModel):
+    """Latency percentiles of one acceptance/bench measurement (`p50`, `p90`, `p99`, …)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    label: str
+    status: Status
+    unit: str = ""
+    percentiles: dict[str, float]
+    evidence: str
+    attempt_id: str
+
+
+class ImageFacts(BaseModel):
+    """The image manifest's facts: final versions, base digest, fix layers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    versions: dict[str, str] = {}
+    base_digest: str | None = None
+    fix_layers: list[str] = []
+    source: str | None = Field(default=None, description="attempt the facts were read from")
+
+
+class OverrideRecord(BaseModel):
+    """A promotion forced past a refusing gate, with the reason someone gave."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reason: str
+    user: str = ""
+    refused_for: list[str] = []
+    finished: dt.datetime
+    evidence: str
+
+
+class ImageReport(BaseModel):
+    """Everything the evidence store knows about one image digest, condensed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = REPORT_SCHEMA_VERSION
+    subject: str
+    requested: str = ""
+    generated: dt.datetime
+    evidence_root: str
+    status: Status
+    aliases: list[str] = []
+    facts: ImageFacts = ImageFacts()
+    checks: list[EvidenceLine] = []
+    history: list[EvidenceLine] = []
+    required: list[RequiredOutcome] = []
+    endpoints: list[EndpointDigest] = []
+    preflight: list[PreflightSummary] = []
+    latency: list[LatencySeries] = []
+    overrides: list[OverrideRecord] = []
+
+    def kinds(self) -> list[str]:
+        seen: list[str] = []
+        for line in self.checks:
+            if line.kind not in seen:
+                seen.append(line.kind)
+        return seen
+
+
+class GateDecision(BaseModel):
+    """Whether a digest may be promoted, and every reason it may not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: str
+    allowed: bool
+    reasons: list[str] = []
+    warnings: list[str] = []
+    required: list[str] = []
+    overridden: bool = False
+    override_reason: str | None = None
+    override_evidence: str | None = None
+
+

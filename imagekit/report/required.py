@@ -1,0 +1,63 @@
+"""Required checks: which evidence must exist (and pass) before a digest may be promoted.
+
+A requirement is `kind` (every current check of that kind must pass, and there must be at least
+one) or `kind:name` (that one check). The list comes from, in order: the caller, the
+`IMAGEKIT_REQUIRED_CHECKS` environment variable (comma separated), `DEFAULT_REQUIRED`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import InvalidInput
+
+REQUIRED_ENV = "IMAGEKIT_REQUIRED_CHECKS"
+#: In-image probes and the image manifest must exist and pass before anything is promoted.
+DEFAULT_REQUIRED: tuple[str, ...] = ("probe", "images-verify")
+_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class Requirement(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    name: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "Requirement":
+        kind, sep, name = text.strip().partition(":")
+        if not _PART.match(kind) or (sep and not name.strip()):
+            raise InvalidInput("a required check looks like KIND or KIND:CHECK, e.g. "
+                               "probe:pip_check", where=repr(text))
+        return cls(kind=kind, name=name.strip() or None)
+
+    def matches(self, kind: str, name: str) -> bool:
+        return kind == self.kind and (self.name is None or name == self.name)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}" if self.name else self.kind
+
+
+def required_from_env() -> list[str] | None:
+    value = os.environ.get(REQUIRED_ENV)
+    if value is None:
+        return None
+    return [part for part in (p.strip() for p in value.split(",")) if part]
+
+
+def parse_requirements(required: Iterable[str] | None = None) -> list[Requirement]:
+    """Caller's list, else the environment's, else the defaults; duplicates dropped."""
+    if required is None:
+        required = required_from_env()
+    if required is None:
+        required = DEFAULT_REQUIRED
+    result: list[Requirement] = []
+    for text in required:
+        requirement = Requirement.parse(text)
+        if requirement not in result:
+            result.append(requirement)
+    return result

@@ -1,0 +1,106 @@
+"""Turn what a person types (an image NAME of the spec, a REF, a DIGEST) into a digest.
+
+- DIGEST (`sha256:…`): itself.
+- REF pinned by digest (`repo@sha256:…`): its digest.
+- REF by tag: the latest promote/build attempt whose data names that reference next to a digest;
+  failing that the registry (`imagekit.registry`, imported at call time) is asked.
+- NAME (no '/', ':' or '@'): its latest build, from `imagekit.build.latest_build(name)`
+  (imported at call time: the build layer may be absent, then a clear one-line error).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from imagekit.errors import ImagekitError, InvalidInput, NotFound
+from imagekit.evidence import EvidenceStore
+from imagekit.oci.digest import Digest
+from imagekit.oci.reference import ImageReference
+from imagekit.report.collect import _json_documents, _walk, all_records
+
+
+def _digest_of(value: Any) -> Digest | None:
+    """A digest from whatever a helper returns: a Digest, a string, or an object/dict with one
+    of the usual attribute names (registry digest preferred over the local image ID)."""
+    if value is None:
+        return None
+    if isinstance(value, Digest):
+        return value
+    if isinstance(value, str):
+        return Digest.parse(value) if value.startswith(("sha256:", "sha512:")) else None
+    for name in ("registry_digest", "manifest_digest", "digest", "pushed_digest", "image_digest",
+                 "image_id", "config_digest"):
+        found = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+        if found is not None:
+            digest = _digest_of(found)
+            if digest is not None:
+                return digest
+    return None
+
+
+def resolve_name(name: str) -> Digest:
+    try:
+        build = importlib.import_module("imagekit.build")
+        latest_build = getattr(build, "latest_build")
+    except (ImportError, AttributeError):
+        raise InvalidInput("cannot resolve an image name: imagekit.build.latest_build is not "
+                           "available; give a digest or reference instead", where=name) from None
+    result = latest_build(name)
+    digest = _digest_of(result)
+    if digest is None:
+        raise NotFound(f"no build of {name!r} with a digest was found", where=name)
+    return digest
+
+
+def _from_evidence(store: EvidenceStore, texts: set[str]) -> Digest | None:
+    best: tuple[Any, Digest] | None = None
+    for record in all_records(store):
+        if record.kind not in ("promote", "build", "verify-copy", "images-verify"):
+            continue
+        for document in _json_documents(store, record):
+            for _, item in _walk(document):
+                values = {v for v in item.values() if isinstance(v, str)}
+                if not values & texts:
+                    continue
+                digest = _digest_of(item)
+                if digest is not None and (best is None or record.finished >= best[0]):
+                    best = (record.finished, digest)
+    return best[1] if best else None
+
+
+def _from_registry(reference: ImageReference) -> Digest | None:
+    try:
+        registry = importlib.import_module("imagekit.registry")
+    except ImportError:
+        return None
+    for name in ("resolve_digest", "resolve", "head_digest"):
+        function = getattr(registry, name, None)
+        if callable(function):
+            return _digest_of(function(reference))
+    return None
+
+
+def resolve(text: str, store: EvidenceStore) -> tuple[Digest, str | None]:
+    """(digest, image name when a NAME was given)."""
+    text = text.strip()
+    if not text:
+        raise InvalidInput("give an image NAME, REF or DIGEST")
+    if text.startswith(("sha256:", "sha512:")):
+        return Digest.parse(text), None
+    if not any(ch in text for ch in "/:@"):
+        return resolve_name(text), text
+    reference = ImageReference.parse(text)
+    if reference.digest is not None:
+        return reference.digest, None
+    digest = _from_evidence(store, {text, str(reference)})
+    if digest is None:
+        try:
+            digest = _from_registry(reference)
+        except ImagekitError as exc:
+            raise NotFound(f"{text} is not in the evidence and the registry lookup failed: "
+                           f"{exc.one_line()}", where=text) from None
+    if digest is None:
+        raise NotFound("no evidence names this reference and no registry lookup is available",
+                       where=text)
+    return digest, None

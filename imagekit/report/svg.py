@@ -1,0 +1,138 @@
+"""Two small inline-SVG plots, drawn here so the HTML page needs nothing from anywhere:
+a line plot on a log2 x axis (all-reduce bus bandwidth vs message size) and grouped bars
+(latency percentiles per series)."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f")
+WIDTH, HEIGHT = 640, 340
+LEFT, RIGHT, TOP, BOTTOM = 64, 150, 30, 52
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if step * 10 ** exponent >= value:
+            return step * 10 ** exponent
+    return 10 ** (exponent + 1)
+
+
+def _size_label(n: float) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:g}{unit}"
+        n /= 1024
+    return f"{n:g}"
+
+
+def _frame(plot_id: str, title: str, x_label: str, y_label: str, y_max: float) -> list[str]:
+    inner_h = HEIGHT - TOP - BOTTOM
+    parts = [
+        f'<svg id="{escape(plot_id)}" class="plot" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}">',
+        f'<title>{escape(title)}</title>',
+        f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP + inner_h}" x2="{WIDTH - RIGHT}" '
+        f'y2="{TOP + inner_h}" stroke="#333"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + inner_h}" '
+        f'stroke="#333"/>',
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" font-size="12" '
+        f'text-anchor="middle">{escape(x_label)}</text>',
+        f'<text x="14" y="{TOP + inner_h / 2}" font-size="12" text-anchor="middle" '
+        f'transform="rotate(-90 14 {TOP + inner_h / 2})">{escape(y_label)}</text>',
+    ]
+    for i in range(5):
+        value = y_max * i / 4
+        y = TOP + inner_h - inner_h * i / 4
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
+                     f'stroke="#ddd"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" '
+                     f'text-anchor="end">{value:.3g}</text>')
+    return parts
+
+
+def _legend(parts: list[str], labels: list[str]) -> None:
+    for i, label in enumerate(labels):
+        y = TOP + 14 + i * 18
+        x = WIDTH - RIGHT + 12
+        parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
+                     f'fill="{PALETTE[i % len(PALETTE)]}"/>')
+        parts.append(f'<text class="legend" x="{x + 14}" y="{y}" font-size="11">'
+                     f'{escape(label[:22])}</text>')
+
+
+def line_plot_log2(plot_id: str, title: str, x_label: str, y_label: str,
+                   series: list[tuple[str, list[tuple[float, float]]]]) -> str:
+    """Lines over a log2 x axis; each point is a <circle class="point"> with a <title>."""
+    points = [p for _, pts in series for p in pts if p[0] > 0]
+    if not points:
+        return ""
+    xs = [math.log2(x) for x, _ in points]
+    x_min, x_max = min(xs), max(xs)
+    if x_max == x_min:
+        x_min, x_max = x_min - 1, x_max + 1
+    y_max = _nice_max(max(y for _, y in points))
+    inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + inner_w * (math.log2(x) - x_min) / (x_max - x_min)
+
+    def sy(y: float) -> float:
+        return TOP + inner_h - inner_h * y / y_max
+
+    parts = _frame(plot_id, title, x_label, y_label, y_max)
+    ticks = sorted({x for x, _ in points})
+    step = max(1, math.ceil(len(ticks) / 8))
+    for x in ticks[::step]:
+        parts.append(f'<text x="{sx(x):.1f}" y="{TOP + inner_h + 16}" font-size="10" '
+                     f'text-anchor="middle">{_size_label(x)}</text>')
+    for i, (label, pts) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        pts = sorted(p for p in pts if p[0] > 0)
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        parts.append(f'<polyline class="series" fill="none" stroke="{color}" stroke-width="2" '
+                     f'points="{path}"/>')
+        for x, y in pts:
+            parts.append(f'<circle class="point" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" '
+                         f'fill="{color}"><title>{escape(label)}: {_size_label(x)} → '
+                         f'{y:.4g}</title></circle>')
+    _legend(parts, [label for label, _ in series])
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def grouped_bars(plot_id: str, title: str, y_label: str, groups: list[str],
+                 categories: list[str], values: list[list[float | None]]) -> str:
+    """Bars: one group per series (x), one bar per category (percentile) inside a group.
+    `values[g][c]` may be None (not measured): no bar is drawn for it."""
+    measured = [v for row in values for v in row if v is not None]
+    if not groups or not categories or not measured:
+        return ""
+    y_max = _nice_max(max(measured))
+    inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    parts = _frame(plot_id, title, "series", y_label, y_max)
+    group_w = inner_w / len(groups)
+    bar_w = group_w * 0.8 / len(categories)
+    for g, group in enumerate(groups):
+        x0 = LEFT + g * group_w + group_w * 0.1
+        parts.append(f'<text x="{x0 + group_w * 0.4:.1f}" y="{TOP + inner_h + 16}" '
+                     f'font-size="10" text-anchor="middle">{escape(group[:24])}</text>')
+        for c, category in enumerate(categories):
+            value = values[g][c]
+            if value is None:
+                continue
+            h = inner_h * value / y_max
+            parts.append(f'<rect class="bar" x="{x0 + c * bar_w:.1f}" '
+                         f'y="{TOP + inner_h - h:.1f}" width="{max(bar_w - 1, 1):.1f}" '
+                         f'height="{h:.1f}" fill="{PALETTE[c % len(PALETTE)]}">'
+                         f'<title>{escape(group)} {escape(category)}: {value:.4g}</title></rect>')
+    _legend(parts, categories)
+    parts.append("</svg>")
+    return "\n".join(parts)

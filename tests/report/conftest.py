@@ -1,0 +1,146 @@
+"""A stand-in rehearsal's evidence, written through the real EvidenceStore (no mocks).
+
+Shapes follow what the other operations record: a build keyed by name naming the image ID and
+the pushed digest, probes keyed by the image ID, the image manifest (images-verify), promotion
+hops, a GPU all-reduce preflight, acceptance checks and bench latency percentiles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from imagekit.evidence import EvidenceStore
+from imagekit.results import CheckResult, Status
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def fake_digest(label: str) -> str:
+    return "sha256:" + hashlib.sha256(label.encode()).hexdigest()
+
+
+@dataclass
+class Rehearsal:
+    store: EvidenceStore
+    digest: str          # pushed manifest digest (what is promoted)
+    image_id: str        # config digest (what local probes are keyed by)
+    base: str
+    endpoints: dict[str, tuple[str, str]]   # endpoint -> (reference, digest)
+
+
+def P(name: str, detail: str = "", **data: object) -> CheckResult:
+    return CheckResult(name=name, status=Status.PASS, detail=detail, data=dict(data))
+
+
+def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
+                    media_fail: bool = False, torch_arch: Status = Status.PASS,
+                    promote: bool = True, preflight: bool = True) -> Rehearsal:
+    digest, image_id = fake_digest(f"{label}-manifest"), fake_digest(f"{label}-config")
+    base = fake_digest(f"{label}-base")
+    with store.attempt(f"{label}-fixed", "build", image=label, image_id=image_id,
+                       registry_digest=digest, base_digest=base) as a:
+        a.write_text("build.log", "#1 [internal] load build definition\n#9 DONE 35.2s\n")
+        a.add_check(P("build", "docker build exited 0"))
+        a.add_check(P("push", f"pushed to 127.0.0.1:5001/{label}-fixed@{digest}"))
+    # a first probe attempt broke before it ran checks (kept, superseded by the rerun)
+    with pytest.raises(RuntimeError):
+        with store.attempt(image_id, "probe", image=label):
+            raise RuntimeError("container exited before the probe started")
+    with store.attempt(image_id, "probe", image=label) as a:
+        a.write_text("pip_check.log", "No broken requirements found.\n")
+        a.add_check(P("pip_check", "No broken requirements found."))
+        a.add_check(P("find_spec", "find_spec('nixl') is not None"))
+        a.add_check(P("av_roundtrip", "AV_ROUNDTRIP_PASS 8"))
+        a.add_check(P("cli_help", "python3 -m sglang.launch_server --help exited 0"))
+        a.add_check(CheckResult(name="torch_arch", status=torch_arch,
+                                detail="sm_90 in torch.cuda.get_arch_list()"
+                                if torch_arch is Status.PASS else
+                                "CPU torch build: get_arch_list() is [] (needs a GPU image)"))
+    manifest = {
+        "image": label, "digest": digest, "image_id": image_id, "base_digest": base,
+        "versions": {"python": "3.11.2", "torch": "2.13.0", "nixl": "1.2.0",
+                     "nixl-cu12": "1.2.0", "nixl-cu13": "1.2.0", "pillow": "11.3.0",
+                     "av": "16.1.0", "engine": "sglang 0.5.6"},
+        "fix_layers": ["python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 pillow==11.3.0"],
+        "checks": {"pip_check": "PASS", "find_spec": "PASS"},
+    }
+    with store.attempt(digest, "images-verify", image=label) as a:
+        a.write_json("manifest.json", manifest)
+        a.add_check(P("manifest", "final versions recorded"))
+        a.add_check(P("base-digest", f"built FROM {base}"))
+    endpoints = {}
+    if promote:
+        hops = []
+        for name, port in (("staging", 5001), ("production", 5002), ("target", 5003)):
+            reference = f"127.0.0.1:{port}/{label}-fixed:rehearsal"
+            endpoints[name] = (reference, digest)
+            hops.append({"endpoint": name, "reference": reference, "digest": digest,
+                         "verified": True, "bytes_moved": 0 if name == "staging" else 52_428_800})
+        with store.attempt(digest, "promote", image=label) as a:
+            a.write_json("hops.json", {"hops": hops})
+            for hop in hops:
+                a.add_check(P(f"hop-{hop['endpoint']}", f"{hop['reference']} = {digest}"))
+    if preflight:
+        sizes = []
+        for power in range(10, 31, 4):
+            n = 2 ** power
+            algbw = round(0.5 * power - 4.0, 3)
+            sizes.append({"bytes": n, "algbw_GBps": algbw,
+                          "busbw_GBps": round(algbw * 2 * 7 / 8, 3), "time_us": 12.5 * power})
+        with store.attempt(digest, "gpu-preflight", image=label) as a:
+            a.write_json("preflight.json", {"world_size": 8, "backend": "nccl", "dtype": "bf16",
+                                            "sizes": sizes})
+            a.write_text("rank0.log", "all-reduce sums correct\n")
+            a.add_check(P("allreduce-correct", "element sums equal world_size"))
+            a.add_check(P("bf16-finite", "matmul finite on 8 GPUs"))
+    with store.attempt(digest, "accept-functional", image=label) as a:
+        for name in ("thinking-modes", "tool-call", "streaming", "multi-turn"):
+            a.add_check(P(name))
+    with store.attempt(digest, "accept-media", image=label) as a:
+        a.add_check(P("image-understanding"))
+        a.add_check(CheckResult(
+            name="corrupted-media-status", status=Status.FAIL if media_fail else Status.PASS,
+            detail="invalid PNG returned 500, expected 400" if media_fail else "400 for both"))
+    with store.attempt(digest, "bench", image=label) as a:
+        a.write_json("latency.json", {"requests": 3954, "ttft_ms": {"p50": 81.2, "p90": 140.5,
+                                                                     "p99": 311.0},
+                                      "e2e_ms": {"p50": 1210.0, "p90": 2050.3, "p99": 3120.9}})
+        a.add_check(P("error-count", "0 errors in 3954 requests"))
+    return Rehearsal(store=store, digest=digest, image_id=image_id, base=base,
+                     endpoints=endpoints)
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> EvidenceStore:
+    return EvidenceStore(tmp_path / "evidence")
+
+
+@pytest.fixture()
+def rehearsal(store: EvidenceStore) -> Rehearsal:
+    return write_rehearsal(store)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium; installed with apt when missing (tests run as root in CI)."""
+    found = shutil.which("chromium")
+    if found is None and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+        if subprocess.run(install, env=env, capture_output=True).returncode != 0:
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True)
+            subprocess.run(install, env=env, capture_output=True)
+        found = shutil.which("chromium")
+    if found is None:
+        message = "chromium is not installed and could not be apt-installed"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return found

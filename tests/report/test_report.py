@@ -1,0 +1,130 @@
+"""The report of a stand-in rehearsal's evidence: every section filled from evidence, or says
+'no evidence' when there is none."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from imagekit.errors import InvalidInput, NotFound
+from imagekit.report import build_report, render
+from imagekit.report.collect import ATTEMPT_LINE
+from imagekit.results import Status
+from tests.report.conftest import fake_digest, write_rehearsal
+
+
+def test_report_collects_every_section(rehearsal) -> None:
+    report = build_report(rehearsal.store, rehearsal.digest)
+    assert report.subject == rehearsal.digest
+    assert rehearsal.image_id in report.aliases          # probes keyed by the image ID belong
+    assert report.status is Status.PASS
+    assert report.facts.versions["pillow"] == "11.3.0"
+    assert report.facts.versions["nixl-cu12"] == "1.2.0"
+    assert report.facts.base_digest == rehearsal.base
+    assert report.facts.fix_layers == [
+        "python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 pillow==11.3.0"]
+    names = {line.test_name for line in report.checks}
+    assert {"probe:pip_check", "probe:torch_arch", "build:push", "images-verify:manifest",
+            "accept-media:corrupted-media-status", "bench:error-count"} <= names
+    for line in report.checks:                     # each check points at a real attempt
+        assert (rehearsal.store.root / line.evidence / "attempt.json").is_file()
+    assert {e.endpoint: (e.reference, e.digest) for e in report.endpoints} == rehearsal.endpoints
+    assert all(e.verified for e in report.endpoints)
+    [preflight] = report.preflight
+    assert preflight.world_size == 8 and preflight.backend == "nccl"
+    assert [p.bytes for p in preflight.sizes] == [2 ** n for n in range(10, 31, 4)]
+    assert all(p.busbw_GBps is not None for p in preflight.sizes)
+    labels = {s.label: s for s in report.latency}
+    assert labels["ttft_ms"].percentiles == {"p50": 81.2, "p90": 140.5, "p99": 311.0}
+    assert labels["ttft_ms"].unit == "ms"
+    assert labels["e2e_ms"].percentiles["p99"] == 3120.9
+    assert all(o.satisfied for o in report.required)
+
+
+def test_broken_attempt_is_history_not_hidden(rehearsal) -> None:
+    report = build_report(rehearsal.store, rehearsal.digest)
+    [broken] = [line for line in report.history if line.name == ATTEMPT_LINE]
+    assert broken.kind == "probe" and broken.status is Status.ERROR
+    assert "container exited" in broken.detail
+    assert not broken.current
+
+
+def test_an_attempt_that_breaks_last_is_current(store) -> None:
+    r = write_rehearsal(store)
+    with pytest.raises(RuntimeError):
+        with store.attempt(r.image_id, "probe"):
+            raise RuntimeError("docker daemon went away")
+    report = build_report(store, r.digest)
+    assert report.status is Status.ERROR
+    assert any(line.name == ATTEMPT_LINE and line.current for line in report.checks)
+
+
+def test_markdown_names_versions_paths_endpoints(rehearsal) -> None:
+    report = build_report(rehearsal.store, rehearsal.digest)
+    text = render(report, "md")
+    assert "| pillow | 11.3.0 |" in text
+    assert rehearsal.base in text
+    assert "nixl-cu12==1.2.0 pillow==11.3.0" in text
+    for reference, digest in rehearsal.endpoints.values():
+        assert f"`{reference}` | `{digest}`" in text
+    for line in report.checks:
+        assert f"`{line.evidence}`" in text
+    assert "## GPU preflight" in text and "| 1 GiB |" in text
+    assert "ttft_ms" in text and "311" in text
+
+
+def test_sections_without_evidence_say_so(store) -> None:
+    r = write_rehearsal(store, "vllm", promote=False, preflight=False)
+    report = build_report(store, r.digest)
+    assert report.endpoints == [] and report.preflight == []
+    text = render(report, "md")
+    assert "No evidence (not promoted)." in text
+    assert "## GPU preflight\n\nNo evidence." in text
+
+
+def test_missing_required_check_is_not_a_pass(rehearsal) -> None:
+    report = build_report(rehearsal.store, rehearsal.digest,
+                          required=["probe", "accept-needle"])
+    [needle] = [o for o in report.required if o.requirement == "accept-needle"]
+    assert not needle.satisfied and needle.status is None
+    assert report.status is Status.FAIL
+
+
+def test_deferred_required_check_is_not_a_pass(store) -> None:
+    r = write_rehearsal(store, torch_arch=Status.DEFERRED)
+    report = build_report(store, r.digest, required=["probe:torch_arch"])
+    [outcome] = report.required
+    assert not outcome.satisfied and outcome.status is Status.DEFERRED
+    assert report.status is Status.FAIL
+    lenient = build_report(store, r.digest, required=["probe:pip_check"])
+    assert lenient.status is Status.DEFERRED
+
+
+def test_required_from_environment(rehearsal, monkeypatch) -> None:
+    monkeypatch.setenv("IMAGEKIT_REQUIRED_CHECKS", "probe:pip_check, accept-needle")
+    report = build_report(rehearsal.store, rehearsal.digest)
+    assert [o.requirement for o in report.required] == ["probe:pip_check", "accept-needle"]
+
+
+def test_bad_required_and_unknown_digest(rehearsal) -> None:
+    with pytest.raises(InvalidInput):
+        build_report(rehearsal.store, rehearsal.digest, required=["probe:"])
+    with pytest.raises(NotFound):
+        build_report(rehearsal.store, fake_digest("nothing"))
+
+
+def test_other_images_evidence_is_not_mixed_in(store) -> None:
+    sglang = write_rehearsal(store, "sglang")
+    write_rehearsal(store, "vllm", media_fail=True)
+    report = build_report(store, sglang.digest)
+    assert report.status is Status.PASS
+    assert all(line.key in {sglang.digest, sglang.image_id, "name:sglang-fixed"}
+               for line in report.checks)
+
+
+def test_json_round_trips(rehearsal) -> None:
+    from imagekit.report.models import ImageReport
+    report = build_report(rehearsal.store, rehearsal.digest)
+    again = ImageReport.model_validate(json.loads(render(report, "json")))
+    assert again == report
