@@ -1,0 +1,64 @@
+"""`imagekit gpu-record FILE`: validate a GPU preflight record and keep it as evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.errors import CheckFailed
+from imagekit.evidence import EvidenceStore
+from imagekit.gpu import record_preflight
+from imagekit.gpu.evidence import summary_line
+from imagekit.oci import Digest
+from imagekit.results import CheckReport, Status
+
+
+@app.command("gpu-record")
+@guarded
+def gpu_record(
+    file: Path = typer.Argument(..., help="JSON written by gpu_checks/preflight.py --json."),
+    digest: str = typer.Option(None, "--digest",
+                               help="Image digest the preflight ran in (evidence key)."),
+    name: str = typer.Option(None, "--name",
+                             help="Evidence key when there is no digest "
+                                  "(default gpu-preflight-<host>)."),
+    log: Path = typer.Option(None, "--log", help="The run's log, kept beside the record."),
+    evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
+                                      help="Evidence store root (default ./.evidence)."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Validate a GPU preflight record, add it to evidence; exit 1 when its verdict is not PASS."""
+    parsed_digest = Digest.parse(digest) if digest else None
+    done = record_preflight(file, EvidenceStore(evidence_dir), digest=parsed_digest, name=name,
+                            log=log)
+    record = done.record
+    report = CheckReport.of(f"gpu-preflight {done.key}", list(record.checks),
+                            digest=str(parsed_digest) if parsed_digest else None,
+                            evidence=done.evidence) if record.checks else None
+    if json_output:
+        print_json(report if report is not None else
+                   {"subject": f"gpu-preflight {done.key}", "status": record.status.value,
+                    "error": record.error, "evidence": done.evidence})
+    else:
+        console.print(f"{summary_line(record)}")
+        if record.checks:
+            table = Table("status", "check", "detail")
+            for check in record.checks:
+                table.add_row(check.status.value, check.name, check.detail)
+            console.print(table)
+        if record.bandwidth is not None and record.bandwidth.sizes:
+            bw = Table("bytes", "time µs", "algbw GB/s", "busbw GB/s", "slowest rank",
+                       title=f"all_reduce, n={record.bandwidth.n}, busbw = algbw × "
+                             f"{record.bandwidth.busbw_factor:.3g}")
+            for row in record.bandwidth.sizes:
+                bw.add_row(str(row.bytes), f"{row.time_us:.1f}", f"{row.algbw_GBps:.2f}",
+                           f"{row.busbw_GBps:.2f}", str(row.slowest_rank))
+            console.print(bw)
+        console.print(f"evidence: {done.evidence}")
+    if record.status is not Status.PASS:
+        raise CheckFailed(f"GPU preflight verdict is {record.status.value}",
+                          where=str(file)) if record.status is not Status.ERROR else \
+            CheckFailed(f"GPU preflight broke: {record.error}", where=str(file))

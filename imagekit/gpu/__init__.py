@@ -1,0 +1,21 @@
+"""GPU preflight records: the pydantic model of `gpu_checks/preflight.py`'s JSON and how it
+becomes evidence. The script itself stays torch-only; this side never imports torch."""
+
+from imagekit.gpu.record import (
+    SCHEMA,
+    BandwidthRow,
+    PreflightRecord,
+    busbw_factor,
+    load_record,
+)
+from imagekit.gpu.evidence import RecordedPreflight, record_preflight
+
+__all__ = [
+    "SCHEMA",
+    "BandwidthRow",
+    "PreflightRecord",
+    "RecordedPreflight",
+    "busbw_factor",
+    "load_record",
+    "record_preflight",
+]
