@@ -137,3 +137,155 @@ def launch_log_parse(
             console.print(f"{check.status.value} {check.name}: {check.detail}", markup=False)
     if check is not None and not check.status.is_pass:
         raise typer.Exit(exit_code_for([check]))
+
+
+# ------------------------------------------------------------------------------ cluster
+
+def _kubeconfig(explicit: Path | None) -> Path:
+    """--kubeconfig / $KUBECONFIG, else the one `imagekit infra up --cluster` recorded."""
+    if explicit is not None:
+        return explicit
+    try:
+        from imagekit.infra.state import load_state
+        state = load_state()
+        if state.kubeconfig is not None and state.kubeconfig.is_file():
+            return state.kubeconfig
+        recorded = state.state_dir / "k8s" / "admin.kubeconfig"
+        if recorded.is_file():
+            return recorded
+    except Exception:  # noqa: BLE001 - no infra state: fall back to the client default
+        pass
+    from imagekit.cluster.kube import default_kubeconfig
+    return default_kubeconfig()
+
+
+def _registry_client(registry: str):
+    """A RegistryClient for `registry`, trusting the infra CA and reading infra's docker config
+    when the registry is one of infra's loopback registries."""
+    from imagekit.registry import RegistryClient, RegistryOptions
+
+    options: dict = {}
+    try:
+        from imagekit.infra.state import load_state
+        state = load_state()
+        for endpoint in state.registries.values():
+            if endpoint.address == registry:
+                options["ca_file"] = endpoint.ca_file or state.ca_file
+                options["docker_config"] = state.docker_config_dir
+                if endpoint.scheme == "http":
+                    options["insecure"] = frozenset({registry})
+    except Exception:  # noqa: BLE001 - not an infra registry: docker's defaults
+        pass
+    return RegistryClient(registry, RegistryOptions(**options)), options.get("docker_config")
+
+
+def _parse_pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for value in values or []:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise InvalidInput(f"{what} must look like key=value", where=value)
+        out[key] = val
+    return out
+
+
+def _parse_tolerations(values: list[str] | None) -> list[dict]:
+    """key[=value]:Effect, or key:Effect (operator Exists)."""
+    out = []
+    for value in values or []:
+        spec, sep, effect = value.rpartition(":")
+        if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not spec:
+            raise InvalidInput("toleration must look like key[=value]:NoSchedule|NoExecute|"
+                               "PreferNoSchedule", where=value)
+        key, eq, val = spec.partition("=")
+        out.append({"key": key, "operator": "Equal", "value": val, "effect": effect} if eq else
+                   {"key": key, "operator": "Exists", "effect": effect})
+    return out
+
+
+@cluster_app.command("probe")
+@guarded
+def cluster_probe(
+    reference: str = typer.Argument(..., help="Image by tag (or digest) in a registry."),
+    namespace: str = typer.Option("imagekit", help="Namespace for the probe Pod."),
+    selector: list[str] = typer.Option(None, "--selector", help="nodeSelector key=value."),
+    toleration: list[str] = typer.Option(
+        None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu)."),
+    probes_dir: Path = typer.Option(Path("probes"), help="Directory of in-image probes (*.py)."),
+    timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
+    kubeconfig: Path = KubeconfigOpt,
+    evidence_dir: Path = EvidenceDir,
+    json_output: bool = JsonOpt,
+) -> None:
+    """Run the zero-GPU probe Pod pinned to the tag's digest; check imageID and the probes;
+    store logs and status in evidence; delete the Pod and wait until it is gone."""
+    from imagekit.cluster.kube import Kube
+    from imagekit.cluster.manifests import GPU_TOLERATION
+    from imagekit.cluster.probe import ProbeOptions, run_probe
+    from imagekit.oci import ImageReference
+
+    ref = ImageReference.parse(reference)
+    client, docker_config = _registry_client(ref.registry)
+    options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
+                           tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
+                           probes_dir=probes_dir, timeout_s=timeout,
+                           docker_config_dir=docker_config)
+    with client, Kube(_kubeconfig(kubeconfig)) as kube:
+        report = run_probe(kube, ref, client, options, EvidenceStore(evidence_dir))
+    _finish(report, json_output)
+
+
+@cluster_app.command("precheck")
+@guarded
+def cluster_precheck(
+    node: str = typer.Option(None, help="The target node's name."),
+    selector: list[str] = typer.Option(None, "--selector", help="nodeSelector key=value."),
+    toleration: list[str] = typer.Option(None, "--toleration", help="key[=value]:Effect."),
+    gpus: int = typer.Option(0, help="nvidia.com/gpu the Pod requests."),
+    priority_class: str = typer.Option(None, help="priorityClassName the Pod names."),
+    preemption_policy: str = typer.Option(None, help="preemptionPolicy the Pod spec states."),
+    non_preempting: bool = typer.Option(False, help="Require non-preempting semantics."),
+    storage_label: str = typer.Option(None, help="Node label key[=value] the volume needs."),
+    storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
+    pod_file: Path = typer.Option(None, help="Read the intent from a Pod manifest (YAML/JSON)."),
+    namespace: str = typer.Option("default", help="Namespace of the Pod."),
+    kubeconfig: Path = KubeconfigOpt,
+    json_output: bool = JsonOpt,
+) -> None:
+    """Before any GPU Pod: node, labels, taints, storage capability, priority admission,
+    workloads and free GPUs — each finding a line with its reason. Creates nothing."""
+    import yaml
+
+    from imagekit.cluster.kube import Kube
+    from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
+
+    storage = None
+    if storage_label or storage_driver:
+        storage = StorageNeed(label=storage_label, csi_driver=storage_driver)
+    if preemption_policy not in (None, "Never", "PreemptLowerPriority"):
+        raise InvalidInput("preemption policy must be Never or PreemptLowerPriority",
+                           where=preemption_policy)
+    if pod_file is not None:
+        if not pod_file.is_file():
+            raise InvalidInput("pod file not found", where=str(pod_file))
+        try:
+            pod = yaml.safe_load(pod_file.read_text())
+        except yaml.YAMLError as exc:
+            raise InvalidInput(f"pod file is not YAML: {str(exc).splitlines()[0]}",
+                               where=str(pod_file)) from None
+        if not isinstance(pod, dict) or pod.get("kind") != "Pod":
+            raise InvalidInput("pod file must hold one Pod", where=str(pod_file))
+        intent = PodIntent.from_pod(pod, storage=storage, non_preempting=non_preempting)
+        if node:
+            intent = intent.model_copy(update={"node_name": node})
+    else:
+        intent = PodIntent(namespace=namespace, node_name=node,
+                           node_selector=_parse_pairs(selector, "selector"),
+                           tolerations=_parse_tolerations(toleration), gpus=gpus,
+                           priority_class_name=priority_class,
+                           preemption_policy=preemption_policy,
+                           non_preempting=non_preempting or preemption_policy == "Never",
+                           storage=storage)
+    with Kube(_kubeconfig(kubeconfig)) as kube:
+        checks = precheck(kube, intent)
+    _finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)

@@ -1,0 +1,245 @@
+"""Kubernetes API transport: one small client over the official `kubernetes` package.
+
+Objects travel as plain dicts in the API's own camelCase JSON (what `kubectl get -o json`
+shows), not as the generated model classes: a manifest rendered from a template goes in as it
+is, and fields the client's models do not know (the server is v1.20, the client much newer)
+are neither dropped nor invented.
+
+API errors become imagekit errors with the server's own message, because that message is the
+finding (the Priority admission plugin's 403 text, "object is being deleted", a 409):
+403 → `AdmissionRefused`, 404 → `NotFound`, 409 → `Conflict`, 422 → `InvalidInput`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from imagekit.errors import ImagekitError, InfraError, InvalidInput, NotFound, TransportError
+
+
+class AdmissionRefused(ImagekitError):
+    """The API server refused the object (HTTP 403): admission or authorization said no."""
+
+    exit_code = 1
+
+
+class Conflict(ImagekitError):
+    """HTTP 409: an object of that name exists (possibly still Terminating)."""
+
+
+def default_kubeconfig() -> Path:
+    """$KUBECONFIG, else ~/.kube/config. (The CLI prefers the kubeconfig infra recorded; this
+    transport layer does not read infra state.)"""
+    import os
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return Path(env.split(os.pathsep)[0])
+    return Path.home() / ".kube" / "config"
+
+
+def _message(exc: Any) -> str:
+    try:
+        body = json.loads(exc.body)
+        return body.get("message") or str(exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(exc, "reason", exc))
+
+
+class Kube:
+    """A connection to one cluster (kubeconfig file)."""
+
+    def __init__(self, kubeconfig: Path | str | None = None) -> None:
+        try:
+            from kubernetes import client, config
+        except ImportError:  # pragma: no cover - the [cluster] extra is part of the install
+            raise InfraError("the kubernetes client is not installed (pip install "
+                             "'imagekit[cluster]')") from None
+        path = Path(kubeconfig) if kubeconfig else default_kubeconfig()
+        if not path.is_file():
+            raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
+                             "--kubeconfig", where=str(path))
+        self.kubeconfig = path
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(path), client_configuration=configuration)
+        configuration.retries = 0
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.scheduling = client.SchedulingV1Api(self.api)
+        self.storage = client.StorageV1Api(self.api)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> "Kube":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- raw calls
+    def call(self, method: str, path: str, body: Any = None, query: dict | None = None,
+             where: str | None = None) -> dict:
+        """One API request; returns the JSON body as a dict, or raises a mapped error."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError as Urllib3Error
+
+        try:
+            response = self.api.call_api(
+                path, method, query_params=list((query or {}).items()), body=body,
+                header_params={"Accept": "application/json",
+                               "Content-Type": "application/merge-patch+json"
+                               if method == "PATCH" else "application/json"},
+                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=30)
+        except ApiException as exc:
+            message = _message(exc)
+            where = where or path
+            if exc.status == 403:
+                raise AdmissionRefused(message, where=where) from None
+            if exc.status == 404:
+                raise NotFound(message, where=where) from None
+            if exc.status == 409:
+                raise Conflict(message, where=where) from None
+            if exc.status == 422:
+                raise InvalidInput(message, where=where) from None
+            raise TransportError(f"API {exc.status}: {message}", where=where) from None
+        except (Urllib3Error, OSError) as exc:
+            raise TransportError(f"cannot reach the API server: {exc}",
+                                 where=self.api.configuration.host) from None
+        data = response[0].data if isinstance(response, tuple) else response.data
+        return json.loads(data) if data else {}
+
+    def get(self, path: str, **query: Any) -> dict:
+        return self.call("GET", path, query=query or None)
+
+    def maybe_get(self, path: str) -> dict | None:
+        try:
+            return self.get(path)
+        except NotFound:
+            return None
+
+    # ---------------------------------------------------------------- typed helpers
+    @staticmethod
+    def pod_path(namespace: str, name: str = "") -> str:
+        return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
+
+    def get_pod(self, namespace: str, name: str) -> dict | None:
+        return self.maybe_get(self.pod_path(namespace, name))
+
+    def create(self, obj: dict) -> dict:
+        """Create a namespaced core/v1 or scheduling object from its manifest dict."""
+        return self.call("POST", collection_path(obj), body=obj,
+                         where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+
+    def replace(self, obj: dict) -> dict:
+        return self.call("PUT", object_path(obj), body=obj,
+                         where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+
+    def apply(self, obj: dict) -> dict:
+        """Create, or replace an existing object of the same name (ConfigMap, Secret)."""
+        try:
+            return self.create(obj)
+        except Conflict:
+            current = self.get(object_path(obj))
+            updated = dict(obj)
+            updated["metadata"] = {**obj["metadata"],
+                                   "resourceVersion": current["metadata"]["resourceVersion"]}
+            return self.replace(updated)
+
+    def delete(self, path: str, uid: str | None = None, grace_seconds: int | None = None
+               ) -> dict | None:
+        """Delete; with `uid` only that very object (a newer one of the same name is kept).
+        Returns None when it was already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
+                                "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            return self.call("DELETE", path, body=body)
+        except NotFound:
+            return None
+
+    def patch(self, path: str, patch: dict) -> dict:
+        return self.call("PATCH", path, body=patch)
+
+    def list(self, path: str, **query: Any) -> list[dict]:
+        return self.get(path, **query).get("items", [])
+
+    def pod_logs(self, namespace: str, name: str, container: str | None = None) -> str:
+        from kubernetes.client.exceptions import ApiException
+        try:
+            return self.core.read_namespaced_pod_log(name, namespace, container=container,
+                                                     _preload_content=False).data.decode(
+                                                         errors="replace")
+        except ApiException as exc:
+            return f"(logs unavailable: {_message(exc)})"
+
+    def events_for(self, namespace: str, kind: str, name: str) -> list[dict]:
+        return self.list(f"/api/v1/namespaces/{namespace}/events",
+                         fieldSelector=f"involvedObject.kind={kind},involvedObject.name={name}")
+
+    def watch(self, path: str, *, field_selector: str | None = None,
+              resource_version: str | None = None, timeout_seconds: int = 60
+              ) -> Iterator[dict]:
+        """Stream watch events ({"type", "object"}) of a collection until the server-side
+        timeout; raw JSON lines, so nothing is lost to model conversion."""
+        query: dict[str, Any] = {"watch": "true", "timeoutSeconds": timeout_seconds,
+                                 "allowWatchBookmarks": "false"}
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        from kubernetes.client.exceptions import ApiException
+        try:
+            response = self.api.call_api(
+                path, "GET", query_params=list(query.items()),
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                _preload_content=False, _request_timeout=timeout_seconds + 10)
+        except ApiException as exc:
+            raise TransportError(f"watch failed: {_message(exc)}", where=path) from None
+        stream = response[0] if isinstance(response, tuple) else response
+        try:
+            buffer = b""
+            for chunk in stream.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            stream.release_conn()
+
+
+def collection_path(obj: dict) -> str:
+    kind = obj.get("kind")
+    namespace = obj["metadata"].get("namespace", "default")
+    if kind == "PriorityClass":
+        return "/apis/scheduling.k8s.io/v1/priorityclasses"
+    plural = {"Pod": "pods", "ConfigMap": "configmaps", "Secret": "secrets",
+              "Namespace": "namespaces", "PersistentVolumeClaim": "persistentvolumeclaims"}
+    if kind not in plural:
+        raise InvalidInput(f"unsupported kind {kind!r}")
+    if kind == "Namespace":
+        return "/api/v1/namespaces"
+    return f"/api/v1/namespaces/{namespace}/{plural[kind]}"
+
+
+def object_path(obj: dict) -> str:
+    return f"{collection_path(obj)}/{obj['metadata']['name']}"
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "condition"):
+    """Poll `predicate` (returns a truthy value when done) until `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TransportError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

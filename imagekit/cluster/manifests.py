@@ -1,0 +1,83 @@
+"""Render the Pod templates under manifests/ into API objects (dicts).
+
+Templates are YAML with Jinja2 placeholders; every value goes through `tojson`, so a value can
+never inject YAML structure. Every image is pinned: a reference without `@sha256:…` is refused,
+and the tag is dropped from what the Pod runs (containerd verifies the manifest against the
+digest; a tag could move between check and run).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from imagekit.errors import InvalidInput
+from imagekit.oci import ImageReference
+
+#: Where the templates and scripts live: <repo>/manifests, or $IMAGEKIT_MANIFESTS_DIR.
+MANIFESTS_DIR = Path(os.environ.get("IMAGEKIT_MANIFESTS_DIR")
+                     or Path(__file__).absolute().parents[2] / "manifests")
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pinned(image: ImageReference | str) -> str:
+    """`registry/repo@sha256:…` — the only form a Pod template accepts."""
+    ref = image if isinstance(image, ImageReference) else ImageReference.parse(image)
+    if ref.digest is None:
+        raise InvalidInput("a Pod image must be pinned by digest (repo@sha256:…); resolve the "
+                           "tag first", where=str(ref))
+    return f"{ref.name}@{ref.digest}"
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)),
+                              undefined=jinja2.StrictUndefined, autoescape=False,
+                              keep_trailing_newline=True)
+
+
+def render(template: str, **values: Any) -> dict:
+    """Render `manifests/<template>` with `values`; `image` is pinned first."""
+    if "image" in values:
+        values["image"] = pinned(values["image"])
+    values.setdefault("pull_secrets", [])
+    values["pull_secrets"] = [s if isinstance(s, dict) else {"name": s}
+                              for s in values["pull_secrets"]]
+    try:
+        text = _env().get_template(template).render(**values)
+    except jinja2.TemplateNotFound:
+        raise InvalidInput("no such manifest template", where=str(MANIFESTS_DIR / template)) \
+            from None
+    except jinja2.UndefinedError as exc:
+        raise InvalidInput(f"manifest template value missing: {exc.message}",
+                           where=template) from None
+    obj = yaml.safe_load(text)
+    if not isinstance(obj, dict) or "kind" not in obj:
+        raise InvalidInput("template did not render one Kubernetes object", where=template)
+    return obj
+
+
+def configmap(name: str, namespace: str, files: dict[str, str], labels: dict | None = None
+              ) -> dict:
+    """A ConfigMap holding scripts (keys are file names; no '/' allowed by the API)."""
+    for key in files:
+        if "/" in key or not key:
+            raise InvalidInput("ConfigMap keys are plain file names", where=key)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "imagekit",
+                                    **(labels or {})}},
+            "data": dict(files)}
+
+
+def script_files(*relative: str) -> dict[str, str]:
+    """Read scripts from manifests/ by relative path; keyed by their base name."""
+    out = {}
+    for rel in relative:
+        path = MANIFESTS_DIR / rel
+        out[path.name] = path.read_text()
+    return out

@@ -1,0 +1,267 @@
+"""`imagekit cluster probe REF`: acceptance of an image by tag, on a real cluster.
+
+The record (section 5): on the target cluster, run a zero-GPU Pod with the fixed image, verify
+the actual imageID and the probe results, archive, clean up. Steps:
+
+1. resolve the tag to a digest through the registry (verified: the manifest bytes hash to it);
+2. run the probe Pod pinned to `repo@sha256:…` (containerd verifies the manifest against it),
+   with the registry credentials as an imagePullSecret built from docker's config.json;
+3. wait for the outcome (a stuck image pull returns early with the kubelet's reason);
+4. check that the digest part of `containerStatuses[].imageID` equals the pinned digest — when
+   it differs, compare both manifests' config digests before calling it FAIL (imageid.py);
+5. split the Pod log into the in-Pod probe results;
+6. store Pod status, log and events in evidence; delete the Pod and watch until it is gone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets as _secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imagekit.cluster import manifests
+from imagekit.cluster.imageid import compare_image_id
+from imagekit.cluster.kube import Conflict, Kube, wait_until
+from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
+from imagekit.errors import ImagekitError, InvalidInput
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import Digest, ImageReference
+from imagekit.results import CheckReport, CheckResult, Status
+
+RUNNER = "probe/probe-runner.sh"
+_BEGIN = re.compile(r"^==> imagekit-probe (?P<name>\S+)\s*$")
+_END = re.compile(r"^<== imagekit-probe (?P<name>\S+) rc=(?P<rc>-?\d+)\s*$")
+
+
+@dataclass
+class ProbeOptions:
+    namespace: str = "imagekit"
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
+    probes_dir: Path | None = None
+    timeout_s: float = 300.0
+    memory_limit: str = "2Gi"
+    docker_config_dir: Path | None = None  # where config.json (registry credentials) lives
+    keep_pod: bool = False
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+def ensure_namespace(kube: Kube, namespace: str) -> None:
+    """Create the namespace if missing and wait for its default ServiceAccount (admission
+    refuses Pods until the controller-manager made it)."""
+    if kube.maybe_get(f"/api/v1/namespaces/{namespace}") is None:
+        try:
+            kube.create({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": namespace,
+                                      "labels": {"app.kubernetes.io/managed-by": "imagekit"}}})
+        except Conflict:
+            pass
+    wait_until(lambda: kube.maybe_get(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, 0.3,
+        what=f"ServiceAccount default in namespace {namespace}")
+
+
+def pull_secret_for(kube: Kube, namespace: str, registry: str,
+                    docker_config_dir: Path | None) -> str | None:
+    """Create/refresh a kubernetes.io/dockerconfigjson Secret holding only `registry`'s entry
+    from docker's config.json; returns its name, or None when there is no credential. The
+    credential goes from file to API object; it is never printed, logged or put in evidence."""
+    from imagekit.registry.credentials import CredentialSource
+
+    credential = CredentialSource(docker_config_dir).lookup(registry).credential
+    if credential is None:
+        return None
+    if credential.identity_token:
+        raise InvalidInput("the credential for this registry is an identity token, which "
+                           "imagePullSecrets cannot carry", where=registry)
+    auth = base64.b64encode(f"{credential.username}:{credential.secret}".encode()).decode()
+    config = {"auths": {registry: {"auth": auth}}}
+    name = "imagekit-pull-" + re.sub(r"[^a-z0-9-]", "-", registry.lower()).strip("-")
+    kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {"app.kubernetes.io/managed-by": "imagekit"}},
+                "data": {".dockerconfigjson": base64.b64encode(
+                    json.dumps(config).encode()).decode()}})
+    return name
+
+
+def parse_probe_log(log: str) -> list[CheckResult]:
+    """Split the runner's framed output into one check per probe. A probe whose last output
+    line is a JSON object with a "status" (PASS/FAIL/DEFERRED/ERROR) is taken at its word;
+    otherwise the exit code decides. A probe that started but never ended is ERROR."""
+    checks: list[CheckResult] = []
+    current: str | None = None
+    body: list[str] = []
+    for line in log.splitlines():
+        if m := _BEGIN.match(line):
+            current, body = m["name"], []
+            continue
+        if (m := _END.match(line)) and current == m["name"]:
+            rc = int(m["rc"])
+            checks.append(_probe_check(current, rc, body))
+            current = None
+            continue
+        if current is not None:
+            body.append(line)
+    if current is not None:
+        checks.append(CheckResult(name=f"probe:{current}", status=Status.ERROR,
+                                  detail="probe output ends without an exit code (Pod killed?)",
+                                  data={"tail": body[-20:]}))
+    return checks
+
+
+def _probe_check(name: str, rc: int, body: list[str]) -> CheckResult:
+    tail = body[-20:]
+    last = next((line for line in reversed(body) if line.strip()), "")
+    if last.startswith("{"):
+        try:
+            doc = json.loads(last)
+            status = Status(str(doc.get("status", "")).upper())
+            return CheckResult(name=f"probe:{name}", status=status,
+                               detail=str(doc.get("detail", ""))[:500] or f"exit {rc}",
+                               data={"rc": rc, "result": doc, "tail": tail})
+        except (ValueError, TypeError):
+            pass
+    if rc == 127 and "python3 not found" in "\n".join(body):
+        return CheckResult(name=f"probe:{name}", status=Status.ERROR,
+                           detail="python3 not found in the image", data={"rc": rc})
+    status = Status.PASS if rc == 0 else Status.FAIL
+    return CheckResult(name=f"probe:{name}", status=status,
+                       detail=f"exit {rc}" + (f": {last[:300]}" if last else ""),
+                       data={"rc": rc, "tail": tail})
+
+
+def probe_files(probes_dir: Path | None) -> dict[str, str]:
+    files = manifests.script_files(RUNNER)
+    if probes_dir is not None and probes_dir.is_dir():
+        for path in sorted(probes_dir.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            files[path.name] = path.read_text()
+    return files
+
+
+# ---------------------------------------------------------------------------------- operation
+
+@dataclass
+class Resolved:
+    ref: ImageReference          # pinned: registry/repo@sha256:…
+    digest: Digest
+    tag: str | None
+
+
+def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOptions,
+              store: EvidenceStore) -> CheckReport:
+    """Resolve, run, verify, archive, clean up. `registry_client` is an
+    `imagekit.registry.RegistryClient` for `ref.registry` (tag → digest, manifests)."""
+    checks: list[CheckResult] = []
+    if ref.digest is not None:
+        blob = registry_client.get_manifest(ref.repository, ref.digest)
+        digest = blob.digest
+        checks.append(CheckResult(name="resolve", status=Status.PASS,
+                                  detail=f"pinned reference; manifest present ({digest.short})"))
+    else:
+        blob = registry_client.get_manifest(ref.repository, ref.tag or "latest")
+        digest = blob.digest
+        checks.append(CheckResult(name="resolve", status=Status.PASS,
+                                  detail=f"tag {ref.tag or 'latest'} resolves to {digest}"))
+    pinned = ref.with_digest(digest)
+
+    def fetch(d: Digest) -> bytes:
+        return registry_client.get_manifest(ref.repository, d).data
+
+    files = probe_files(options.probes_dir)
+    suffix = _secrets.token_hex(3)
+    name = f"probe-{digest.hex[:12]}-{suffix}"
+    with store.attempt(digest, "cluster-probe", reference=str(ref), pinned=str(pinned),
+                       namespace=options.namespace, pod=name,
+                       kubeconfig=str(kube.kubeconfig)) as attempt:
+        ensure_namespace(kube, options.namespace)
+        secret = pull_secret_for(kube, options.namespace, ref.registry,
+                                 options.docker_config_dir)
+        cm = manifests.configmap(f"{name}-probes", options.namespace, files,
+                                 labels={"imagekit.dev/role": "probe"})
+        kube.apply(cm)
+        pod = manifests.render("probe-pod.yaml.j2", name=name, namespace=options.namespace,
+                               image=pinned, node_name=None,
+                               node_selector=options.node_selector,
+                               tolerations=options.tolerations,
+                               pull_secrets=[secret] if secret else [],
+                               configmap=cm["metadata"]["name"],
+                               deadline_seconds=int(options.timeout_s) + 60,
+                               memory_limit=options.memory_limit)
+        attempt.write_json("pod-manifest.json", pod)
+        attempt.write_json("probe-files.json", sorted(files))
+        started = time.monotonic()
+        try:
+            recreate_pod(kube, pod)
+            outcome = wait_for_pod(kube, options.namespace, name, timeout=options.timeout_s)
+            checks.extend(_outcome_checks(kube, outcome, options, name, pinned, digest, fetch,
+                                          attempt, started))
+        finally:
+            if not options.keep_pod:
+                try:
+                    waited = delete_and_wait(kube, options.namespace, name, timeout=120)
+                    checks.append(CheckResult(name="cleanup", status=Status.PASS,
+                                              detail=f"pod deleted and gone after {waited:.1f}s"))
+                except ImagekitError as exc:
+                    checks.append(CheckResult(name="cleanup", status=Status.ERROR,
+                                              detail=exc.one_line()))
+                kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
+                            f"{cm['metadata']['name']}")
+        attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
+        for check in checks:
+            attempt.add_check(check)
+    return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
+
+
+def _outcome_checks(kube: Kube, outcome, options: ProbeOptions, name: str,
+                    pinned: ImageReference, digest: Digest, fetch, attempt,
+                    started: float) -> list[CheckResult]:
+    checks: list[CheckResult] = []
+    pod = outcome.pod
+    events = kube.events_for(options.namespace, "Pod", name)
+    attempt.write_json("pod-status.json", pod.get("status", {}))
+    attempt.write_json("events.json", [
+        {k: e.get(k) for k in ("type", "reason", "message", "count", "firstTimestamp",
+                               "lastTimestamp")} for e in events])
+    log = kube.pod_logs(options.namespace, name, "probe")
+    attempt.write_text("pod.log", log)
+    elapsed = time.monotonic() - started
+    if outcome.stuck_reason:
+        pull_events = [e.get("message", "") for e in events
+                       if e.get("reason") in ("Failed", "ErrImagePull")]
+        message = outcome.stuck_message or (pull_events[-1] if pull_events else "")
+        checks.append(CheckResult(name="pod_completed", status=Status.FAIL,
+                                  detail=f"container stuck in {outcome.stuck_reason}: {message}",
+                                  data={"phase": outcome.phase, "reason": outcome.stuck_reason}))
+    elif outcome.timed_out:
+        checks.append(CheckResult(name="pod_completed", status=Status.ERROR,
+                                  detail=f"no outcome after {options.timeout_s:.0f}s "
+                                         f"(phase {outcome.phase})"))
+    else:
+        status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
+        checks.append(CheckResult(name="pod_completed", status=status,
+                                  detail=f"pod {outcome.phase} after {elapsed:.1f}s",
+                                  data={"phase": outcome.phase}))
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    image_id = statuses[0].get("imageID", "") if statuses else ""
+    if image_id:
+        check = compare_image_id(digest, image_id, fetch)
+    else:
+        check = CheckResult(name="image_id", status=Status.FAIL,
+                            data={"pinned": str(digest), "image_id": ""},
+                            detail="the container never started, so no imageID to compare "
+                                   f"with {digest.short}")
+    checks.append(check)
+    probe_checks = parse_probe_log(log)
+    if not probe_checks and outcome.phase == "Succeeded":
+        probe_checks = [CheckResult(name="in_pod_probes", status=Status.DEFERRED,
+                                    detail="no probes mounted (no probes/*.py found)")]
+    checks.extend(probe_checks)
+    return checks
