@@ -23,6 +23,10 @@ def _nice_max(value: float) -> float:
     return 10 ** (exponent + 1)
 
 
+def _tick(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
+
+
 def _size_label(n: float) -> str:
     for unit in ("B", "K", "M", "G"):
         if n < 1024 or unit == "G":
@@ -54,7 +58,7 @@ def _frame(plot_id: str, title: str, x_label: str, y_label: str, y_max: float) -
         parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
                      f'stroke="#ddd"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" '
-                     f'text-anchor="end">{value:.3g}</text>')
+                     f'text-anchor="end">{_tick(value)}</text>')
     return parts
 
 

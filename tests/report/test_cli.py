@@ -1,0 +1,97 @@
+"""`imagekit report`, `imagekit gate`, `imagekit schemas` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import junitparser
+
+from tests.report.conftest import fake_digest, write_rehearsal
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ik(*args: str, evidence: Path | None = None) -> subprocess.CompletedProcess:
+    env = None
+    if evidence is not None:
+        import os
+        env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(evidence)}
+    return subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=120)
+
+
+def test_report_formats_to_stdout_and_file(rehearsal, tmp_path) -> None:
+    root = rehearsal.store.root
+    done = ik("report", rehearsal.digest, "--format", "json", evidence=root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["subject"] == rehearsal.digest
+    out = tmp_path / "junit.xml"
+    done = ik("report", rehearsal.digest, "--format", "junit", "--out", str(out),
+              "--require", "probe:pip_check", evidence=root)
+    assert done.returncode == 0 and done.stdout == ""
+    assert {s.name for s in junitparser.JUnitXml.fromfile(str(out))} >= {"probe", "required"}
+    pinned = f"127.0.0.1:5002/sglang-fixed@{rehearsal.digest}"
+    done = ik("report", pinned, "--format", "intoto", evidence=root)
+    assert json.loads(done.stdout)["_type"] == "https://in-toto.io/Statement/v1"
+
+
+def test_report_resolves_a_tag_from_promotion_evidence(rehearsal) -> None:
+    reference, digest = rehearsal.endpoints["target"]
+    done = ik("report", reference, "--format", "json", evidence=rehearsal.store.root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["subject"] == digest
+
+
+def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
+    root = rehearsal.store.root
+    for args in (["report", rehearsal.digest, "--format", "pdf"],
+                 ["report", "sha256:1234"],
+                 ["report", fake_digest("unknown")],
+                 ["report", rehearsal.digest, "--require", "probe:"],
+                 ["report", "Not A Ref"]):
+        done = ik(*args, evidence=root)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("imagekit: error: ") and done.stderr.count("\n") == 1
+        assert done.stdout == ""
+
+
+def test_report_by_name_uses_latest_build(rehearsal, monkeypatch) -> None:
+    import types
+
+    import pytest
+
+    from imagekit.errors import InvalidInput
+    from imagekit.oci import Digest
+    from imagekit.report.resolve import resolve
+
+    monkeypatch.setitem(sys.modules, "imagekit.build", None)       # build layer absent
+    with pytest.raises(InvalidInput, match="latest_build is not available"):
+        resolve("sglang", rehearsal.store)
+    asked = []
+    fake = types.ModuleType("imagekit.build")
+    fake.latest_build = lambda name: asked.append(name) or types.SimpleNamespace(
+        image_id=rehearsal.image_id, registry_digest=rehearsal.digest)
+    monkeypatch.setitem(sys.modules, "imagekit.build", fake)
+    assert resolve("sglang", rehearsal.store) == (Digest.parse(rehearsal.digest), "sglang")
+    assert asked == ["sglang"]
+
+
+def test_gate_command_exit_codes(store) -> None:
+    good = write_rehearsal(store, "vllm")
+    bad = write_rehearsal(store, "sglang", media_fail=True)
+    allowed = ik("gate", good.digest, "--json", evidence=store.root)
+    assert allowed.returncode == 0 and json.loads(allowed.stdout)["allowed"] is True
+    refused = ik("gate", bad.digest, evidence=store.root)
+    assert refused.returncode == 1
+    assert "REFUSED" in refused.stdout and "corrupted-media-status" in refused.stdout
+
+
+def test_schemas_check_command(tmp_path) -> None:
+    assert ik("schemas", "check").returncode == 0
+    assert ik("schemas", "export", str(tmp_path)).returncode == 0
+    (tmp_path / "Platform.json").write_text("{}\n")
+    done = ik("schemas", "check", str(tmp_path))
+    assert done.returncode == 1 and "Platform.json: differs" in done.stderr
