@@ -60,8 +60,9 @@ def up(paths: StatePaths, install: bool = True, timeout: float = 60.0) -> Compon
     """Make sure a daemon answers; start our own dockerd only if none does."""
     if install:
         ensure_installed(paths)
-    if ping() is not None:
-        return status(paths)
+    version = ping()
+    if version is not None:
+        return status(paths, version)
     record = running(NAME, paths)
     if record is None:
         if not DOCKERD.exists() or not shutil.which("containerd"):
@@ -71,16 +72,17 @@ def up(paths: StatePaths, install: bool = True, timeout: float = 60.0) -> Compon
                                paths.logs / "dockerd.log", paths=paths)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if ping() is not None:
-            return status(paths)
+        version = ping()
+        if version is not None:
+            return status(paths, version)
         if running(NAME, paths) is None:
             raise InfraError("dockerd exited while starting; see its log", where=str(record.log_file))
         time.sleep(0.2)
     raise InfraError(f"dockerd did not answer within {timeout:.0f}s", where=str(record.log_file))
 
 
-def status(paths: StatePaths) -> ComponentStatus:
-    version = ping()
+def status(paths: StatePaths, version: str | None = None) -> ComponentStatus:
+    version = version or ping()
     record = running(NAME, paths)
     if version is None:
         return ComponentStatus(name="docker", running=False, address=DOCKER_HOST, fix=FIX,

@@ -167,13 +167,23 @@ def start_tracked(name: str, argv: list[str], log_file: Path, env: dict[str, str
         except OSError as exc:
             raise InfraError(f"cannot start {name}: {exc.strerror or exc}", where=argv[0]) from None
     _CHILDREN[child.pid] = child
-    stat = proc_stat(child.pid)
-    if stat is None:  # exited at once
-        code = child.wait()
-        raise InfraError(f"{name} exited at once with code {code}; see its log",
-                         where=str(log_file))
+    # Popen returns while the kernel may still be finishing exec: /proc/<pid>/cmdline can be
+    # empty for a moment. Record only what /proc will keep showing.
+    cmdline: list[str] | None = None
+    for _ in range(200):
+        stat = proc_stat(child.pid)
+        if stat is None or child.poll() is not None:
+            code = child.wait()
+            raise InfraError(f"{name} exited at once with code {code}; see its log",
+                             where=str(log_file))
+        cmdline = proc_cmdline(child.pid)
+        if cmdline:
+            break
+        time.sleep(0.01)
+    if not cmdline:
+        cmdline = argv
     record = TrackedProcess(name=name, pid=child.pid, start_time=stat[1],
-                            exe=proc_exe(child.pid), cmdline=proc_cmdline(child.pid) or argv,
+                            exe=proc_exe(child.pid), cmdline=cmdline,
                             log_file=log_file, started_at=_now(), fingerprint=fingerprint)
     _write_record(record, paths)
     return record
@@ -187,33 +197,39 @@ def stop_tracked(name: str, timeout: float = 30.0, paths: StatePaths | None = No
     record = running(name, paths)
     if record is None:
         return False
-    _signal(record, signal.SIGTERM)
+    _kill(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(record.pid)
-        if not is_alive(record):
+        if not _exists(record):
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     else:
-        _signal(record, signal.SIGKILL)
-        for _ in range(50):
+        if _exists(record):
+            _kill(record.pid, signal.SIGKILL)
+        for _ in range(100):
             _reap(record.pid)
-            if not is_alive(record):
+            if not _exists(record):
                 break
-            time.sleep(0.1)
-    if is_alive(record):
+            time.sleep(0.05)
+    if _exists(record):
         raise InfraError(f"{name} (pid {record.pid}) did not stop", where=str(record.log_file))
     _record_path(name, paths).unlink(missing_ok=True)
     return True
 
 
-def _signal(record: TrackedProcess, sig: signal.Signals) -> None:
-    if not is_alive(record):  # re-check right before signalling: never hit a reused PID
-        return
+def _kill(pid: int, sig: signal.Signals) -> None:
     try:
-        os.kill(record.pid, sig)
+        os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def _exists(record: TrackedProcess) -> bool:
+    """Still the same process and not yet gone (while exiting, its cmdline is already empty but
+    its sockets may still be open: wait for this, not for is_alive, before reusing a port)."""
+    stat = proc_stat(record.pid)
+    return stat is not None and stat[1] == record.start_time and stat[0] not in {"Z", "X", "x"}
 
 
 def _reap(pid: int) -> None:

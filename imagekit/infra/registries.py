@@ -13,6 +13,7 @@ config; a port held by anything else is a `PortTaken` error, and that process is
 from __future__ import annotations
 
 import hashlib
+import time
 import ssl
 import sys
 from pathlib import Path
@@ -98,6 +99,8 @@ def _ensure_listening(name: str, port: int, argv: list[str], log: Path, fingerpr
     if current is not None:
         stop_tracked(name, paths=paths)
     if port_open(LOOPBACK, port) or port_holders(port):
+        time.sleep(0.5)  # a listener that is just closing (ours, stopped a moment ago)
+    if port_open(LOOPBACK, port) or port_holders(port):
         holders = port_holders(port)
         who = ", ".join(f"pid {pid} ({' '.join(cmd)[:80]})" for pid, cmd in holders) or \
             "an unknown process"
@@ -164,7 +167,7 @@ def _ensure_token_service(paths: StatePaths) -> TrackedProcess:
     config_file = paths.root / "token-service.json"
     text = config.model_dump_json(indent=2)
     credentials.write_private(config_file, text.encode())
-    argv = [sys.executable, "-m", "imagekit.infra.token_service", "--config", str(config_file)]
+    argv = [_python(), "-m", "imagekit.infra.token_service", "--config", str(config_file)]
     source = Path(__file__).with_name("token_service.py")
     return _ensure_listening(TOKEN_SERVICE, TOKEN_SERVICE_PORT, argv,
                              paths.logs / "token-service.log",
@@ -174,11 +177,22 @@ def _ensure_token_service(paths: StatePaths) -> TrackedProcess:
                              paths, "token service")
 
 
-def _probe(url: str, ca_file: Path | None) -> int | None:
+def _python() -> str:
+    """This environment's interpreter under one stable name (python vs python3 would otherwise
+    change the token service's fingerprint and restart it for nothing)."""
+    candidate = Path(sys.prefix) / "bin" / "python"
+    return str(candidate) if candidate.exists() else sys.executable
+
+
+def _ssl_context(ca_file: Path | None) -> ssl.SSLContext | bool:
+    if ca_file is None or not ca_file.exists():
+        return False
+    context = ssl.create_default_context(cafile=str(ca_file))
+    return context
+
+
+def _probe(url: str, verify: ssl.SSLContext | bool) -> int | None:
     """HTTP status of GET url (no credentials), or None if nothing answers."""
-    verify: ssl.SSLContext | bool = False
-    if ca_file is not None and ca_file.exists():
-        verify = ssl.create_default_context(cafile=str(ca_file))
     try:
         return httpx.get(url, verify=verify, timeout=3.0).status_code
     except httpx.HTTPError:
@@ -188,13 +202,14 @@ def _probe(url: str, ca_file: Path | None) -> int | None:
 def status(paths: StatePaths) -> list[ComponentStatus]:
     """Token service and registries as they really are (answers + whether the process is ours)."""
     out = []
+    verify = _ssl_context(paths.ca_cert)
     record = running(TOKEN_SERVICE, paths)
-    code = _probe(f"https://{LOOPBACK}:{TOKEN_SERVICE_PORT}/healthz", paths.ca_cert)
+    code = _probe(f"https://{LOOPBACK}:{TOKEN_SERVICE_PORT}/healthz", verify)
     out.append(_component("token-service", f"{LOOPBACK}:{TOKEN_SERVICE_PORT}", record,
                           code == 200, f"HTTP {code}" if code else "no answer"))
     for name, endpoint in endpoints(paths).items():
         record = running(_process_name(name), paths)
-        code = _probe(f"{endpoint.url}/v2/", endpoint.ca_file)
+        code = _probe(f"{endpoint.url}/v2/", verify if endpoint.ca_file else False)
         expected = 200 if endpoint.auth == "none" else 401
         detail = (f"{endpoint.scheme}, auth {endpoint.auth}, /v2/ answers "
                   f"{code if code else 'nothing'}")

@@ -219,7 +219,10 @@ def serve(config: TokenServiceConfig) -> None:
     if config.tls_cert and config.tls_key:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(config.tls_cert, config.tls_key)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        # Handshakes happen on first read, in the handler thread: a slow or silent client
+        # (a bare TCP probe) never blocks the accept loop.
+        server.socket = context.wrap_socket(server.socket, server_side=True,
+                                            do_handshake_on_connect=False)
     sys.stdout.write(f"token service listening on {config.host}:{config.port}\n")
     sys.stdout.flush()
     server.serve_forever()
