@@ -1,0 +1,273 @@
+"""Promote a digest hop by hop (staging -> production -> target), each hop proven.
+
+The record: "cross-repository copying first confirmed the staging image, then checked the
+production sync and target cloud copy each for their final state; queued only represents
+submission success". So a hop is done only when its endpoint *serves* the digest: after the
+copy the manifest is read back from that endpoint (hashed), the tag (if any) must resolve to the
+same digest, and every blob must be present.
+
+Each hop reads from the previous hop (a relay), skips blobs the hop already has (HEAD), mounts
+across repositories inside one registry, uploads the rest in chunks (resuming, see
+`RegistryClient.upload_blob`), pushes child manifests before their index, and carries cosign
+style `sha256-<hex>.sig|.att|.sbom` tags and OCI referrers when the source has them.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from threading import Lock
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import DigestMismatch, InvalidInput, NotFound
+from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
+from imagekit.oci.descriptor import Descriptor
+from imagekit.oci.digest import Digest
+from imagekit.oci.manifest import parse_manifest
+from imagekit.oci.platform import LINUX_AMD64
+from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
+from imagekit.registry.progress import NullProgress, ProgressSink
+
+#: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …).
+COMPANION_SUFFIXES = (".sig", ".att", ".sbom", "")
+
+
+class HopRecord(BaseModel):
+    """One hop's outcome: what `--json` prints under `hops` and the evidence keeps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: str
+    registry: str
+    digest: str
+    verified: bool
+    bytes_moved: int
+    blobs_copied: int
+    blobs_skipped: int
+    blobs_mounted: int
+    manifests_pushed: int
+    companions: list[str] = []
+    seconds: float
+    read_back: str
+
+
+class PromoteResult(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    digest: str
+    media_type: str
+    all_platforms: bool
+    platform: str | None
+    hops: list[HopRecord]
+    gate: dict | None = None
+
+
+@dataclass
+class _Location:
+    client: RegistryClient
+    reference: ImageReference
+
+    @property
+    def repository(self) -> str:
+        return self.reference.repository
+
+
+@dataclass
+class _Stats:
+    bytes_moved: int = 0
+    copied: int = 0
+    skipped: int = 0
+    mounted: int = 0
+    manifests: int = 0
+    companions: list[str] = field(default_factory=list)
+    lock: Lock = field(default_factory=Lock)
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+
+def resolve_source(client: RegistryClient, source: ImageReference, all_platforms: bool,
+                   platform: Platform) -> tuple[ManifestBlob, Platform | None]:
+    """The manifest to promote: the whole index with --all-platforms, else the one platform."""
+    top = client.get_manifest(source.repository, source.digest or source.identifier)
+    parsed = parse_manifest(top.data, top.media_type)
+    if isinstance(parsed, ImageIndex) and not all_platforms:
+        entry = parsed.select(platform)
+        return client.get_manifest(source.repository, entry.digest), entry.platform
+    return top, None
+
+
+class Promoter:
+    """Copies one manifest tree from one location to the next; thread pool for blobs."""
+
+    def __init__(self, progress: ProgressSink | None = None, workers: int = 4) -> None:
+        self.progress = progress or NullProgress()
+        self.workers = workers
+
+    # -- the tree ------------------------------------------------------------------------------
+    def _children(self, src: _Location, blob: ManifestBlob
+                  ) -> tuple[list[ManifestBlob], list[Descriptor]]:
+        parsed = parse_manifest(blob.data, blob.media_type)
+        if isinstance(parsed, ImageIndex):
+            manifests = [src.client.get_manifest(src.repository, entry.digest)
+                         for entry in parsed.manifests]
+            return manifests, []
+        assert isinstance(parsed, ImageManifest)
+        return [], parsed.blobs()
+
+    def _copy_tree(self, src: _Location, dst: _Location, blob: ManifestBlob,
+                   stats: _Stats, pool: ThreadPoolExecutor) -> None:
+        """Children first (blobs, then child manifests), the manifest itself last."""
+        if dst.client.manifest_exists(dst.repository, blob.digest) is not None:
+            present = dst.client.get_manifest(dst.repository, blob.digest)
+            if present.digest == blob.digest:
+                return  # a registry only accepts a manifest whose blobs/children it holds
+        children, blobs = self._children(src, blob)
+        for child in children:
+            self._copy_tree(src, dst, child, stats, pool)
+        unique = list({d.digest: d for d in blobs}.values())
+        for future in [pool.submit(self._copy_blob, src, dst, d, stats) for d in unique]:
+            future.result()
+        dst.client.put_manifest(dst.repository, blob.digest, blob)
+        stats.add(manifests=1)
+
+    def _copy_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
+                   stats: _Stats) -> None:
+        digest = descriptor.digest
+        if dst.client.blob_exists(dst.repository, digest):
+            stats.add(skipped=1)
+            return
+        if src.client is dst.client and src.repository != dst.repository:
+            if dst.client.mount_blob(dst.repository, digest, src.repository):
+                stats.add(mounted=1)
+                return
+        task = self.progress.add(f"{dst.client.registry} {digest.short}", descriptor.size)
+
+        def source():
+            return src.client.blob_chunks(src.repository, digest, descriptor.size)
+
+        try:
+            sent = dst.client.upload_blob(
+                dst.repository, digest, source,
+                on_bytes=lambda n: self.progress.advance(task, n))
+        finally:
+            self.progress.finish(task)
+        stats.add(copied=1, bytes_moved=sent)
+
+    # -- companions ----------------------------------------------------------------------------
+    def _companions(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
+                    pool: ThreadPoolExecutor) -> None:
+        """cosign-style tags and OCI referrers of `digest`, copied when the source has them."""
+        for suffix in COMPANION_SUFFIXES:
+            tag = f"{digest.algorithm}-{digest.hex}{suffix}"
+            if src.client.manifest_exists(src.repository, tag) is None:
+                continue
+            blob = src.client.get_manifest(src.repository, tag)
+            self._copy_tree(src, dst, blob, stats, pool)
+            dst.client.put_manifest(dst.repository, tag, blob)
+            stats.companions.append(tag)
+        for entry in src.client.referrers(src.repository, digest):
+            try:
+                referrer = Digest.parse(entry.get("digest", ""))
+            except InvalidInput:
+                continue
+            blob = src.client.get_manifest(src.repository, referrer)
+            self._copy_tree(src, dst, blob, stats, pool)
+            stats.companions.append(str(referrer))
+
+    # -- read back -----------------------------------------------------------------------------
+    def _read_back(self, dst: _Location, root: ManifestBlob) -> str:
+        """Prove the endpoint serves the digest: manifest by digest (hashed), by tag, blobs."""
+        served = dst.client.get_manifest(dst.repository, root.digest)
+        if served.digest != root.digest:  # get_manifest already hashed; belt and braces
+            raise DigestMismatch("hop serves different bytes", where=str(dst.reference))
+        notes = [f"manifest {root.digest.short} served"]
+        if dst.reference.tag:
+            by_tag = dst.client.get_manifest(dst.repository, dst.reference.tag)
+            if by_tag.digest != root.digest:
+                raise DigestMismatch(f"tag {dst.reference.tag} resolves to {by_tag.digest}, not "
+                                     f"{root.digest}", where=str(dst.reference))
+            notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
+        missing = []
+        checked = 0
+        for blob in self._all_blobs(dst, root):
+            checked += 1
+            if not dst.client.blob_exists(dst.repository, blob):
+                missing.append(str(blob))
+        if missing:
+            raise NotFound(f"hop serves the manifest but lacks {len(missing)} blob(s): "
+                           f"{', '.join(missing[:3])}", where=str(dst.reference))
+        notes.append(f"{checked} blobs present")
+        return "; ".join(notes)
+
+    def _all_blobs(self, dst: _Location, root: ManifestBlob) -> list[Digest]:
+        parsed = parse_manifest(root.data, root.media_type)
+        if isinstance(parsed, ImageManifest):
+            return list(dict.fromkeys(d.digest for d in parsed.blobs()))
+        found: list[Digest] = []
+        for entry in parsed.manifests:
+            child = dst.client.get_manifest(dst.repository, entry.digest)
+            found += self._all_blobs(dst, child)
+        return list(dict.fromkeys(found))
+
+    # -- one hop -------------------------------------------------------------------------------
+    def hop(self, src: _Location, dst: _Location, root: ManifestBlob) -> HopRecord:
+        started = time.perf_counter()
+        stats = _Stats()
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
+            before_present = dst.client.manifest_exists(dst.repository, root.digest) is not None
+            self._copy_tree(src, dst, root, stats, pool)
+            if before_present:
+                stats.add(skipped=len(self._all_blobs(dst, root)))
+            self._companions(src, dst, root.digest, stats, pool)
+        if dst.reference.tag:
+            current = dst.client.manifest_exists(dst.repository, dst.reference.tag)
+            if current != root.digest:
+                dst.client.put_manifest(dst.repository, dst.reference.tag, root)
+                stats.add(manifests=1)
+        read_back = self._read_back(dst, root)
+        return HopRecord(
+            endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
+            verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
+            blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
+            manifests_pushed=stats.manifests, companions=stats.companions,
+            seconds=round(time.perf_counter() - started, 4), read_back=read_back)
+
+
+def promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
+            all_platforms: bool = False, platform: Platform = LINUX_AMD64,
+            pool: ClientPool | None = None, progress: ProgressSink | None = None,
+            gate=None, on_hop=None, workers: int = 4) -> PromoteResult:
+    """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
+    copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands."""
+    own_pool = pool is None
+    pool = pool or ClientPool()
+    try:
+        src_client = pool.get(source.registry)
+        root, chosen = resolve_source(src_client, source, all_platforms, platform)
+        gate_info = gate(root.digest) if gate is not None else None
+        promoter = Promoter(progress, workers)
+        previous = _Location(src_client, source.with_digest(root.digest))
+        hops: list[HopRecord] = []
+        for target in [*via, to]:
+            if target.digest is not None and target.digest != root.digest:
+                raise InvalidInput(f"destination pins {target.digest}, but the source is "
+                                   f"{root.digest}", where=str(target))
+            here = _Location(pool.get(target.registry), target)
+            record = promoter.hop(previous, here, root)
+            hops.append(record)
+            if on_hop is not None:
+                on_hop(record)
+            previous = _Location(here.client, target.with_digest(root.digest))
+        return PromoteResult(source=str(source), digest=str(root.digest),
+                             media_type=root.media_type, all_platforms=all_platforms,
+                             platform=str(chosen) if chosen else None, hops=hops,
+                             gate=gate_info)
+    finally:
+        if own_pool:
+            pool.close()
