@@ -44,9 +44,11 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
 
 @infra_app.command("down")
 @guarded
-def down(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
+                                      help="Also stop the cluster (default) or leave it running."),
+         json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Stop only the processes imagekit started (verified by PID and start time)."""
-    stopped = manager.down()
+    stopped = manager.down(cluster=cluster)
     if json_output:
         print_json({"stopped": stopped})
         return

@@ -68,6 +68,7 @@ def up(paths: StatePaths, install: bool = True, timeout: float = 60.0) -> Compon
         if not DOCKERD.exists() or not shutil.which("containerd"):
             raise InfraError("dockerd/containerd not installed; run `imagekit infra up` as root",
                              where=str(DOCKERD))
+        _drop_stale_pidfiles()
         record = start_tracked(NAME, [str(DOCKERD), f"--host={DOCKER_HOST}"],
                                paths.logs / "dockerd.log", paths=paths)
     deadline = time.monotonic() + timeout
@@ -79,6 +80,26 @@ def up(paths: StatePaths, install: bool = True, timeout: float = 60.0) -> Compon
             raise InfraError("dockerd exited while starting; see its log", where=str(record.log_file))
         time.sleep(0.2)
     raise InfraError(f"dockerd did not answer within {timeout:.0f}s", where=str(record.log_file))
+
+
+#: pid files dockerd and its managed containerd leave behind when killed. If the PID in one now
+#: belongs to another process, dockerd refuses to start (or waits on a containerd that is not).
+_PIDFILES = {Path("/var/run/docker.pid"): "dockerd",
+             Path("/var/run/docker/containerd/containerd.pid"): "containerd"}
+
+
+def _drop_stale_pidfiles() -> None:
+    for pidfile, comm in _PIDFILES.items():
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            continue
+        try:
+            alive_comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            alive_comm = ""
+        if alive_comm != comm:
+            pidfile.unlink(missing_ok=True)
 
 
 def status(paths: StatePaths, version: str | None = None) -> ComponentStatus:
