@@ -1,0 +1,231 @@
+"""Async client for any OpenAI-compatible `/v1/chat/completions` server (vLLM, SGLang, …).
+
+Why our own and not the engines' bench clients: the record (section 4) shows a pinned vLLM CLI
+failing "Failed to infer device type" on a CPU-only client box, because its HTTP load-testing
+entry point initialises GPU platform defaults. This module speaks plain HTTP with httpx and
+imports no engine, torch or GPU code.
+
+Headers (where the API key travels) are never copied into an `Exchange`; evidence is built from
+exchanges only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from imagekit.acceptance.models import Exchange, ToolCall, Usage
+from imagekit.errors import ImagekitError, InvalidInput
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+class ServerUnreachable(ImagekitError):
+    """The server did not answer at all (refused, timed out, not HTTP): exit 2, no verdict."""
+
+
+def normalise_base_url(base_url: str) -> str:
+    """Accept `http://h:p`, `http://h:p/` and `http://h:p/v1`; paths are added per call."""
+    url = base_url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput(f"base URL must start with http:// or https://: {base_url!r}")
+    if url.endswith("/v1"):
+        url = url[:-3]
+    return url
+
+
+@dataclass(slots=True)
+class StreamOutcome:
+    """What one streamed request produced; cheap to build (load rounds make thousands)."""
+
+    status_code: int | None = None
+    error: str | None = None
+    body: Any = None
+    ttft_s: float | None = None
+    e2e_s: float = 0.0
+    gaps: list[float] = field(default_factory=list)
+    chunks: int = 0
+    done_marker: bool = False
+    finish_reason: str | None = None
+    usage: dict | None = None
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_parts: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")[:4000]
+
+
+class ChatClient:
+    """One connection pool to one server. Use as `async with ChatClient(url) as client:`."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 600.0,
+                 connections: int = 256) -> None:
+        self.base_url = normalise_base_url(base_url)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            limits=httpx.Limits(max_connections=connections,
+                                max_keepalive_connections=connections))
+
+    async def __aenter__(self) -> "ChatClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def get_json(self, path: str, *, label: str | None = None,
+                       timeout: float | None = None) -> Exchange:
+        start = time.perf_counter()
+        try:
+            resp = await self._http.get(path, timeout=timeout or httpx.USE_CLIENT_DEFAULT)
+        except httpx.HTTPError as exc:
+            return Exchange(label=label or path, method="GET", path=path, error=_error_text(exc),
+                            latency_s=time.perf_counter() - start)
+        return Exchange(label=label or path, method="GET", path=path,
+                        status_code=resp.status_code, response=_decode(resp.content),
+                        latency_s=time.perf_counter() - start)
+
+    async def require_reachable(self) -> list[dict]:
+        """GET /v1/models; an unreachable server is an exit-2 error, not a failed check."""
+        exchange = await self.get_json("/v1/models", timeout=15.0)
+        if exchange.status_code is None:
+            raise ServerUnreachable(f"server unreachable: {exchange.error}",
+                                    where=self.base_url)
+        if exchange.status_code != 200 or not isinstance(exchange.response, dict):
+            raise ServerUnreachable(
+                f"GET /v1/models answered HTTP {exchange.status_code}, not an OpenAI-compatible "
+                "model list", where=self.base_url)
+        data = exchange.response.get("data")
+        return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+
+    async def chat(self, label: str, body: dict[str, Any]) -> Exchange:
+        """POST a chat completion (streamed when `body["stream"]`); never raises on HTTP or
+        transport failure: the failure is the recorded outcome."""
+        if body.get("stream"):
+            outcome = await self.stream(body, keep_text=True)
+            return self._exchange_from_stream(label, body, outcome)
+        start = time.perf_counter()
+        try:
+            resp = await self._http.post(CHAT_PATH, json=body)
+        except httpx.HTTPError as exc:
+            return Exchange(label=label, request=body, error=_error_text(exc),
+                            latency_s=time.perf_counter() - start)
+        latency = time.perf_counter() - start
+        payload = _decode(resp.content)
+        fields: dict[str, Any] = {}
+        if resp.status_code == 200:
+            if not isinstance(payload, dict) or not payload.get("choices"):
+                fields["error"] = "HTTP 200 without choices"
+            else:
+                choice = payload["choices"][0] or {}
+                message = choice.get("message") or {}
+                fields.update(
+                    content=message.get("content") or "",
+                    reasoning=message.get("reasoning_content") or message.get("reasoning") or "",
+                    finish_reason=choice.get("finish_reason"),
+                    tool_calls=[_tool_call(t) for t in message.get("tool_calls") or []],
+                    usage=Usage.parse(payload.get("usage")))
+        return Exchange(label=label, request=body, status_code=resp.status_code,
+                        response=payload, latency_s=latency, **fields)
+
+    async def stream(self, body: dict[str, Any], *, keep_text: bool = False) -> StreamOutcome:
+        """Stream one request, timing the first content chunk (TTFT) and the gaps between
+        content chunks (ITL). Reasoning chunks count as output: they are tokens the user waits
+        for."""
+        out = StreamOutcome()
+        start = time.perf_counter()
+        last = 0.0
+        try:
+            async with self._http.stream("POST", CHAT_PATH, json=body) as resp:
+                out.status_code = resp.status_code
+                if resp.status_code != 200:
+                    out.body = _decode(await resp.aread())
+                    out.e2e_s = time.perf_counter() - start
+                    return out
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        out.done_marker = True
+                        continue
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        out.error = f"undecodable SSE data: {data[:120]!r}"
+                        continue
+                    out.chunks += 1
+                    if "error" in chunk and not chunk.get("choices"):
+                        out.error = f"error event: {str(chunk['error'])[:200]}"
+                        continue
+                    if chunk.get("usage"):
+                        out.usage = chunk["usage"]
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        text = delta.get("content")
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                        if text or thought:
+                            now = time.perf_counter()
+                            if out.ttft_s is None:
+                                out.ttft_s = now - start
+                            else:
+                                out.gaps.append(now - last)
+                            last = now
+                            if keep_text:
+                                if text:
+                                    out.content.append(text)
+                                if thought:
+                                    out.reasoning.append(thought)
+                        if keep_text and delta.get("tool_calls"):
+                            for part in delta["tool_calls"]:
+                                slot = out.tool_parts.setdefault(
+                                    part.get("index", 0), {"id": "", "name": "", "arguments": ""})
+                                fn = part.get("function") or {}
+                                slot["id"] = part.get("id") or slot["id"]
+                                slot["name"] = fn.get("name") or slot["name"]
+                                slot["arguments"] += fn.get("arguments") or ""
+                        if choice.get("finish_reason"):
+                            out.finish_reason = choice["finish_reason"]
+        except httpx.HTTPError as exc:
+            out.error = _error_text(exc)
+        out.e2e_s = time.perf_counter() - start
+        if out.error is None and out.status_code == 200 and not out.done_marker:
+            out.error = "stream ended without data: [DONE]"
+        return out
+
+    @staticmethod
+    def _exchange_from_stream(label: str, body: dict[str, Any], out: StreamOutcome) -> Exchange:
+        return Exchange(
+            label=label, request=body, status_code=out.status_code, response=out.body,
+            error=out.error, latency_s=out.e2e_s, stream=True, ttft_s=out.ttft_s,
+            chunks=out.chunks, done_marker=out.done_marker, finish_reason=out.finish_reason,
+            content="".join(out.content), reasoning="".join(out.reasoning),
+            tool_calls=[ToolCall(id=v["id"], name=v["name"], arguments=v["arguments"])
+                        for _, v in sorted(out.tool_parts.items())],
+            usage=Usage.parse(out.usage))
+
+
+def _tool_call(raw: Any) -> ToolCall:
+    raw = raw if isinstance(raw, dict) else {}
+    fn = raw.get("function") or {}
+    args = fn.get("arguments")
+    return ToolCall(id=str(raw.get("id") or ""), name=str(fn.get("name") or ""),
+                    arguments=args if isinstance(args, str) else json.dumps(args))

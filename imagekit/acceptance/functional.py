@@ -1,0 +1,303 @@
+"""The 12 functional checks of the record (section 8): three inference modes, tool calling with
+result backfill, streaming, multi-turn, image understanding (solid colours, a bordered colour, a
+chart), video understanding, invalid parameters, and recovery.
+
+Judging rules worth stating:
+- Identical repeats of the arithmetic problem are reproductions of one problem, never an accuracy
+  estimate; each mode lists correctness, output tokens and latency together (a shorter wrong
+  answer does not make a mode better).
+- Solid-colour images are judged on their own: a passing bordered image does not override a
+  failing solid one (record, section 10).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+
+from imagekit.acceptance import media
+from imagekit.acceptance.models import Exchange, Sample
+from imagekit.acceptance.suite import SuiteContext, user
+from imagekit.results import CheckResult, Status
+
+ARITHMETIC_PROMPT = (
+    "A shop receives 22 boxes of pencils with 12 pencils in each box, then sends 2 unopened "
+    "boxes back to the supplier. How many pencils does the shop keep? "
+    "Output only the final integer.")
+ARITHMETIC_ANSWER = 240
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look up the shipping status and tracking number of an order.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string", "description": "Order id, e.g. A-1"}},
+            "required": ["order_id"],
+        },
+    },
+}
+TOOL_ORDER = "A-7731"
+TOOL_RESULT = {"order_id": TOOL_ORDER, "status": "shipped", "tracking_number": "ZX-48213-QT"}
+
+CODEWORD = "BLUE-HERON-42"
+
+COLOUR_WORDS = ("red", "green", "blue", "yellow", "black", "white", "gray", "grey", "orange",
+                "purple", "pink", "brown")
+
+
+def _integer(answer: str) -> int | None:
+    found = re.findall(r"-?\d[\d,]*", answer)
+    if not found:
+        return None
+    try:
+        return int(found[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _tokens(exchange: Exchange) -> int | None:
+    return exchange.usage.completion_tokens if exchange.usage else None
+
+
+def _sample(case: str, expected: str, exchange: Exchange, correct: bool, note: str = "") -> Sample:
+    return Sample(case=case, expected=expected, answer=exchange.answer.strip()[:200],
+                  correct=correct and exchange.ok, status_code=exchange.status_code,
+                  output_tokens=_tokens(exchange), latency_s=round(exchange.latency_s, 4),
+                  note=note or ("" if exchange.ok else exchange.summary()))
+
+
+def _verdict(name: str, samples: list[Sample], what: str) -> CheckResult:
+    good = sum(s.correct for s in samples)
+    status = Status.PASS if samples and good == len(samples) else Status.FAIL
+    wrong = [f"{s.case}: {s.answer!r}" + (f" ({s.note})" if s.note else "")
+             for s in samples if not s.correct]
+    detail = f"{good}/{len(samples)} {what}"
+    if wrong:
+        detail += "; wrong: " + "; ".join(wrong)[:400]
+    return CheckResult(name=name, status=status, detail=detail,
+                       data={"samples": [s.model_dump() for s in samples]})
+
+
+async def check_mode(ctx: SuiteContext, mode: str) -> CheckResult:
+    fields = ctx.profile.modes.get(mode)
+    if fields is None:
+        return CheckResult(name=f"mode-{mode}", status=Status.DEFERRED,
+                           detail=f"no request fields for mode {mode!r} in the {ctx.engine} "
+                                  "profile; set them with --engine-config")
+    samples = []
+    for i in range(ctx.options.reproductions):
+        exchange = await ctx.ask(f"mode-{mode}-rep{i + 1}", [user(ARITHMETIC_PROMPT)], **fields)
+        value = _integer(exchange.answer)
+        only_integer = bool(re.fullmatch(r"\s*-?\d[\d,]*\s*\.?\s*", exchange.answer))
+        samples.append(_sample(f"rep{i + 1}", str(ARITHMETIC_ANSWER), exchange,
+                               value == ARITHMETIC_ANSWER,
+                               "" if only_integer or not exchange.ok else "not only an integer"))
+    answers = sorted({s.answer for s in samples})
+    tokens = [s.output_tokens for s in samples]
+    latency = [s.latency_s for s in samples]
+    result = _verdict(f"mode-{mode}", samples,
+                      f"reproductions answered {ARITHMETIC_ANSWER}")
+    detail = (f"{result.detail}; answers {answers}; output tokens {tokens}; latency "
+              f"{min(latency):.2f}-{max(latency):.2f}s; {len(samples)} reproductions of one "
+              "problem, not independent samples")
+    data = dict(result.data, mode_fields=fields, reproductions=len(samples))
+    return result.model_copy(update={"detail": detail, "data": data})
+
+
+async def check_tools(ctx: SuiteContext) -> CheckResult:
+    messages: list[dict] = [user(f"What is the tracking number of order {TOOL_ORDER}? "
+                                 "Use the lookup_order tool, then answer with the tracking number.")]
+    first = await ctx.ask("tools-call", messages, tools=[TOOL], tool_choice="auto")
+    if not first.ok:
+        return CheckResult(name="tool-calling", status=Status.FAIL,
+                           detail=f"tool request failed: {first.summary()}")
+    calls = [c for c in first.tool_calls if c.name == "lookup_order"]
+    if not calls:
+        return CheckResult(name="tool-calling", status=Status.FAIL,
+                           detail=f"no lookup_order tool call returned (finish_reason "
+                                  f"{first.finish_reason}, content {first.answer[:80]!r})")
+    call = calls[0]
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        return CheckResult(name="tool-calling", status=Status.FAIL,
+                           detail=f"tool arguments are not JSON: {call.arguments[:120]!r}")
+    if str(args.get("order_id", "")).strip() != TOOL_ORDER:
+        return CheckResult(name="tool-calling", status=Status.FAIL,
+                           detail=f"tool called with {args!r}, expected order_id {TOOL_ORDER}")
+    messages.append({"role": "assistant", "content": first.content or None,
+                     "tool_calls": [{"id": call.id or "call_0", "type": "function",
+                                     "function": {"name": call.name,
+                                                  "arguments": call.arguments}}]})
+    messages.append({"role": "tool", "tool_call_id": call.id or "call_0",
+                     "content": json.dumps(TOOL_RESULT)})
+    final = await ctx.ask("tools-backfill", messages, tools=[TOOL])
+    uses = final.ok and TOOL_RESULT["tracking_number"] in final.answer
+    return CheckResult(
+        name="tool-calling", status=Status.PASS if uses else Status.FAIL,
+        detail=("tool call returned, result backfilled, final answer uses it"
+                if uses else f"final answer does not use the tool result: {final.summary()}"),
+        data={"arguments": args, "final_answer": final.answer[:300],
+              "output_tokens": _tokens(final), "latency_s": final.latency_s})
+
+
+async def check_streaming(ctx: SuiteContext) -> CheckResult:
+    exchange = await ctx.ask(
+        "streaming", [user("Count from 1 to 10, separated by single spaces, nothing else.")],
+        stream=True, stream_options={"include_usage": True})
+    problems = []
+    if not exchange.ok:
+        problems.append(exchange.summary())
+    else:
+        if exchange.chunks < 2:
+            problems.append(f"only {exchange.chunks} SSE chunk(s)")
+        if exchange.finish_reason not in ("stop", "length"):
+            problems.append(f"finish_reason {exchange.finish_reason!r}")
+        if not exchange.usage or not exchange.usage.completion_tokens:
+            problems.append("no usage chunk with completion_tokens (stream_options.include_usage)")
+        numbers = [int(n) for n in re.findall(r"\d+", exchange.answer)]
+        if numbers[:10] != list(range(1, 11)):
+            problems.append(f"content {exchange.answer.strip()[:60]!r} does not count 1..10")
+    return CheckResult(
+        name="streaming", status=Status.FAIL if problems else Status.PASS,
+        detail="; ".join(problems) if problems else
+        f"{exchange.chunks} chunks, finish_reason {exchange.finish_reason}, usage "
+        f"{exchange.usage.completion_tokens if exchange.usage else None} tokens, "
+        f"TTFT {exchange.ttft_s or 0:.3f}s",
+        data={"chunks": exchange.chunks, "ttft_s": exchange.ttft_s,
+              "finish_reason": exchange.finish_reason, "done_marker": exchange.done_marker})
+
+
+async def check_multi_turn(ctx: SuiteContext) -> CheckResult:
+    messages = [user(f"Remember this: my project codename is {CODEWORD}. Reply with OK only.")]
+    first = await ctx.ask("multi-turn-1", messages)
+    if not first.ok:
+        return CheckResult(name="multi-turn", status=Status.FAIL,
+                           detail=f"first turn failed: {first.summary()}")
+    messages += [{"role": "assistant", "content": first.answer.strip() or "OK"},
+                 user("What is my project codename? Answer with the codename only.")]
+    second = await ctx.ask("multi-turn-2", messages)
+    sample = _sample("turn-2", CODEWORD, second, CODEWORD in second.answer.upper())
+    return _verdict("multi-turn", [sample], "turns recalled the earlier codename")
+
+
+def _colour_correct(answer: str, expected: str) -> bool:
+    words = re.findall(r"[a-z]+", answer.lower())
+    named = {w for w in words if w in COLOUR_WORDS}
+    return expected in named and len(named - {expected}) == 0
+
+
+async def check_solid_colours(ctx: SuiteContext) -> CheckResult:
+    samples = []
+    for fmt in ("PNG", "JPEG"):
+        for colour in ("red", "blue", "green"):
+            item = media.solid(colour, fmt=fmt)
+            exchange = await ctx.ask(f"image-{item.name}", [user(
+                item.content_part(), "What colour is this image? Answer with one word.")])
+            samples.append(_sample(item.name, colour, exchange,
+                                   _colour_correct(exchange.answer, colour)))
+    return _verdict("image-solid-colour", samples,
+                    "solid-colour images named correctly (judged on their own; a bordered or "
+                    "chart image passing does not override these)")
+
+
+async def check_bordered(ctx: SuiteContext) -> CheckResult:
+    item = media.bordered("red")
+    exchange = await ctx.ask("image-bordered", [user(
+        item.content_part(),
+        "This image is a coloured square inside a black border. What colour is the square? "
+        "Answer with one word.")])
+    sample = _sample(item.name, "red", exchange, _colour_correct(
+        exchange.answer.lower().replace("black", ""), "red"))
+    return _verdict("image-bordered", [sample], "bordered image named correctly")
+
+
+async def check_chart(ctx: SuiteContext) -> CheckResult:
+    item = media.chart()
+    exchange = await ctx.ask("image-chart", [user(
+        item.content_part(),
+        "This bar chart has four bars labelled A, B, C and D from left to right. Which label "
+        "has the tallest bar? Answer with the letter only.")])
+    letters = re.findall(r"\b([ABCD])\b", exchange.answer)
+    sample = _sample(item.name, item.truth, exchange, letters[:1] == [item.truth])
+    return _verdict("image-chart", [sample], "chart read correctly")
+
+
+async def check_video(ctx: SuiteContext) -> CheckResult:
+    try:
+        item = media.colour_video()
+    except media.MediaUnavailable as exc:
+        return CheckResult(name="video-colour-order", status=Status.DEFERRED,
+                           detail=f"could not make the test video here: {exc}")
+    order = item.truth.split(",")
+    exchange = await ctx.ask("video-colours", [user(
+        item.content_part(),
+        "The video shows a sequence of solid colours. List the colours in the order they "
+        "appear, separated by commas, nothing else.")])
+    words = [w for w in re.findall(r"[a-z]+", exchange.answer.lower()) if w in COLOUR_WORDS]
+    seen = [w for i, w in enumerate(words) if w not in words[:i]]
+    sample = _sample(item.name, item.truth, exchange, seen == order)
+    return _verdict("video-colour-order", [sample], "videos' colour order named correctly")
+
+
+INVALID_BODIES: dict[str, dict] = {
+    "negative-max-tokens": {"max_tokens": -5},
+    "temperature-out-of-range": {"temperature": -1.0},
+    "messages-not-a-list": {"messages": "hello"},
+}
+
+
+async def check_invalid_parameters(ctx: SuiteContext) -> CheckResult:
+    bad = []
+    codes = {}
+    for name, change in INVALID_BODIES.items():
+        body = ctx.body([user("Say hello.")])
+        body.update(change)
+        exchange = await ctx.send(f"invalid-{name}", body)
+        codes[name] = exchange.status_code
+        if exchange.status_code is None or not 400 <= exchange.status_code < 500:
+            got = (f"HTTP {exchange.status_code}" if exchange.status_code is not None
+                   else exchange.error)
+            bad.append(f"{name}: {got} from {ctx.engine}")
+    return CheckResult(name="invalid-parameters", status=Status.FAIL if bad else Status.PASS,
+                       detail=("; ".join(bad) + " (expected 4xx)") if bad else
+                       f"all {len(codes)} invalid requests answered 4xx: {codes}",
+                       data={"status_codes": codes})
+
+
+async def check_recovery(ctx: SuiteContext, name: str = "recovery") -> CheckResult:
+    """After failed requests, a normal one still succeeds: the process survived."""
+    text = await ctx.ask(f"{name}-text", [user("Reply with the word READY only.")])
+    item = media.bordered("red")
+    image = await ctx.ask(f"{name}-image", [user(
+        item.content_part(), "What colour is the square inside the border? One word.")])
+    problems = [f"{e.label}: {e.summary()}" for e in (text, image) if not e.ok]
+    if text.ok and "READY" not in text.answer.upper():
+        problems.append(f"text answer {text.answer.strip()[:60]!r} is not READY")
+    return CheckResult(name=name, status=Status.FAIL if problems else Status.PASS,
+                       detail="; ".join(problems) if problems else
+                       "a normal text request and a normal image request succeeded after the "
+                       "failed ones: the server process survived")
+
+
+CHECKS: list[Callable[[SuiteContext], Awaitable[CheckResult]]] = [
+    lambda ctx: check_mode(ctx, "disabled"),
+    lambda ctx: check_mode(ctx, "adaptive"),
+    lambda ctx: check_mode(ctx, "enabled"),
+    check_tools,
+    check_streaming,
+    check_multi_turn,
+    check_solid_colours,
+    check_bordered,
+    check_chart,
+    check_video,
+    check_invalid_parameters,
+    check_recovery,
+]
+
+
+async def run(ctx: SuiteContext) -> list[CheckResult]:
+    return [await check(ctx) for check in CHECKS]

@@ -1,0 +1,181 @@
+"""Records of acceptance runs: one HTTP exchange, one load round, one matrix.
+
+Exchanges keep the request body and the response (failed ones too) because the record's lesson
+is that a verdict without the raw request cannot be re-judged later. Headers are never kept:
+that is where an API key travels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Usage(BaseModel):
+    """Token counts as the server reported them (OpenAI `usage`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> "Usage | None":
+        if not isinstance(raw, dict):
+            return None
+        details = raw.get("completion_tokens_details") or {}
+        return cls(prompt_tokens=_int(raw.get("prompt_tokens")),
+                   completion_tokens=_int(raw.get("completion_tokens")),
+                   total_tokens=_int(raw.get("total_tokens")),
+                   reasoning_tokens=_int(details.get("reasoning_tokens"))
+                   if isinstance(details, dict) else None)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Exchange(BaseModel):
+    """One request and what came back. `status_code` is None when no HTTP answer arrived
+    (refused, dropped, timed out); `error` then says what happened."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: str
+    method: str = "POST"
+    path: str = "/v1/chat/completions"
+    request: dict[str, Any] | None = None
+    status_code: int | None = None
+    response: Any = None
+    error: str | None = None
+    latency_s: float = 0.0
+    stream: bool = False
+    ttft_s: float | None = None
+    chunks: int = 0
+    done_marker: bool = False
+    finish_reason: str | None = None
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = []
+    usage: Usage | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code == 200 and self.error is None
+
+    @property
+    def answer(self) -> str:
+        """The visible answer: content without an inline `<think>…</think>` block."""
+        return strip_thinking(self.content)
+
+    def summary(self) -> str:
+        if self.status_code is None:
+            return f"no HTTP answer ({self.error})"
+        if not self.ok:
+            return f"HTTP {self.status_code}: {_short(self.response)}"
+        return f"HTTP 200 in {self.latency_s:.2f}s: {self.answer.strip()[:80]!r}"
+
+
+def strip_thinking(text: str) -> str:
+    """Models whose reasoning parser is off put reasoning inline; the answer is what follows."""
+    if "</think>" in text:
+        return text.rsplit("</think>", 1)[1]
+    return text
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return " ".join(text.split())[:limit]
+
+
+class Sample(BaseModel):
+    """One judged answer: correctness, output tokens and latency listed together."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    case: str
+    expected: str
+    answer: str
+    correct: bool
+    status_code: int | None
+    output_tokens: int | None
+    latency_s: float
+    note: str = ""
+
+
+class LatencyStats(BaseModel):
+    """Percentiles in seconds over one round; None when nothing was measured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+Modality = Literal["text", "image", "video"]
+
+
+class RoundSpec(BaseModel):
+    """One load round: `requests` streaming requests kept `concurrency` in flight."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int
+    concurrency: int = Field(ge=1)
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    modality: Modality = "text"
+    requests: int = Field(ge=1)
+
+    @property
+    def name(self) -> str:
+        return (f"round-{self.index:02d}-{self.modality}-c{self.concurrency}"
+                f"-in{self.input_tokens}-out{self.output_tokens}")
+
+
+class RequestRecord(BaseModel):
+    """One load request, kept compactly (the body is kept once per round, failures in full)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    i: int
+    status_code: int | None
+    error: str | None = None
+    ttft_s: float | None = None
+    e2e_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    chunks: int = 0
+    finish_reason: str | None = None
+
+
+class RoundResult(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    spec: RoundSpec
+    duration_s: float
+    completed: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    requests_per_s: float
+    output_tokens_per_s: float
+    ttft: LatencyStats
+    itl: LatencyStats
+    e2e: LatencyStats
+    records: list[RequestRecord]

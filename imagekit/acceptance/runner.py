@@ -1,0 +1,215 @@
+"""Runs suites and load matrices against a server and writes every run into the evidence store:
+each exchange (failed ones too) as its own JSON file, the checks, and a markdown report.
+
+Evidence kinds: `accept-functional`, `accept-media`, `accept-needle`, `bench`; keyed by the image
+digest the server runs when it is given, else by a name. Nothing here sees the API key: it lives
+in the client's headers, which are never recorded.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from imagekit.acceptance import corrupt, functional, needle_retest
+from imagekit.acceptance.client import ChatClient
+from imagekit.acceptance.engines import EngineConfig, detect_engine
+from imagekit.acceptance.load import (BodyFactory, Calibration, calibrate, judge_round,
+                                      run_round, totals_check)
+from imagekit.acceptance.matrix import Matrix
+from imagekit.acceptance.media import MediaUnavailable, colour_video, sized_image
+from imagekit.acceptance.models import RoundResult, RoundSpec
+from imagekit.acceptance.suite import SuiteContext, SuiteOptions
+from imagekit.errors import InvalidInput
+from imagekit.evidence import Attempt, EvidenceStore
+from imagekit.results import CheckResult, Status
+
+SUITES: dict[str, Callable[[SuiteContext], Awaitable[list[CheckResult]]]] = {
+    "functional": functional.run,
+    "media": corrupt.run,
+    "needle": needle_retest.run,
+}
+
+
+@dataclass
+class Target:
+    """The server under test, as resolved from flags and the server's own answers."""
+
+    base_url: str
+    model: str
+    engine: str
+    engine_version: str | None
+    models: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class RunOutcome:
+    checks: list[CheckResult]
+    evidence: dict[str, str]
+    target: Target
+
+
+def public_url(url: str) -> str:
+    """The base URL without any user:password part (never into evidence)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+async def resolve_target(client: ChatClient, model: str | None, engine: str | None,
+                         engine_version: str | None, config: EngineConfig) -> Target:
+    models = await client.require_reachable()
+    if model is None:
+        if not models or not models[0].get("id"):
+            raise InvalidInput("the server lists no model; pass --model", where=client.base_url)
+        model = str(models[0]["id"])
+    engine = engine or detect_engine(models)
+    if engine is None:
+        raise InvalidInput("cannot tell the engine from /v1/models owned_by; pass --engine",
+                           where=client.base_url)
+    config.profile(engine)
+    if engine_version is None:
+        for path in ("/version", "/get_server_info"):
+            exchange = await client.get_json(path, timeout=10.0)
+            if exchange.ok and isinstance(exchange.response, dict) and \
+                    exchange.response.get("version"):
+                engine_version = str(exchange.response["version"])
+                break
+    return Target(base_url=public_url(client.base_url), model=model, engine=engine,
+                  engine_version=engine_version, models=models)
+
+
+def evidence_subject(digest: str | None, name: str | None, target: Target) -> str:
+    if digest:
+        return digest
+    if name:
+        return name
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{target.engine}-{target.model}")
+    return slug.strip("_.-")[:120] or "server"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:100]
+
+
+def render_report(title: str, facts: dict[str, Any], checks: list[CheckResult]) -> str:
+    lines = [f"# {title}", ""]
+    lines += [f"- **{k}**: {v}" for k, v in facts.items()]
+    lines += ["", "| check | status | detail |", "|---|---|---|"]
+    for check in checks:
+        detail = check.detail.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {check.name} | {check.status.value} | {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def _context(target: Target, **extra: Any) -> dict[str, Any]:
+    return {"base_url": target.base_url, "model": target.model, "engine": target.engine,
+            "engine_version": target.engine_version, **extra}
+
+
+async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
+                     config: EngineConfig, options: SuiteOptions, store: EvidenceStore,
+                     subject: str,
+                     on_check: Callable[[str, CheckResult], None] | None = None) -> RunOutcome:
+    checks: list[CheckResult] = []
+    evidence: dict[str, str] = {}
+    for suite in suites:
+        ctx = SuiteContext(client=client, model=target.model, engine=target.engine,
+                           engine_version=target.engine_version, config=config, options=options)
+        context = _context(target, suite=suite, options=_options_dict(options))
+        with store.attempt(subject, f"accept-{suite}", **context) as attempt:
+            try:
+                found = await SUITES[suite](ctx)
+            finally:
+                _write_exchanges(attempt, ctx)
+            for check in found:
+                attempt.add_check(check)
+                if on_check is not None:
+                    on_check(suite, check)
+            attempt.write_json("checks.json", [c.model_dump(mode="json") for c in found])
+            attempt.write_text("report.md", render_report(
+                f"Acceptance suite {suite}", context, found))
+            checks.extend(found)
+            evidence[suite] = str(attempt.path)
+    return RunOutcome(checks=checks, evidence=evidence, target=target)
+
+
+def _options_dict(options: SuiteOptions) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()}
+
+
+def _write_exchanges(attempt: Attempt, ctx: SuiteContext) -> None:
+    for n, exchange in enumerate(ctx.exchanges, 1):
+        attempt.write_json(f"exchanges/{n:03d}-{_slug(exchange.label)}.json",
+                           exchange.model_dump(mode="json"))
+
+
+class RoundProgress(Protocol):
+    def start(self, spec: RoundSpec) -> Callable[[], None]: ...
+    def finish(self, spec: RoundSpec, check: CheckResult) -> None: ...
+
+
+def _media_part(modality: str, matrix: Matrix) -> dict | None:
+    if modality == "image":
+        return sized_image(matrix.image_size).content_part()
+    if modality == "video":
+        return colour_video().content_part()
+    return None
+
+
+async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
+                     config: EngineConfig, store: EvidenceStore, subject: str,
+                     matrix_text: str, progress: RoundProgress | None = None,
+                     calibrate_prompts: bool = True) -> RunOutcome:
+    fields = {**config.profile(target.engine).load, **matrix.request_fields}
+    rounds = matrix.rounds()
+    context = _context(target, matrix=matrix.name, rounds=len(rounds),
+                       requests=sum(r.requests for r in rounds))
+    checks: list[CheckResult] = []
+    with store.attempt(subject, "bench", **context) as attempt:
+        attempt.write_text("matrix.toml", matrix_text)
+        calibration = (await calibrate(client, target.model, fields) if calibrate_prompts
+                       else Calibration())
+        attempt.write_json("calibration.json", vars(calibration))
+        results: list[RoundResult] = []
+        media_cache: dict[str, dict | None] = {}
+        for spec in rounds:
+            if spec.modality not in media_cache:
+                try:
+                    media_cache[spec.modality] = _media_part(spec.modality, matrix)
+                except MediaUnavailable as exc:
+                    check = CheckResult(name=spec.name, status=Status.DEFERRED,
+                                        detail=f"cannot make {spec.modality} input here: {exc}")
+                    checks.append(check)
+                    continue
+            factory = BodyFactory(target.model, spec, calibration, fields,
+                                  media_cache[spec.modality])
+            failures: list[dict] = []
+            tick = progress.start(spec) if progress is not None else None
+            started = time.time()
+            result = await run_round(client, spec, factory, tick, failures)
+            check = judge_round(result, matrix.expect)
+            results.append(result)
+            checks.append(check)
+            if progress is not None:
+                progress.finish(spec, check)
+            stem = f"rounds/{spec.index:02d}"
+            attempt.write_json(f"{stem}-result.json", dict(result.model_dump(mode="json"),
+                                                           started_unix=started))
+            attempt.write_json(f"{stem}-first-request.json", factory(0))
+            if failures:
+                attempt.write_json(f"{stem}-failures.json", failures)
+        checks.append(totals_check(results, [c for c in checks]))
+        for check in checks:
+            attempt.add_check(check)
+        attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
+        attempt.write_text("report.md", render_report(
+            f"Load matrix {matrix.name}", dict(context, calibration=calibration.note), checks))
+    return RunOutcome(checks=checks, evidence={"bench": str(attempt.path)}, target=target)

@@ -1,0 +1,64 @@
+"""What every suite gets: the client, the model, the engine profile, and a recorder that keeps
+every exchange (failed ones too) for the evidence store."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from imagekit.acceptance.client import ChatClient
+from imagekit.acceptance.engines import EngineConfig, EngineProfile
+from imagekit.acceptance.models import Exchange
+
+
+@dataclass
+class SuiteOptions:
+    """Knobs a run may change; defaults follow the record."""
+
+    max_tokens: int = 2048
+    reproductions: int = 3
+    needle_tokens: int = 31_000
+    needle_samples: int = 3
+    needle_positions: tuple[float, ...] = (0.1, 0.5, 0.9)
+    needle_wrappers: tuple[str, ...] = ("original", "explicit")
+    needle_seed: int = 20240531
+    temperature: float = 0.0
+
+
+@dataclass
+class SuiteContext:
+    client: ChatClient
+    model: str
+    engine: str
+    engine_version: str | None
+    config: EngineConfig
+    options: SuiteOptions = field(default_factory=SuiteOptions)
+    exchanges: list[Exchange] = field(default_factory=list)
+
+    @property
+    def profile(self) -> EngineProfile:
+        return self.config.profile(self.engine)
+
+    def body(self, messages: list[dict], **fields: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages,
+                                "max_tokens": self.options.max_tokens,
+                                "temperature": self.options.temperature}
+        body.update(copy.deepcopy(fields))
+        return body
+
+    async def send(self, label: str, body: dict[str, Any]) -> Exchange:
+        exchange = await self.client.chat(label, body)
+        self.exchanges.append(exchange)
+        return exchange
+
+    async def ask(self, label: str, messages: list[dict], **fields: Any) -> Exchange:
+        return await self.send(label, self.body(messages, **fields))
+
+
+def user(*parts: str | dict) -> dict:
+    """A user message; plain text stays a string, mixed media becomes content parts."""
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return {"role": "user", "content": parts[0]}
+    content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
+    return {"role": "user", "content": content}

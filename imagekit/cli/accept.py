@@ -1,0 +1,211 @@
+"""`imagekit accept` (functional / corrupted-media / needle suites) and `imagekit bench` (load
+matrix) against an OpenAI-compatible server. Exit 0 all passed, 1 any failed, 2 bad input or an
+unreachable server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.errors import InvalidInput
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import Digest
+from imagekit.results import CheckResult, overall
+
+SUITE_NAMES = ("functional", "media", "needle")
+SUITE_SIZES = {"functional": 12, "media": 3}
+
+BaseUrl = typer.Option(..., "--base-url", help="Server root, e.g. http://127.0.0.1:8000 (/v1 ok).")
+Model = typer.Option(None, "--model", help="Model name; the first of /v1/models when omitted.")
+Engine = typer.Option(None, "--engine", help="vllm or sglang; read from /v1/models when omitted.")
+EngineVersion = typer.Option(None, "--engine-version",
+                             help="Engine release (known-defect table); asked from /version "
+                                  "when omitted.")
+DigestOpt = typer.Option(None, "--digest", help="Image digest the server runs (evidence key).")
+NameOpt = typer.Option(None, "--name", help="Evidence name when there is no digest.")
+ApiKeyFile = typer.Option(None, "--api-key-file",
+                          help="File holding the API key (or env IMAGEKIT_API_KEY); never argv.")
+EngineConfigOpt = typer.Option(None, "--engine-config",
+                               help="TOML overriding per-engine mode fields / known defects.")
+Timeout = typer.Option(600.0, "--timeout", help="Per-request timeout in seconds.")
+EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
+                           help="Evidence store root (default ./.evidence).")
+JsonOut = typer.Option(False, "--json", help="Print one JSON document.")
+
+
+def _api_key(path: Path | None) -> str | None:
+    if path is not None:
+        try:
+            key = path.read_text().strip()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read API key file: {exc.strerror}", where=str(path)) \
+                from None
+        if not key:
+            raise InvalidInput("API key file is empty", where=str(path))
+        return key
+    return os.environ.get("IMAGEKIT_API_KEY") or None
+
+
+def _digest(value: str | None) -> str | None:
+    return str(Digest.parse(value)) if value else None
+
+
+def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
+           evidence: dict[str, str], target: Any) -> None:
+    if json_output:
+        print_json({"subject": subject, "digest": digest, "status": overall(checks).value,
+                    "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail}
+                               for c in checks],
+                    "evidence": evidence,
+                    "target": {"base_url": target.base_url, "model": target.model,
+                               "engine": target.engine,
+                               "engine_version": target.engine_version}})
+        return
+    table = Table("check", "status", "detail", show_lines=False)
+    colours = {"PASS": "green", "FAIL": "red", "DEFERRED": "yellow", "ERROR": "magenta"}
+    for check in checks:
+        table.add_row(check.name, f"[{colours[check.status.value]}]{check.status.value}[/]",
+                      check.detail)
+    console.print(table)
+    console.print(f"{target.engine} {target.engine_version or ''} {target.model}: "
+                  f"{overall(checks).value}", markup=False)
+    for name, path in evidence.items():
+        console.print(f"evidence ({name}): {path}", markup=False)
+
+
+@app.command("accept")
+@guarded
+def accept(
+    base_url: str = BaseUrl,
+    suite: list[str] = typer.Option(["functional"], "--suite",
+                                    help="functional, media, needle or all (repeatable)."),
+    model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
+    digest: str = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
+    engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
+    reproductions: int = typer.Option(3, "--reproductions", min=1,
+                                      help="Identical repeats of the arithmetic case."),
+    needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200),
+    needle_wrapper: list[str] = typer.Option(["original", "explicit"], "--needle-wrapper"),
+    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
+) -> None:
+    """Run acceptance suites against an OpenAI-compatible server and record evidence."""
+    from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config  # noqa: PLC0415
+    from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
+    from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
+                                            run_suites)
+
+    suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
+    for each in suites:
+        if each not in SUITE_NAMES:
+            raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITE_NAMES)} or all")
+    for each in needle_wrapper:
+        if each not in WRAPPERS:
+            raise InvalidInput(f"unknown needle wrapper {each!r}; use {', '.join(WRAPPERS)}")
+    if engine is not None and engine not in ("vllm", "sglang"):
+        raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    digest = _digest(digest)
+    config = load_engine_config(engine_config)
+    options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
+                           needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper))
+    key = _api_key(api_key_file)
+    store = EvidenceStore(evidence_dir)
+
+    async def main() -> Any:
+        async with ChatClient(base_url, api_key=key, timeout=timeout) as client:
+            target = await resolve_target(client, model, engine, engine_version, config)
+            subject = evidence_subject(digest, name, target)
+            if not show_progress(json_output):
+                return subject, await run_suites(client, target, suites, config=config,
+                                                 options=options, store=store, subject=subject)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err_console, transient=True) as bar:
+                tasks = {s: bar.add_task(f"accept {s}", total=SUITE_SIZES.get(
+                    s, len(options.needle_wrappers))) for s in suites}
+                outcome = await run_suites(
+                    client, target, suites, config=config, options=options, store=store,
+                    subject=subject, on_check=lambda s, _c: bar.advance(tasks[s]))
+                return subject, outcome
+
+    subject, outcome = asyncio.run(main())
+    _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target)
+    _exit(outcome.checks)
+
+
+def _exit(checks: list[CheckResult]) -> None:
+    from imagekit.results import exit_code_for  # noqa: PLC0415
+
+    code = exit_code_for(checks)
+    if code:
+        raise typer.Exit(code)
+
+
+class _RichRounds:
+    """One progress bar per load round."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.tasks: dict[int, Any] = {}
+
+    def start(self, spec: Any) -> Any:
+        task = self.bar.add_task(spec.name, total=spec.requests)
+        self.tasks[spec.index] = task
+        return lambda: self.bar.advance(task)
+
+    def finish(self, spec: Any, check: CheckResult) -> None:
+        self.bar.update(self.tasks[spec.index],
+                        description=f"{spec.name} {check.status.value}")
+
+
+@app.command("bench")
+@guarded
+def bench(
+    base_url: str = BaseUrl,
+    matrix: Path = typer.Option(..., "--matrix", help="Load matrix TOML."),
+    model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
+    digest: str = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
+    engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
+    no_calibrate: bool = typer.Option(False, "--no-calibrate",
+                                      help="Assume 1 token per prompt word."),
+    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
+) -> None:
+    """Run a load matrix: count completions, errors and tokens per round against expectations;
+    TTFT / ITL / end-to-end percentiles."""
+    from imagekit.acceptance import ChatClient, load_engine_config, load_matrix  # noqa: PLC0415
+    from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
+                                            run_matrix)
+
+    if engine is not None and engine not in ("vllm", "sglang"):
+        raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    spec = load_matrix(matrix)
+    digest = _digest(digest)
+    config = load_engine_config(engine_config)
+    key = _api_key(api_key_file)
+    store = EvidenceStore(evidence_dir)
+    connections = max(r.concurrency for r in spec.rounds()) + 4
+
+    async def main() -> Any:
+        async with ChatClient(base_url, api_key=key, timeout=timeout,
+                              connections=connections) as client:
+            target = await resolve_target(client, model or spec.model, engine, engine_version,
+                                          config)
+            subject = evidence_subject(digest, name, target)
+            kwargs = dict(config=config, store=store, subject=subject,
+                          matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate)
+            if not show_progress(json_output):
+                return subject, await run_matrix(client, target, spec, **kwargs)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err_console) as bar:
+                return subject, await run_matrix(client, target, spec,
+                                                 progress=_RichRounds(bar), **kwargs)
+
+    subject, outcome = asyncio.run(main())
+    _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target)
+    _exit(outcome.checks)
