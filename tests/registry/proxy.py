@@ -1,0 +1,182 @@
+"""A real HTTP proxy in front of a plain-HTTP registry, for fault and lie injection.
+
+- `faults=0.3`: that share of requests gets a 503, a 429 (Retry-After: 0), a connection reset
+  before forwarding, a reset *after* forwarding (the registry acted, the answer is lost), or a
+  blob body cut in the middle.
+- `lie=True`: blob GET bodies have one byte flipped (a relay that corrupts content).
+- `cut_after_commits=N`: after N committed blob uploads (PUT …?digest= answered 201) every
+  further request is reset — a network cut in the middle of a promote.
+
+Runs in a thread (ThreadingHTTPServer); `stats` counts what it did.
+"""
+
+from __future__ import annotations
+
+import http.client
+import random
+import socket
+import struct
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+              "proxy-authorization", "proxy-authenticate"}
+
+
+class _Reset(Exception):
+    pass
+
+
+class FaultProxy:
+    def __init__(self, upstream: str, *, faults: float = 0.0, lie: bool = False,
+                 cut_after_commits: int | None = None, seed: int = 7,
+                 bind: str = "127.0.0.1") -> None:
+        self.upstream_host, port = upstream.rsplit(":", 1)
+        self.upstream_port = int(port)
+        self.faults = faults
+        self.lie = lie
+        self.cut_after_commits = cut_after_commits
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.stats: Counter[str] = Counter()
+        self.commits = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                try:
+                    proxy._handle(self)
+                except _Reset:
+                    proxy._reset(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+        self.server = ThreadingHTTPServer((bind, 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "FaultProxy":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> "FaultProxy":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- faults ------------------------------------------------------------------------------
+    def _count(self, name: str) -> None:
+        with self.lock:
+            self.stats[name] += 1
+
+    def _pick(self) -> str | None:
+        with self.lock:
+            if self.faults <= 0 or self.random.random() >= self.faults:
+                return None
+            return self.random.choice(["503", "429", "reset", "reset-after", "cut-body"])
+
+    @staticmethod
+    def _reset(handler: BaseHTTPRequestHandler) -> None:
+        """Close with RST (SO_LINGER 0): the client sees a connection reset."""
+        handler.close_connection = True
+        try:
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                          struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        try:
+            handler.connection.close()
+        except OSError:
+            pass
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("content-length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        with self.lock:
+            cut = self.cut_after_commits is not None and self.commits >= self.cut_after_commits
+        if cut:
+            self._count("cut")
+            raise _Reset()
+        self._count("requests")
+        fault = self._pick()
+        if fault in ("503", "429"):
+            self._count(fault)
+            payload = b'{"errors":[{"code":"UNAVAILABLE","message":"injected"}]}'
+            handler.send_response(int(fault))
+            if fault == "429":
+                handler.send_header("Retry-After", "0")
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            if handler.command != "HEAD":
+                handler.wfile.write(payload)
+            return
+        if fault == "reset":
+            self._count("reset")
+            raise _Reset()
+        upstream = http.client.HTTPConnection(self.upstream_host, self.upstream_port,
+                                              timeout=120)
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["Host"] = f"{self.upstream_host}:{self.upstream_port}"
+        upstream.request(handler.command, handler.path, body=body or None, headers=headers)
+        response = upstream.getresponse()
+        try:
+            if fault == "reset-after":
+                response.read()
+                self._count("reset-after")
+                raise _Reset()
+            is_blob_get = handler.command == "GET" and "/blobs/sha256:" in handler.path
+            if handler.command == "PUT" and "/blobs/uploads/" in handler.path and \
+                    "digest=" in handler.path and response.status == 201:
+                with self.lock:
+                    self.commits += 1
+            handler.send_response(response.status)
+            for key, value in response.getheaders():
+                if key.lower() in HOP_BY_HOP:
+                    continue
+                if key.lower() == "location" and value.startswith("http"):
+                    value = value.replace(f"{self.upstream_host}:{self.upstream_port}",
+                                          f"127.0.0.1:{self.port}")
+                handler.send_header(key, value)
+            handler.end_headers()
+            if handler.command == "HEAD":
+                return
+            sent = 0
+            flipped = False
+            total = int(response.getheader("content-length") or 0)
+            while True:
+                data = response.read(256 * 1024)
+                if not data:
+                    break
+                if self.lie and is_blob_get and not flipped and response.status in (200, 206):
+                    data = bytes([data[0] ^ 0xFF]) + data[1:]
+                    flipped = True
+                    self._count("lies")
+                if fault == "cut-body" and is_blob_get and total and sent + len(data) > total // 2:
+                    handler.wfile.write(data[: max(0, total // 2 - sent)])
+                    handler.wfile.flush()
+                    self._count("cut-body")
+                    raise _Reset()
+                handler.wfile.write(data)
+                sent += len(data)
+        finally:
+            response.close()
+            upstream.close()
