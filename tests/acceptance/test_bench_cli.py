@@ -1,0 +1,133 @@
+"""`imagekit bench` (load matrix) against the reference server: counts checked against the
+matrix's expectations, dropped connections counted as errors, latency percentiles measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from imagekit.acceptance import load_matrix
+from imagekit.acceptance.load import percentiles
+from imagekit.cli import app
+
+from .conftest import Ref
+
+HERE = Path(__file__).parent
+SMALL = HERE / "matrix-small.toml"
+MAIN = HERE.parents[1] / "manifests" / "acceptance" / "matrix-vllm-main.toml"
+
+
+def bench(tmp_path: Path, *args: str) -> tuple[int, dict, str]:
+    result = CliRunner().invoke(app, ["bench", *args, "--json",
+                                      "--evidence-dir", str(tmp_path / "ev")])
+    output = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    return result.exit_code, output, result.stderr
+
+
+def test_main_matrix_mirrors_the_record_shape() -> None:
+    rounds = load_matrix(MAIN).rounds()
+    assert len(rounds) == 33 and sum(r.requests for r in rounds) == 3954
+    assert {r.modality for r in rounds} == {"text", "image", "video"}
+    assert all(r.input_tokens + r.output_tokens <= 32_768 for r in rounds)
+    assert len({r.name for r in rounds}) == 33
+
+
+def test_small_matrix_passes_with_counts_and_percentiles(ref: Ref, tmp_path: Path) -> None:
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL),
+                         "--digest", "sha256:" + "cd" * 32)
+    assert code == 0, out
+    names = [c["name"] for c in out["checks"]]
+    assert len(names) == 7 and names[-1] == "matrix-totals"
+    assert "26 requests, 26 completed, 0 errors" in out["checks"][-1]["detail"]
+    attempt = Path(out["evidence"]["bench"])
+    assert attempt.parent.name == "bench" and "cd" * 32 in str(attempt)
+    first = json.loads((attempt / "rounds" / "01-result.json").read_text())
+    assert first["completed"] == 3 and first["completion_tokens"] == 3 * 8
+    assert first["ttft"]["count"] == 3 and first["e2e"]["p99"] >= first["e2e"]["p50"] > 0
+    assert len(first["records"]) == 3
+    body = json.loads((attempt / "rounds" / "01-first-request.json").read_text())
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["ignore_eos"] is True and body["max_tokens"] == 8
+    calibration = json.loads((attempt / "calibration.json").read_text())
+    assert calibration["measured"] is True
+    # text prompts land within tolerance of the target after calibration
+    r2 = json.loads((attempt / "rounds" / "02-result.json").read_text())
+    assert all(0.65 * 512 <= rec["prompt_tokens"] <= 1.35 * 512 for rec in r2["records"])
+    image = json.loads((attempt / "rounds" / "05-first-request.json").read_text())
+    assert image["messages"][0]["content"][0]["type"] == "image_url"
+    video = json.loads((attempt / "rounds" / "06-first-request.json").read_text())
+    assert video["messages"][0]["content"][0]["type"] == "video_url"
+
+
+def test_dropped_connections_and_short_outputs_fail_their_rounds(ref: Ref,
+                                                                 tmp_path: Path) -> None:
+    ref.set(drop_every=4)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL))
+    assert code == 1
+    failed = [c for c in out["checks"] if c["status"] == "FAIL"]
+    assert any("errors (max 0)" in c["detail"] and "RemoteProtocolError" in c["detail"]
+               for c in failed)
+    attempt = Path(out["evidence"]["bench"])
+    failures = [json.loads(p.read_text()) for p in (attempt / "rounds").glob("*-failures.json")]
+    assert failures and all(f["request"]["stream"] for batch in failures for f in batch)
+    ref.set(drop_every=0, short_output=2)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL))
+    assert code == 1
+    assert "completions not exactly 8 output tokens (e.g. 6)" in out["checks"][0]["detail"]
+
+
+def test_missing_usage_fails_token_check(ref: Ref, tmp_path: Path) -> None:
+    ref.set(omit_usage=True)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL),
+                         "--no-calibrate")
+    assert code == 1 and "without usage token counts" in out["checks"][0]["detail"]
+
+
+def test_slow_responses_show_in_ttft_and_itl(ref: Ref, tmp_path: Path) -> None:
+    matrix = tmp_path / "slow.toml"
+    matrix.write_text('name = "slow"\n[expect]\ninput_tolerance = 10\n[[matrix]]\n'
+                      'concurrency = [2]\ninput_tokens = [16]\noutput_tokens = [4]\n'
+                      'requests = 4\n')
+    ref.set(delay_s=0.2, chunk_delay_s=0.05)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(matrix),
+                         "--no-calibrate")
+    assert code == 0, out
+    result = json.loads((Path(out["evidence"]["bench"]) / "rounds" / "01-result.json")
+                        .read_text())
+    assert result["ttft"]["p50"] >= 0.2 and result["itl"]["p50"] >= 0.04
+    assert result["e2e"]["p50"] >= 0.2 + 4 * 0.05 - 0.01
+    assert result["duration_s"] >= 2 * result["e2e"]["p50"] * 0.9  # 4 requests, 2 in flight
+
+
+@pytest.mark.parametrize("text, words", [
+    ("name = 1\n", "load matrix invalid"),
+    ('name = "x"\n[[matrix]]\nconcurrency = []\ninput_tokens = [1]\noutput_tokens = [1]\n',
+     "load matrix invalid"),
+    ("not toml [", "cannot read load matrix"),
+])
+def test_bad_matrix_is_exit_2(ref: Ref, tmp_path: Path, text: str, words: str) -> None:
+    matrix = tmp_path / "bad.toml"
+    matrix.write_text(text)
+    code, _, err = bench(tmp_path, "--base-url", ref.url, "--matrix", str(matrix))
+    assert code == 2 and words in err and err.count("\n") == 1
+
+
+def test_percentiles() -> None:
+    stats = percentiles([float(i) for i in range(1, 101)])
+    assert (stats.count, stats.p50, stats.p90, stats.max) == (100, 50.5, 90.1, 100.0)
+    assert percentiles([]).p50 is None and percentiles([2.0]).p99 == 2.0
+
+
+def test_importing_the_client_imports_no_engine_or_torch() -> None:
+    code = ("import sys, imagekit.acceptance, imagekit.acceptance.runner, "
+            "imagekit.acceptance.load, imagekit.cli.accept\n"
+            "bad = [m for m in ('torch', 'vllm', 'sglang', 'av', 'triton') if m in sys.modules]\n"
+            "assert not bad, bad\nprint('clean')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "clean", result.stderr
