@@ -50,7 +50,7 @@ _PERCENTILE = re.compile(r"^p(\d{1,2}(?:\.\d+)?|100)$")
 
 # -- which attempts belong to the image ------------------------------------------------------
 
-def _digest_or_none(value: Any) -> str | None:
+def _digest_of(value: Any) -> str | None:
     if isinstance(value, str) and value.startswith(("sha256:", "sha512:")):
         try:
             return str(Digest.parse(value))
@@ -65,7 +65,7 @@ def identities(record: AttemptRecord) -> set[str]:
     if record.key.startswith(("sha256:", "sha512:")):
         found.add(record.key)
     for field in IDENTITY_FIELDS:
-        digest = _digest_or_none(record.context.get(field))
+        digest = _digest_of(record.context.get(field))
         if digest:
             found.add(digest)
     return found
@@ -226,11 +226,23 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def endpoints_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[EndpointDigest]:
-    """Per-hop digests from promote attempts: dicts with a digest and an endpoint/reference.
+def _registry_names() -> dict[str, str]:
+    """host:port -> endpoint name (staging/production/target) from the infra state, when there
+    is one; the report works without it (the address is the label then)."""
+    try:
+        from imagekit.infra.state import load_state
+        return {r.address: name for name, r in load_state().registries.items()}
+    except Exception:  # noqa: BLE001 - no infra here is normal for a report
+        return {}
 
-    The latest attempt wins per endpoint; a hop not verified is still listed (verified=False).
+
+def endpoints_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[EndpointDigest]:
+    """Per-hop digests from promote attempts: dicts with a digest and an endpoint/reference
+    (imagekit.promote's HopRecord: endpoint = the reference pushed to, registry = host:port).
+
+    The latest attempt wins per reference; a hop not verified is listed as such.
     """
+    names: dict[str, str] | None = None
     found: dict[str, EndpointDigest] = {}
     for record in records:
         if record.kind != "promote":
@@ -238,19 +250,22 @@ def endpoints_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[End
         where = _relpath(store, record)
         for document in _json_documents(store, record):
             for _, item in _walk(document):
-                digest = _digest_or_none(item.get("digest"))
-                endpoint = item.get("endpoint") or item.get("registry") or item.get("name")
-                reference = item.get("reference") or item.get("ref") or item.get("target")
-                if not digest or not (isinstance(endpoint, str) or isinstance(reference, str)):
+                digest = _digest_of(item.get("digest"))
+                reference = item.get("reference") or item.get("ref") or item.get("endpoint")
+                if not digest or not isinstance(reference, str) or not reference:
                     continue
-                if isinstance(endpoint, dict):
-                    endpoint = endpoint.get("name") or endpoint.get("address")
-                endpoint = str(endpoint or reference)
-                reference = str(reference or endpoint)
+                registry = item.get("registry")
+                if not isinstance(registry, str) or not registry:
+                    registry = reference.split("/", 1)[0] if "/" in reference else reference
+                if names is None:
+                    names = _registry_names()
+                label = f"{names[registry]} ({registry})" if registry in names else registry
+                if isinstance(item.get("endpoint"), str) and "/" not in item["endpoint"]:
+                    label = item["endpoint"]          # an endpoint given by name
                 verified = item.get("verified")
                 moved = item.get("bytes_moved")
-                found[endpoint] = EndpointDigest(
-                    endpoint=endpoint, reference=reference, digest=digest,
+                found[reference] = EndpointDigest(
+                    endpoint=label, reference=reference, digest=digest,
                     verified=verified if isinstance(verified, bool) else None,
                     bytes_moved=moved if isinstance(moved, int) and not isinstance(moved, bool)
                     else None,
@@ -281,8 +296,13 @@ def preflight_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[Pre
                     bytes=size["bytes"],
                     algbw_GBps=_number(size.get("algbw_GBps", size.get("algbw"))),
                     busbw_GBps=_number(size.get("busbw_GBps", size.get("busbw")))))
-            world = table.get("world_size")
-            backend = table.get("backend")
+            outer = document if isinstance(document, dict) else {}
+            world = next((v for v in (table.get("world_size"), outer.get("world_size"),
+                                      table.get("n"), record.context.get("world_size"))
+                          if isinstance(v, int) and not isinstance(v, bool)), None)
+            backend = next((v for v in (table.get("backend"), outer.get("backend"),
+                                        record.context.get("backend")) if isinstance(v, str)),
+                           None)
             result.append(PreflightSummary(
                 status=record.status, world_size=world if isinstance(world, int) else None,
                 backend=backend if isinstance(backend, str) else None,
@@ -304,35 +324,69 @@ def _unit_of(path: tuple[str, ...], item: dict) -> str:
     for suffix, name in (("_ms", "ms"), ("_us", "us"), ("_seconds", "s"), ("_s", "s")):
         if text.endswith(suffix) or f"{suffix}_" in text:
             return name
+    if _is_latency_stats(item):
+        return "s"
     return ""
 
 
+def _is_latency_stats(item: dict) -> bool:
+    """imagekit.acceptance's LatencyStats (percentiles in seconds), when that package is here."""
+    try:
+        from imagekit.acceptance.models import LatencyStats
+    except ImportError:
+        return False
+    try:
+        LatencyStats.model_validate(item)
+    except ValueError:
+        return False
+    return True
+
+
+def _document_label(document: Any) -> str:
+    """A bench round's name (`round-03-image-c4`), or the document's own name, or ''."""
+    if not isinstance(document, dict):
+        return ""
+    spec = document.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("index"), int):
+        parts = [f"round-{spec['index']:02d}"]
+        if isinstance(spec.get("modality"), str):
+            parts.append(spec["modality"])
+        if isinstance(spec.get("concurrency"), int):
+            parts.append(f"c{spec['concurrency']}")
+        return "-".join(parts)
+    name = document.get("name")
+    return name if isinstance(name, str) else ""
+
+
 def latency_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[LatencySeries]:
-    """Percentile dicts (keys `p50`, `p90`, `p99`… with numbers) in acceptance/bench attempts."""
+    """Percentile dicts (keys `p50`, `p90`, `p99`… with numbers) in acceptance/bench attempts.
+
+    `metric` is the key the dict sits under (`ttft`, `e2e`, …), `label` names the series
+    (a bench round, a file) so plots can put the same metric of several rounds side by side.
+    """
     result = []
     for record in records:
         if not _is_latency_kind(record.kind):
             continue
         where = _relpath(store, record)
-        seen: set[tuple[str, tuple]] = set()
+        seen: set[tuple] = set()
         for document in _json_documents(store, record):
+            prefix = _document_label(document)
             for path, item in _walk(document):
                 percentiles = {k: float(v) for k, v in item.items()
                                if _PERCENTILE.match(str(k)) and _number(v) is not None}
                 if not percentiles:
                     continue
-                label = "/".join(p for p in path if not p.isdigit()) or record.kind
-                name = item.get("name") or item.get("label")
-                if isinstance(name, str) and name:
-                    label = f"{label}/{name}" if label != record.kind else name
-                fingerprint = (label, tuple(sorted(percentiles.items())))
+                named = [p for p in path if not p.isdigit()]
+                metric = named[-1] if named else "latency"
+                label = "/".join(x for x in (prefix, *named[:-1]) if x) or record.kind
+                fingerprint = (label, metric, tuple(sorted(percentiles.items())))
                 if fingerprint in seen:
                     continue
                 seen.add(fingerprint)
-                ordered = dict(sorted(percentiles.items(),
-                                      key=lambda kv: float(kv[0][1:])))
+                ordered = dict(sorted(percentiles.items(), key=lambda kv: float(kv[0][1:])))
                 result.append(LatencySeries(
-                    kind=record.kind, label=label, status=record.status,
+                    kind=record.kind, label=label, metric=metric, status=record.status,
                     unit=_unit_of(path, item), percentiles=ordered, evidence=where,
                     attempt_id=record.attempt_id))
     return result
@@ -357,8 +411,8 @@ def facts_of(store: EvidenceStore, records: list[AttemptRecord]) -> ImageFacts:
                                 if isinstance(v, (str, int, float))}
                     source = source or _relpath(store, record)
                 if base is None:
-                    base = _digest_or_none(item.get("base_digest")) or \
-                        _digest_or_none(item.get("base"))
+                    base = _digest_of(item.get("base_digest")) or \
+                        _digest_of(item.get("base"))
                 layers = item.get("fix_layers") or item.get("fixes")
                 if not fixes and isinstance(layers, list) and layers:
                     fixes = [layer if isinstance(layer, str) else

@@ -8,6 +8,7 @@ box) in `data-rendered`, so a headless browser can prove the plots render, not o
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from imagekit.report import svg
@@ -15,10 +16,10 @@ from imagekit.report.models import ImageReport, LatencySeries
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222;
-max-width:1100px}
+max-width:1500px}
 table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;
 font-size:.9rem;text-align:left;vertical-align:top}th{background:#f3f3f3}
-code{font-size:.85rem}td code{word-break:break-all}.PASS{color:#176b17}.FAIL,.ERROR,.missing{color:#b00020;font-weight:bold}
+code{font-size:.85rem}td{overflow-wrap:anywhere}code.ev{display:inline-block;min-width:26em}.PASS{color:#176b17}.FAIL,.ERROR,.missing{color:#b00020;font-weight:bold}
 .DEFERRED{color:#8a6d00;font-style:italic}.none{color:#777}figure{margin:1rem 0}
 """
 
@@ -51,8 +52,10 @@ def busbw_plot(report: ImageReport) -> str:
     for p in report.preflight:
         points = [(s.bytes, s.busbw_GBps) for s in p.sizes if s.busbw_GBps is not None]
         if points:
-            series.append((f"{p.backend or '?'} ×{p.world_size or '?'} {p.attempt_id[:15]}",
-                           points))
+            label = f"{p.backend or '?'} ×{p.world_size or '?'}"
+            if len(report.preflight) > 1:
+                label += f" {p.attempt_id[:15]}"
+            series.append((label, points))
     if not series:
         metric = "algbw"
         for p in report.preflight:
@@ -67,18 +70,25 @@ def busbw_plot(report: ImageReport) -> str:
                               f"{metric} (GB/s)", series)
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
 def latency_plots(report: ImageReport) -> list[str]:
-    by_unit: dict[str, list[LatencySeries]] = {}
+    """One bar plot per metric (ttft, e2e, …) and unit: a group per series, a bar per
+    percentile."""
+    by_metric: dict[tuple[str, str], list[LatencySeries]] = {}
     for series in report.latency:
-        by_unit.setdefault(series.unit, []).append(series)
+        by_metric.setdefault((series.metric, series.unit), []).append(series)
     plots = []
-    for n, (unit, group) in enumerate(sorted(by_unit.items())):
+    for (metric, unit), group in by_metric.items():
         keys = sorted({k for s in group for k in s.percentiles}, key=lambda k: float(k[1:]))
+        suffix = f" ({unit})" if unit else ""
         plot = svg.grouped_bars(
-            "plot-latency" if n == 0 else f"plot-latency-{n}",
-            f"acceptance latency percentiles{f' ({unit})' if unit else ''}",
-            f"latency{f' ({unit})' if unit else ''}",
-            [f"{s.kind}/{s.label}" if s.label != s.kind else s.kind for s in group], keys,
+            f"plot-latency-{_slug(metric)}{'-' + _slug(unit) if unit else ''}",
+            f"acceptance latency: {metric} percentiles{suffix}", "series",
+            f"{metric}{suffix}",
+            [s.label if s.label != s.kind else s.kind for s in group], keys,
             [[s.percentiles.get(k) for k in keys] for s in group])
         if plot:
             plots.append(plot)
@@ -117,12 +127,12 @@ def render(report: ImageReport) -> str:
     parts.append("<h2>Checks</h2>")
     parts.append(_table(["kind", "check", "status", "detail", "evidence"], [
         [escape(c.kind), escape(c.name), _status(c.status.value), escape(c.detail[:400]),
-         f"<code>{escape(c.evidence)}</code>"] for c in report.checks]))
+         f'<code class="ev">{escape(c.evidence)}</code>'] for c in report.checks]))
     if report.history:
         parts.append("<details><summary>Earlier attempts (superseded, kept)</summary>")
         parts.append(_table(["kind", "check", "status", "detail", "evidence"], [
             [escape(c.kind), escape(c.name), _status(c.status.value), escape(c.detail[:300]),
-             f"<code>{escape(c.evidence)}</code>"] for c in report.history]))
+             f'<code class="ev">{escape(c.evidence)}</code>'] for c in report.history]))
         parts.append("</details>")
 
     parts.append("<h2>Promotion endpoints</h2>")
@@ -149,8 +159,9 @@ def render(report: ImageReport) -> str:
         parts.extend(f"<figure>{p}</figure>" for p in plots)
         keys = sorted({k for s in report.latency for k in s.percentiles},
                       key=lambda k: float(k[1:]))
-        parts.append(_table(["kind", "series", "status", "unit", *keys], [
-            [escape(s.kind), escape(s.label), _status(s.status.value), escape(s.unit)]
+        parts.append(_table(["kind", "series", "metric", "status", "unit", *keys], [
+            [escape(s.kind), escape(s.label), escape(s.metric), _status(s.status.value),
+             escape(s.unit)]
             + [f"{s.percentiles[k]:.4g}" if k in s.percentiles else "" for k in keys]
             for s in report.latency]))
     else:

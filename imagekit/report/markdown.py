@@ -97,10 +97,11 @@ def render(report: ImageReport) -> str:
     if report.latency:
         keys = sorted({k for s in report.latency for k in s.percentiles},
                       key=lambda k: float(k[1:]))
-        out.append("| kind | series | status | unit | " + " | ".join(keys) + " |")
-        out.append("|---|---|---|---|" + "---|" * len(keys))
+        out.append("| kind | series | metric | status | unit | " + " | ".join(keys) + " |")
+        out.append("|---|---|---|---|---|" + "---|" * len(keys))
         for s in report.latency:
-            out.append(f"| {_cell(s.kind)} | {_cell(s.label)} | {_MARK[s.status.value]} | "
+            out.append(f"| {_cell(s.kind)} | {_cell(s.label)} | {_cell(s.metric)} | "
+                       f"{_MARK[s.status.value]} | "
                        f"{s.unit} | " + " | ".join(_fmt(s.percentiles.get(k)) for k in keys)
                        + " |")
     else:

@@ -96,6 +96,7 @@ class LatencySeries(BaseModel):
 
     kind: str
     label: str
+    metric: str = "latency"
     status: Status
     unit: str = ""
     percentiles: dict[str, float]

@@ -35,19 +35,20 @@ def _size_label(n: float) -> str:
     return f"{n:g}"
 
 
-def _frame(plot_id: str, title: str, x_label: str, y_label: str, y_max: float) -> list[str]:
+def _frame(plot_id: str, title: str, x_label: str, y_label: str, y_max: float,
+           width: int = WIDTH) -> list[str]:
     inner_h = HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg id="{escape(plot_id)}" class="plot" xmlns="http://www.w3.org/2000/svg" '
-        f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'width="{width}" height="{HEIGHT}" viewBox="0 0 {width} {HEIGHT}" role="img" '
         f'aria-label="{escape(title)}">',
         f'<title>{escape(title)}</title>',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>',
-        f'<line class="axis" x1="{LEFT}" y1="{TOP + inner_h}" x2="{WIDTH - RIGHT}" '
+        f'<line class="axis" x1="{LEFT}" y1="{TOP + inner_h}" x2="{width - RIGHT}" '
         f'y2="{TOP + inner_h}" stroke="#333"/>',
         f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + inner_h}" '
         f'stroke="#333"/>',
-        f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" font-size="12" '
+        f'<text x="{(LEFT + width - RIGHT) / 2}" y="{HEIGHT - 8}" font-size="12" '
         f'text-anchor="middle">{escape(x_label)}</text>',
         f'<text x="14" y="{TOP + inner_h / 2}" font-size="12" text-anchor="middle" '
         f'transform="rotate(-90 14 {TOP + inner_h / 2})">{escape(y_label)}</text>',
@@ -55,17 +56,17 @@ def _frame(plot_id: str, title: str, x_label: str, y_label: str, y_max: float) -
     for i in range(5):
         value = y_max * i / 4
         y = TOP + inner_h - inner_h * i / 4
-        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{width - RIGHT}" y2="{y:.1f}" '
                      f'stroke="#ddd"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" '
                      f'text-anchor="end">{_tick(value)}</text>')
     return parts
 
 
-def _legend(parts: list[str], labels: list[str]) -> None:
+def _legend(parts: list[str], labels: list[str], width: int = WIDTH) -> None:
     for i, label in enumerate(labels):
         y = TOP + 14 + i * 18
-        x = WIDTH - RIGHT + 12
+        x = width - RIGHT + 12
         parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
                      f'fill="{PALETTE[i % len(PALETTE)]}"/>')
         parts.append(f'<text class="legend" x="{x + 14}" y="{y}" font-size="11">'
@@ -112,7 +113,7 @@ def line_plot_log2(plot_id: str, title: str, x_label: str, y_label: str,
     return "\n".join(parts)
 
 
-def grouped_bars(plot_id: str, title: str, y_label: str, groups: list[str],
+def grouped_bars(plot_id: str, title: str, x_label: str, y_label: str, groups: list[str],
                  categories: list[str], values: list[list[float | None]]) -> str:
     """Bars: one group per series (x), one bar per category (percentile) inside a group.
     `values[g][c]` may be None (not measured): no bar is drawn for it."""
@@ -120,14 +121,21 @@ def grouped_bars(plot_id: str, title: str, y_label: str, groups: list[str],
     if not groups or not categories or not measured:
         return ""
     y_max = _nice_max(max(measured))
-    inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    parts = _frame(plot_id, title, "series", y_label, y_max)
+    width = max(WIDTH, LEFT + RIGHT + len(groups) * (len(categories) * 9 + 12))
+    inner_w, inner_h = width - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    parts = _frame(plot_id, title, x_label, y_label, y_max, width)
     group_w = inner_w / len(groups)
     bar_w = group_w * 0.8 / len(categories)
     for g, group in enumerate(groups):
         x0 = LEFT + g * group_w + group_w * 0.1
-        parts.append(f'<text x="{x0 + group_w * 0.4:.1f}" y="{TOP + inner_h + 16}" '
-                     f'font-size="10" text-anchor="middle">{escape(group[:24])}</text>')
+        cx = x0 + group_w * 0.4
+        if len(groups) > 6:
+            parts.append(f'<text x="{cx:.1f}" y="{TOP + inner_h + 10}" font-size="9" '
+                         f'text-anchor="end" transform="rotate(-35 {cx:.1f} {TOP + inner_h + 10})"'
+                         f'>{escape(group[:24])}</text>')
+        else:
+            parts.append(f'<text x="{cx:.1f}" y="{TOP + inner_h + 16}" font-size="10" '
+                         f'text-anchor="middle">{escape(group[:24])}</text>')
         for c, category in enumerate(categories):
             value = values[g][c]
             if value is None:
@@ -137,6 +145,6 @@ def grouped_bars(plot_id: str, title: str, y_label: str, groups: list[str],
                          f'y="{TOP + inner_h - h:.1f}" width="{max(bar_w - 1, 1):.1f}" '
                          f'height="{h:.1f}" fill="{PALETTE[c % len(PALETTE)]}">'
                          f'<title>{escape(group)} {escape(category)}: {value:.4g}</title></rect>')
-    _legend(parts, categories)
+    _legend(parts, categories, width)
     parts.append("</svg>")
     return "\n".join(parts)

@@ -76,28 +76,34 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
         a.add_check(P("manifest", "final versions recorded"))
         a.add_check(P("base-digest", f"built FROM {base}"))
     endpoints = {}
-    if promote:
+    if promote:   # imagekit.promote's HopRecord shape: endpoint = the reference pushed to
         hops = []
         for name, port in (("staging", 5001), ("production", 5002), ("target", 5003)):
             reference = f"127.0.0.1:{port}/{label}-fixed:rehearsal"
             endpoints[name] = (reference, digest)
-            hops.append({"endpoint": name, "reference": reference, "digest": digest,
-                         "verified": True, "bytes_moved": 0 if name == "staging" else 52_428_800})
-        with store.attempt(digest, "promote", image=label) as a:
-            a.write_json("hops.json", {"hops": hops})
-            for hop in hops:
-                a.add_check(P(f"hop-{hop['endpoint']}", f"{hop['reference']} = {digest}"))
-    if preflight:
+            hops.append({"endpoint": reference, "registry": f"127.0.0.1:{port}",
+                         "digest": digest, "verified": True,
+                         "bytes_moved": 0 if name == "staging" else 52_428_800,
+                         "read_back": "manifest by digest and by tag, hashed"})
+        with store.attempt(digest, "promote", source=f"127.0.0.1:5001/{label}-fixed:rehearsal",
+                           to=endpoints["target"][0]) as a:
+            a.write_json("result.json", {"source": hops[0]["endpoint"], "digest": digest,
+                                         "hops": hops[1:]})
+            for n, hop in enumerate(hops, 1):
+                a.add_check(P(f"hop-{n}", f"{hop['endpoint']} serves {digest}", **hop))
+    if preflight:   # gpu_checks/preflight.py --json shape (imagekit.gpu.record)
         sizes = []
         for power in range(10, 31, 4):
             n = 2 ** power
             algbw = round(0.5 * power - 4.0, 3)
-            sizes.append({"bytes": n, "algbw_GBps": algbw,
-                          "busbw_GBps": round(algbw * 2 * 7 / 8, 3), "time_us": 12.5 * power})
-        with store.attempt(digest, "gpu-preflight", image=label) as a:
-            a.write_json("preflight.json", {"world_size": 8, "backend": "nccl", "dtype": "bf16",
-                                            "sizes": sizes})
-            a.write_text("rank0.log", "all-reduce sums correct\n")
+            sizes.append({"bytes": n, "elements": n // 4, "time_us": n / (algbw * 1e3),
+                          "algbw_GBps": algbw, "busbw_GBps": round(algbw * 2 * 7 / 8, 3)})
+        with store.attempt(digest, "gpu-preflight", world_size=8, backend="nccl") as a:
+            a.write_json("preflight.json", {
+                "schema": "imagekit.gpu-preflight/v1", "status": "PASS", "world_size": 8,
+                "backend": "nccl", "bandwidth": {"op": "all_reduce", "n": 8,
+                                                 "busbw_factor": 1.75, "sizes": sizes}})
+            a.write_text("preflight.log", "all-reduce sums correct\n")
             a.add_check(P("allreduce-correct", "element sums equal world_size"))
             a.add_check(P("bf16-finite", "matmul finite on 8 GPUs"))
     with store.attempt(digest, "accept-functional", image=label) as a:
@@ -108,11 +114,18 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
         a.add_check(CheckResult(
             name="corrupted-media-status", status=Status.FAIL if media_fail else Status.PASS,
             detail="invalid PNG returned 500, expected 400" if media_fail else "400 for both"))
-    with store.attempt(digest, "bench", image=label) as a:
-        a.write_json("latency.json", {"requests": 3954, "ttft_ms": {"p50": 81.2, "p90": 140.5,
-                                                                     "p99": 311.0},
-                                      "e2e_ms": {"p50": 1210.0, "p90": 2050.3, "p99": 3120.9}})
-        a.add_check(P("error-count", "0 errors in 3954 requests"))
+    with store.attempt(digest, "bench", matrix="main", rounds=2) as a:
+        for index, (concurrency, scale) in enumerate(((1, 1.0), (4, 2.5)), 1):
+            def stats(base: float) -> dict:
+                return {"count": 120, "mean": base * scale * 1.1, "p50": base * scale,
+                        "p90": base * scale * 1.7, "p99": base * scale * 3.2,
+                        "max": base * scale * 4}
+            a.write_json(f"rounds/{index:02d}-result.json", {
+                "spec": {"index": index, "concurrency": concurrency, "input_tokens": 1024,
+                         "output_tokens": 128, "modality": "text", "requests": 120},
+                "completed": 120, "errors": 0, "ttft": stats(0.08), "itl": stats(0.012),
+                "e2e": stats(1.6), "records": []})
+        a.add_check(P("totals", "0 errors in 240 requests"))
     return Rehearsal(store=store, digest=digest, image_id=image_id, base=base,
                      endpoints=endpoints)
 

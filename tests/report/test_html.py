@@ -29,18 +29,20 @@ def test_html_is_self_contained(rehearsal) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)
     assert "<link" not in page and "@import" not in page
     assert page.count('class="point"') == 6          # one per all-reduce message size
-    assert page.count('class="bar"') == 6            # 2 series x 3 percentiles
+    assert page.count('class="bar"') == 18           # 3 metrics x 2 rounds x 3 percentiles
 
 
 def test_html_plots_render_in_headless_chromium(rehearsal, chromium, tmp_path) -> None:
     page = tmp_path / "report.html"
     page.write_text(render(build_report(rehearsal.store, rehearsal.digest), "html"))
     dom = _browser(chromium, tmp_path, page, "--dump-dom")
-    assert 'data-plots="plot-allreduce-busbw:yes,plot-latency:yes"' in dom
+    plots = re.search(r'<body[^>]* data-plots="([^"]*)"', dom).group(1).split(",")
+    assert sorted(plots) == ["plot-allreduce-busbw:yes", "plot-latency-e2e-s:yes",
+                             "plot-latency-itl-s:yes", "plot-latency-ttft-s:yes"]
     busbw = re.search(r'<svg id="plot-allreduce-busbw".*?</svg>', dom, re.S).group(0)
     assert len(re.findall(r'<circle class="point"', busbw)) == 6
     assert "busbw (GB/s)" in busbw and 'data-rendered="yes"' in busbw
-    latency = re.search(r'<svg id="plot-latency".*?</svg>', dom, re.S).group(0)
+    latency = re.search(r'<svg id="plot-latency-ttft-s".*?</svg>', dom, re.S).group(0)
     assert len(re.findall(r'<rect class="bar"', latency)) == 6
     assert "p99" in latency
     shot = tmp_path / "report.png"
