@@ -213,6 +213,7 @@ def cluster_probe(
         None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu)."),
     probes_dir: Path = typer.Option(Path("probes"), help="Directory of in-image probes (*.py)."),
     timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
+    expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
@@ -222,14 +223,15 @@ def cluster_probe(
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.probe import ProbeOptions, run_probe
-    from imagekit.oci import ImageReference
+    from imagekit.oci import Digest, ImageReference
 
     ref = ImageReference.parse(reference)
+    expected = Digest.parse(expect_digest) if expect_digest else None
     client, docker_config = _registry_client(ref.registry)
     options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
-                           docker_config_dir=docker_config)
+                           docker_config_dir=docker_config, expect_digest=expected)
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, EvidenceStore(evidence_dir))
     _finish(report, json_output)

@@ -212,6 +212,9 @@ class Kube:
                     if line.strip():
                         yield json.loads(line)
         finally:
+            # close, do not return a half-read stream to the pool: the next request on that
+            # connection would read the rest of this watch
+            stream.close()
             stream.release_conn()
 
 

@@ -47,6 +47,7 @@ class ProbeOptions:
     memory_limit: str = "2Gi"
     docker_config_dir: Path | None = None  # where config.json (registry credentials) lives
     keep_pod: bool = False
+    expect_digest: Digest | None = None  # e.g. from the build record: the tag must name this
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -171,6 +172,17 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         checks.append(CheckResult(name="resolve", status=Status.PASS,
                                   detail=f"tag {ref.tag or 'latest'} resolves to {digest}"))
     pinned = ref.with_digest(digest)
+    if options.expect_digest is not None and digest != options.expect_digest:
+        checks.append(CheckResult(
+            name="expected_digest", status=Status.FAIL,
+            data={"resolved": str(digest), "expected": str(options.expect_digest)},
+            detail=f"{ref} resolves to {digest.short}, not the expected "
+                   f"{options.expect_digest.short}; no Pod was started for the wrong image"))
+        with store.attempt(digest, "cluster-probe", reference=str(ref),
+                           expected=str(options.expect_digest)) as attempt:
+            for check in checks:
+                attempt.add_check(check)
+        return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
 
     def fetch(d: Digest) -> bytes:
         return registry_client.get_manifest(ref.repository, d).data

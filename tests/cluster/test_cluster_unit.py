@@ -153,3 +153,30 @@ def test_probe_log_split() -> None:
     assert checks["probe:pip_check"].status is Status.PASS
     assert checks["probe:sm90"].status is Status.FAIL and "sm_90" in checks["probe:sm90"].detail
     assert checks["probe:crashed"].status is Status.ERROR
+
+
+def test_containerd_hosts_toml_has_top_level_settings_and_empty_host_table(tmp_path) -> None:
+    import tomllib
+
+    from imagekit.infra.cluster import registry_hosts_toml, write_registry_hosts
+    from imagekit.infra.state import InfraState, RegistryEndpoint
+
+    text = registry_hosts_toml("127.0.0.1:5003", "https", tmp_path / "ca.crt")
+    doc = tomllib.loads(text)
+    assert doc["server"] == "https://127.0.0.1:5003" and doc["ca"] == str(tmp_path / "ca.crt")
+    assert doc["host"] == {}                    # present and empty (containerd 1.6.20 needs it)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("CA")
+    state = InfraState(
+        state_dir=tmp_path, docker_config_dir=tmp_path, ca_file=ca,
+        registries={"staging": RegistryEndpoint(name="staging", address="127.0.0.1:5001",
+                                                scheme="http", auth="none"),
+                    "target": RegistryEndpoint(name="target", address="127.0.0.1:5003",
+                                               scheme="https", auth="bearer", ca_file=ca)})
+    write_registry_hosts(tmp_path / "certs.d", state)
+    staging = tomllib.loads((tmp_path / "certs.d/127.0.0.1:5001/hosts.toml").read_text())
+    assert staging == {"server": "http://127.0.0.1:5001", "capabilities": ["pull", "resolve"],
+                       "host": {}}
+    target = tomllib.loads((tmp_path / "certs.d/127.0.0.1:5003/hosts.toml").read_text())
+    assert (tmp_path / "certs.d/127.0.0.1:5003/ca.crt").read_text() == "CA"
+    assert target["ca"] == str(tmp_path / "certs.d/127.0.0.1:5003/ca.crt")
