@@ -68,7 +68,7 @@ def test_up_twice_is_idempotent_and_fast(infra: InfraState) -> None:
         result = ik("infra", "up", "--json")
         elapsed = time.monotonic() - started
         assert result.returncode == 0, result.stderr
-        assert elapsed < 8, f"infra up with everything running took {elapsed:.1f}s"
+        assert elapsed < 15, f"infra up with everything running took {elapsed:.1f}s"
     assert our_pids(paths) == before
     assert json.loads(result.stdout)["state"]["registries"]["target"]["auth"] == "bearer"
 
