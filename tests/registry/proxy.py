@@ -117,6 +117,9 @@ class FaultProxy:
             raise _Reset()
         self._count("requests")
         fault = self._pick()
+        if fault == "cut-body" and not (handler.command == "GET" and "/blobs/sha256:" in
+                                        handler.path):
+            fault = "reset"  # only blob bodies are long enough to cut in the middle
         if fault in ("503", "429"):
             self._count(fault)
             payload = b'{"errors":[{"code":"UNAVAILABLE","message":"injected"}]}'
