@@ -63,6 +63,8 @@ def _tokens(exchange: Exchange) -> int | None:
 
 
 def _sample(case: str, expected: str, exchange: Exchange, correct: bool, note: str = "") -> Sample:
+    if exchange.ok and exchange.finish_reason == "length":
+        note = (note + "; " if note else "") + "stopped at max_tokens (finish_reason length)"
     return Sample(case=case, expected=expected, answer=exchange.answer.strip()[:200],
                   correct=correct and exchange.ok, status_code=exchange.status_code,
                   output_tokens=_tokens(exchange), latency_s=round(exchange.latency_s, 4),
