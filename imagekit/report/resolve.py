@@ -3,7 +3,8 @@
 - DIGEST (`sha256:…`): itself.
 - REF pinned by digest (`repo@sha256:…`): its digest.
 - REF by tag: the latest promote/build attempt whose data names that reference next to a digest;
-  failing that the registry (`imagekit.registry`, imported at call time) is asked.
+  failing that the registry serving it (`imagekit.registry`, imported at call time; infra's CA
+  and docker config for the loopback registries) is asked.
 - NAME (no '/', ':' or '@'): its latest build, from `imagekit.build.latest_build(name)`
   (imported at call time: the build layer may be absent, then a clear one-line error).
 """
@@ -69,16 +70,34 @@ def _from_evidence(store: EvidenceStore, texts: set[str]) -> Digest | None:
     return best[1] if best else None
 
 
-def _from_registry(reference: ImageReference) -> Digest | None:
+def _registry_options(registry: str):
+    """Trust the infra CA and read infra's docker config for infra's loopback registries; the
+    registry client's defaults otherwise."""
+    from imagekit.registry import RegistryOptions
+
+    options: dict[str, Any] = {}
     try:
-        registry = importlib.import_module("imagekit.registry")
+        from imagekit.infra.state import load_state
+        state = load_state()
+    except Exception:  # noqa: BLE001 - no local infra: not one of its registries
+        return RegistryOptions()
+    for endpoint in state.registries.values():
+        if endpoint.address == registry:
+            options["ca_file"] = endpoint.ca_file or state.ca_file
+            options["docker_config"] = state.docker_config_dir
+            if endpoint.scheme == "http":
+                options["insecure"] = frozenset({registry})
+    return RegistryOptions(**options)
+
+
+def _from_registry(reference: ImageReference) -> Digest | None:
+    """The digest a registry serves for the tag (manifest read and hashed, not a HEAD hint)."""
+    try:
+        from imagekit.registry import RegistryClient
     except ImportError:
         return None
-    for name in ("resolve_digest", "resolve", "head_digest"):
-        function = getattr(registry, name, None)
-        if callable(function):
-            return _digest_of(function(reference))
-    return None
+    with RegistryClient(reference.registry, _registry_options(reference.registry)) as client:
+        return client.get_manifest(reference.repository, reference.tag or "latest").digest
 
 
 def resolve(text: str, store: EvidenceStore) -> tuple[Digest, str | None]:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import junitparser
+import pytest
 
 from tests.report.conftest import fake_digest, write_rehearsal
 
@@ -95,3 +96,28 @@ def test_schemas_check_command(tmp_path) -> None:
     (tmp_path / "Platform.json").write_text("{}\n")
     done = ik("schemas", "check", str(tmp_path))
     assert done.returncode == 1 and "Platform.json: differs" in done.stderr
+
+
+@pytest.mark.registry
+def test_report_resolves_a_tag_through_the_registry(infra, store) -> None:
+    """A tag no evidence names is resolved by the registry serving it (staging)."""
+    from imagekit.oci import Digest
+    from imagekit.oci import mediatypes as mt
+    from imagekit.registry import ManifestBlob, RegistryClient, RegistryOptions
+    from imagekit.report.resolve import resolve
+
+    staging = infra.registries["staging"].address
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+    config_digest = Digest.of_bytes(config)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
+                           "config": {"mediaType": mt.OCI_CONFIG, "digest": str(config_digest),
+                                      "size": len(config)}, "layers": []}).encode()
+    blob = ManifestBlob(manifest, mt.OCI_MANIFEST, Digest.of_bytes(manifest))
+    with RegistryClient(staging, RegistryOptions(insecure=frozenset({staging}))) as client:
+        client.upload_blob("imagekit-report-test", config_digest, lambda: iter([config]))
+        client.put_manifest("imagekit-report-test", "resolve", blob)
+    text = f"{staging}/imagekit-report-test:resolve"
+    assert resolve(text, store) == (blob.digest, None)
+    write_rehearsal(store)          # evidence about other images does not change the answer
+    assert resolve(text, store) == (blob.digest, None)
