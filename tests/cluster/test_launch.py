@@ -212,3 +212,41 @@ def test_vllm_lines() -> None:
     report = parse_startup_log(log, engine="vllm")
     assert report.weight_load[0].rank == 1 and report.weight_load[0].seconds == 615.12
     assert report.cuda_graph_seconds == 21 and report.ready
+
+
+def test_launch_log_parse_cli_judges_budget_and_keeps_evidence(tmp_path: Path) -> None:
+    log = tmp_path / "sglang-start1.log"
+    log.write_text(record_first_start())
+    evidence = tmp_path / "evidence"
+    result = subprocess.run(
+        [sys.executable, "-m", "imagekit", "launch-log", "parse", str(log), "--json",
+         "--startup-probe-seconds", "1800", "--subject", "sha256:" + "a" * 64],
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": os.environ["PATH"], "IMAGEKIT_EVIDENCE_DIR": str(evidence)})
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["check"]["status"] == "FAIL"
+    assert doc["startup"]["moe_config_missing"][0]["E"] == 129
+    assert doc["suggested_startup_probe"]["total_seconds"] >= doc["required"]["required_seconds"]
+    attempt = Path(doc["evidence"])
+    assert (attempt / "startup.log").read_text() == log.read_text()
+    assert json.loads((attempt / "startup.json").read_text())["piecewise"]["began"] is True
+
+
+@pytest.mark.parametrize("args, message", [
+    (["cluster", "precheck", "--toleration", "nvidia.com/gpu"], "toleration must look like"),
+    (["cluster", "precheck", "--selector", "novalue"], "selector must look like key=value"),
+    (["cluster", "precheck", "--preemption-policy", "Sometimes"], "preemption policy must be"),
+    (["cluster", "probe", "Not A Reference"], "reference"),
+    (["launch-log", "parse", "/nonexistent.log"], "startup log not found"),
+])
+def test_bad_cluster_input_is_one_line_exit_2(args: list[str], message: str, tmp_path: Path
+                                              ) -> None:
+    result = subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
+                            text=True, timeout=60,
+                            env={"PATH": os.environ["PATH"], "KUBECONFIG": "/nonexistent",
+                                 "IMAGEKIT_STATE_DIR": str(tmp_path),
+                                 "IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("imagekit: error: ") and message in lines[0]
