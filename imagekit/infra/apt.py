@@ -24,10 +24,22 @@ TRIXIE_SOURCE = ("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]
                  "http://deb.debian.org/debian trixie main\n")
 
 
-def installed(package: str) -> bool:
-    result = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package],
+def missing_packages(packages: list[str]) -> list[str]:
+    """The packages of `packages` that dpkg does not have installed (one dpkg-query call)."""
+    if not packages:
+        return []
+    result = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Status}\n", *packages],
                             capture_output=True, text=True, check=False)
-    return result.returncode == 0 and result.stdout.strip() == "install ok installed"
+    present = set()
+    for line in result.stdout.splitlines():
+        name, _, status = line.partition("\t")
+        if status.strip() == "install ok installed":
+            present.add(name.split(":")[0])
+    return [p for p in packages if p not in present]
+
+
+def installed(package: str) -> bool:
+    return not missing_packages([package])
 
 
 def _run(argv: list[str], what: str, log: Path | None, cwd: Path | None = None) -> None:
@@ -46,7 +58,7 @@ def _run(argv: list[str], what: str, log: Path | None, cwd: Path | None = None) 
 def ensure_packages(packages: list[str], log: Path | None = None) -> list[str]:
     """Install the missing ones (apt-get update once per process first). Returns what was installed."""
     global _updated
-    missing = [p for p in packages if not installed(p)]
+    missing = missing_packages(packages)
     if not missing:
         return []
     if os.geteuid() != 0:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from imagekit.errors import InfraError
-from imagekit.infra import docker, registries
+from imagekit.infra import apt, docker, registries
 from imagekit.infra.state import (ComponentStatus, InfraState, StatePaths, load_state,
                                   save_state)
 
@@ -79,8 +79,10 @@ def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraSta
     with _locked(paths):
         for directory in (paths.root, paths.pids, paths.logs):
             directory.mkdir(parents=True, exist_ok=True)
+        # one apt transaction for both on a fresh machine; a no-op dpkg-query afterwards
+        apt.ensure_packages(["docker.io", "docker-registry"], paths.logs / "apt.log")
         components = [docker.up(paths)]
-        components += registries.up(paths)
+        components += registries.up(paths, install=False)
         docker.install_ca(paths.ca_cert, [ep.address for ep in registries.endpoints(paths).values()
                                           if ep.scheme == "https"])
         state = _initial_state(paths).model_copy(
