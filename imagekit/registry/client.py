@@ -134,8 +134,13 @@ class RegistryClient:
                             f"or install it as /etc/docker/certs.d/{self.registry}/ca.crt "
                             "(or --insecure for a registry you accept unverified)",
                             where=self.registry) from None
-                    if ssl_cause(exc) is None or not may_use_http:
+                    if ssl_cause(exc) is None:
                         raise
+                    if not may_use_http:
+                        raise TransportError(
+                            f"TLS handshake with {self.registry} failed ({ssl_cause(exc)}); if "
+                            "it is a plain-HTTP registry, only loopback addresses are used over "
+                            "HTTP without --insecure REGISTRY", where=self.registry) from None
                     response = ping(f"http://{host}")
                     self._check_ping(response)
                     return f"http://{host}"
