@@ -1,0 +1,4 @@
+"""STAND-IN for vLLM (imagekit local rehearsal): only the CLI surface the probes touch."""
+
+__version__ = "0.0.0+standin"
+STANDIN = True

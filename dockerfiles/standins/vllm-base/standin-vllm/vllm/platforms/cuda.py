@@ -1,0 +1,5 @@
+from vllm.platforms import Platform
+
+
+class CudaPlatform(Platform):
+    device_type = "cuda"

@@ -1,0 +1,85 @@
+"""Find and load the images spec; turn an image of a profile into a `ResolvedImage` (base pinned
+by the lock). Every failure is a `SpecError` (exit 2, one line) naming the file."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from imagekit.errors import SpecError
+from imagekit.spec.lock import load_lock
+from imagekit.spec.models import ImagesSpec, ResolvedImage
+
+SPEC_ENV = "IMAGEKIT_IMAGES_SPEC"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_spec_path() -> Path:
+    """$IMAGEKIT_IMAGES_SPEC, else ./dockerfiles/images.toml, else the checkout's own."""
+    if os.environ.get(SPEC_ENV):
+        return Path(os.environ[SPEC_ENV]).absolute()
+    here = Path.cwd() / "dockerfiles" / "images.toml"
+    if here.exists():
+        return here.absolute()
+    return _REPO_ROOT / "dockerfiles" / "images.toml"
+
+
+def load_spec(path: Path | str | None = None) -> ImagesSpec:
+    path = Path(path).absolute() if path is not None else default_spec_path()
+    if not path.is_file():
+        raise SpecError("images spec not found", where=str(path))
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"images spec is not valid TOML: {exc}", where=str(path)) from None
+    if "root" in data:
+        raise SpecError("'root' is not a spec key", where=str(path))
+    try:
+        spec = ImagesSpec.model_validate({**data, "root": path.parent})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        raise SpecError(f"bad images spec: {loc}: {msg}" if loc else f"bad images spec: {msg}",
+                        where=str(path)) from None
+    for name in spec.images:
+        dockerfile = spec.dockerfile_path(name)
+        if not dockerfile.is_file():
+            raise SpecError(f"image {name!r}: Dockerfile {spec.images[name].dockerfile!r} "
+                            "does not exist", where=str(path))
+    return spec
+
+
+def resolve_image(spec: ImagesSpec, name: str, profile: str | None = None) -> ResolvedImage:
+    """The image with its base digest from the profile's lock; no lock entry → SpecError."""
+    profile_name, prof = spec.profile(profile)
+    image = spec.image(name)
+    lock_path = spec.lock_path(profile_name)
+    lock = load_lock(lock_path, profile_name)
+    base_tag = image.base[profile_name]
+    entry = lock.bases.get(name)
+    if entry is None or entry.tag != base_tag:
+        hint = "run `imagekit pin --profile " + profile_name + "`"
+        if prof.standins:
+            hint = "run `imagekit standins build` (it pushes and pins the stand-ins)"
+        raise SpecError(f"base {base_tag} of image {name!r} has no digest in the lock; {hint}",
+                        where=str(lock_path))
+    if entry.placeholder:
+        raise SpecError(f"the lock's digest for {base_tag} is a placeholder; run `imagekit pin "
+                        f"--profile {profile_name}` where that registry is reachable",
+                        where=str(lock_path))
+    mirror = image.mirror.get(profile_name)
+    mirror_entry = lock.mirrors.get(name) if mirror is not None else None
+    dockerfile = spec.dockerfile_path(name)
+    return ResolvedImage(
+        name=name, profile=profile_name, engine=image.engine, dockerfile=dockerfile,
+        context=dockerfile.parent, repository=image.repository, base_tag=base_tag,
+        base_digest=entry.digest, mirror=mirror,
+        mirror_digest=mirror_entry.digest if mirror_entry and mirror_entry.tag == mirror
+        else None,
+        build_args=dict(image.build_args.get(profile_name, {})),
+        pip_index_url=prof.pip_index_url, staging=prof.staging, probes=list(image.probes),
+        find_spec=list(image.find_spec))

@@ -1,0 +1,180 @@
+"""Pydantic models of `dockerfiles/images.toml`: images, their bases per profile, probes, the
+promotion chain, and which non-PASS statuses a profile accepts (with the reason, always shown).
+
+Validation happens here so that every bad spec fails before any engine call, with one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from imagekit.oci import Digest, ImageReference
+from imagekit.results import Status
+
+KNOWN_ENGINES = ("sglang", "vllm")
+KNOWN_PROBES = ("pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arch")
+REGISTRY_ROLES = ("staging", "production", "target")
+
+
+class Acceptance(BaseModel):
+    """A non-PASS status the image phase accepts for one check, and why. Accepted checks keep
+    their real status in every manifest; only the verdict and exit code take the acceptance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: Literal[Status.FAIL, Status.DEFERRED]
+    reason: str = Field(min_length=8)
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lock: str
+    standins: bool = False
+    pip_index_url: str = "https://pypi.org/simple"
+    staging: str
+    production: str
+    target: str
+    accept: dict[str, Acceptance] = {}
+
+    def registry_for(self, role: str) -> str:
+        return getattr(self, role)
+
+
+class ImageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str
+    dockerfile: str
+    repository: str
+    probes: list[str]
+    find_spec: list[str] = []
+    promotion: list[str] = list(REGISTRY_ROLES)
+    base: dict[str, ImageReference]
+    mirror: dict[str, ImageReference] = {}
+    build_args: dict[str, dict[str, str]] = {}
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in KNOWN_ENGINES:
+            raise ValueError(f"unknown engine {value!r} (known: {', '.join(KNOWN_ENGINES)})")
+        return value
+
+    @field_validator("probes")
+    @classmethod
+    def _known_probes(cls, value: list[str]) -> list[str]:
+        unknown = [p for p in value if p not in KNOWN_PROBES]
+        if unknown:
+            raise ValueError(f"unknown probe(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(KNOWN_PROBES)})")
+        if not value:
+            raise ValueError("an image needs at least one probe")
+        return value
+
+    @field_validator("promotion")
+    @classmethod
+    def _known_roles(cls, value: list[str]) -> list[str]:
+        unknown = [r for r in value if r not in REGISTRY_ROLES]
+        if unknown:
+            raise ValueError(f"unknown registry role(s) {', '.join(unknown)} in promotion")
+        return value
+
+    @field_validator("base", "mirror")
+    @classmethod
+    def _tags_not_digests(cls, value: dict[str, ImageReference]) -> dict[str, ImageReference]:
+        for profile, ref in value.items():
+            if ref.digest is not None:
+                raise ValueError(f"base for profile {profile!r} must be a tag; digests belong "
+                                 "in the lock (imagekit pin)")
+            if ref.tag is None:
+                raise ValueError(f"base for profile {profile!r} names no tag")
+        return value
+
+
+class ImagesSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1]
+    default_profile: str
+    images: dict[str, ImageSpec]
+    profiles: dict[str, Profile]
+    #: Where the spec was read from; Dockerfiles and locks are relative to it.
+    root: Path = Path(".")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ImagesSpec":
+        if self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
+        if not self.images:
+            raise ValueError("the spec names no images")
+        for name, image in self.images.items():
+            for profile in image.base:
+                if profile not in self.profiles:
+                    raise ValueError(f"image {name!r}: base names unknown profile {profile!r}")
+            for profile in self.profiles:
+                if profile not in image.base:
+                    raise ValueError(f"image {name!r} has no base for profile {profile!r}")
+        for pname, profile in self.profiles.items():
+            for key in profile.accept:
+                image, _, check = key.partition(".")
+                if image not in self.images or check not in KNOWN_PROBES:
+                    raise ValueError(f"profile {pname!r}: accept key {key!r} is not "
+                                     "'<image>.<probe>' of this spec")
+        return self
+
+    def profile(self, name: str | None) -> tuple[str, Profile]:
+        from imagekit.errors import SpecError
+
+        chosen = name or self.default_profile
+        if chosen not in self.profiles:
+            raise SpecError(f"unknown profile {chosen!r} (known: {', '.join(self.profiles)})",
+                            where=str(self.root / "images.toml"))
+        return chosen, self.profiles[chosen]
+
+    def image(self, name: str) -> ImageSpec:
+        from imagekit.errors import SpecError
+
+        if name not in self.images:
+            raise SpecError(f"no image {name!r} in the spec (known: {', '.join(self.images)})",
+                            where=str(self.root / "images.toml"))
+        return self.images[name]
+
+    def dockerfile_path(self, name: str) -> Path:
+        return (self.root / self.images[name].dockerfile).resolve()
+
+    def lock_path(self, profile: str) -> Path:
+        return (self.root / self.profiles[profile].lock).resolve()
+
+
+class ResolvedImage(BaseModel):
+    """One image of one profile with its base pinned by the lock: what a build consumes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    profile: str
+    engine: str
+    dockerfile: Path
+    context: Path
+    repository: str
+    base_tag: ImageReference
+    base_digest: Digest
+    mirror: ImageReference | None = None
+    mirror_digest: Digest | None = None
+    build_args: dict[str, str] = {}
+    pip_index_url: str
+    staging: str
+    probes: list[str]
+    find_spec: list[str]
+
+    @property
+    def base_pinned(self) -> ImageReference:
+        return self.base_tag.with_digest(self.base_digest)
+
+    @property
+    def staging_repository(self) -> str:
+        return f"{self.staging}/{self.repository}"

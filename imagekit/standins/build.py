@@ -1,0 +1,181 @@
+"""`imagekit standins build`: the two local bases that reproduce the record's broken states.
+
+1. the bookworm+python3 rootfs image (debootstrap + docker import, cached: `rootfs.py`);
+2. `dockerfiles/standins/<name>/Dockerfile` on top of it, built with the CA bundle as the
+   BuildKit secret `pip_cert` and the machine's torch CPU wheel hard-linked into a scratch build
+   context (bound into one RUN, never copied into a layer);
+3. pushed to the staging registry under the spec's `local` base tag (and its mirror tag), and
+   the registry digests written into the local profile's lock, since builds use only the lock.
+
+Each stand-in is tagged locally by a key of everything that goes into it, so an unchanged second
+run skips the build and only re-pushes (which the registry answers from what it has).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.engine import Engine
+from imagekit.errors import CheckFailed, InfraError, SpecError
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import Digest, ImageReference
+from imagekit.results import CheckResult, Status
+from imagekit.spec import ImagesSpec, LockEntry, LockFile, load_lock, write_lock
+from imagekit.standins.rootfs import ensure_rootfs_image, rootfs_key
+
+STANDINS_DIR_NAME = "standins"
+#: image of the spec → stand-in directory under dockerfiles/standins/
+STANDIN_FOR = {"sglang": "sglang-base", "vllm": "vllm-base"}
+TORCH_WHEEL_ENV = "IMAGEKIT_TORCH_WHEEL"
+TORCH_PATTERN = "torch-2.13.0*-cp311-cp311-*x86_64.whl"
+CA_ENV = "IMAGEKIT_PIP_CERT"
+
+
+def ca_bundle() -> Path:
+    """The machine's CA bundle (package registries sit behind an intercepting CA here)."""
+    for candidate in (os.environ.get(CA_ENV), os.environ.get("PIP_CERT"),
+                      "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise InfraError("no CA bundle found for pip inside builds (set IMAGEKIT_PIP_CERT)")
+
+
+def torch_wheel() -> Path:
+    """The local torch CPU wheel (cp311, as bookworm's python3); never downloaded: without it
+    pip would fetch a multi-GB CUDA build."""
+    if os.environ.get(TORCH_WHEEL_ENV):
+        path = Path(os.environ[TORCH_WHEEL_ENV])
+        if path.is_file():
+            return path
+        raise InfraError(f"{TORCH_WHEEL_ENV} names no file", where=str(path))
+    dirs = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d] + ["/opt/wheels"]
+    for directory in dirs:
+        found = sorted(glob.glob(os.path.join(directory.removeprefix("file://"),
+                                              TORCH_PATTERN)))
+        if found:
+            return Path(found[-1])
+    raise InfraError("no local torch 2.13.0 CPU wheel for cp311 found "
+                     f"(looked in {', '.join(dirs)}; set {TORCH_WHEEL_ENV})")
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over the relative paths and bytes of every file under root (sorted)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+class StandinRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str
+    standin: str
+    local_tag: str
+    image_id: Digest
+    reference: ImageReference
+    digest: Digest
+    mirror: ImageReference | None = None
+    mirror_digest: Digest | None = None
+    built: bool
+    seconds: float
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
+                   profile: str | None = None, no_cache: bool = False,
+                   on_line=None) -> list[StandinRecord]:
+    profile_name, prof = spec.profile(profile)
+    if not prof.standins:
+        raise SpecError(f"profile {profile_name!r} does not use stand-ins")
+    engine.ping()
+    standins_root = spec.root / STANDINS_DIR_NAME
+    log: list[str] = []
+    with store.attempt("standins-rootfs", "standins-rootfs") as attempt:
+        base_tag, made = ensure_rootfs_image(engine, log)
+        attempt.write_text("rootfs.log", "\n".join(log) + "\n")
+        attempt.add_check(CheckResult(name="rootfs", status=Status.PASS,
+                                      detail=f"{base_tag} ({'made' if made else 'cached'})"))
+    wheel = torch_wheel()
+    cert = ca_bundle()
+    records = []
+    lock_path = spec.lock_path(profile_name)
+    lock = load_lock(lock_path, profile_name)
+    bases, mirrors = dict(lock.bases), dict(lock.mirrors)
+    for image_name, image in spec.images.items():
+        standin = STANDIN_FOR.get(image.engine)
+        directory = standins_root / (standin or "")
+        if standin is None or not (directory / "Dockerfile").is_file():
+            raise SpecError(f"no stand-in Dockerfile for engine {image.engine!r}",
+                            where=str(directory))
+        key = hashlib.sha256("\0".join([rootfs_key(), tree_hash(directory), wheel.name,
+                                        prof.pip_index_url]).encode()).hexdigest()
+        local_tag = f"imagekit-standins/{standin}:{key[:16]}"
+        reference = image.base[profile_name]
+        started = dt.datetime.now(dt.timezone.utc)
+        built = False
+        with store.attempt(f"standin-{standin}", "standin-build", cache_key=key,
+                           local_tag=local_tag) as attempt:
+            if no_cache or not engine.exists(local_tag):
+                with tempfile.TemporaryDirectory(prefix="imagekit-standin-") as tmp:
+                    context = Path(tmp) / "context"
+                    shutil.copytree(directory, context)
+                    (context / "wheels").mkdir()
+                    _link_or_copy(wheel, context / "wheels" / wheel.name)
+                    outcome = engine.build(
+                        context, tags=[local_tag],
+                        build_args={"BASE_IMAGE": base_tag, "TORCH_WHEEL": wheel.name,
+                                    "PIP_INDEX_URL": prof.pip_index_url},
+                        secrets={"pip_cert": cert}, no_cache=no_cache, on_line=on_line)
+                attempt.write_text("build.log", outcome.log)
+                if not outcome.ok:
+                    attempt.finish(Status.FAIL, summary=f"stand-in {standin} build failed "
+                                   f"(exit {outcome.returncode})")
+                    raise CheckFailed(f"stand-in {standin} build failed (exit "
+                                      f"{outcome.returncode}); log in evidence",
+                                      where=str(attempt.path / "build.log"))
+                built = True
+            else:
+                attempt.write_text("build.log", f"{local_tag} present: cache hit\n")
+            info = engine.inspect(local_tag)
+            engine.tag(local_tag, str(reference))
+            digest = engine.push(reference)
+            mirror_ref = image.mirror.get(profile_name)
+            mirror_digest = None
+            if mirror_ref is not None:
+                engine.tag(local_tag, str(mirror_ref))
+                mirror_digest = engine.push(mirror_ref)
+            record = StandinRecord(
+                image=image_name, standin=standin, local_tag=local_tag, image_id=info.id,
+                reference=reference, digest=digest, mirror=mirror_ref,
+                mirror_digest=mirror_digest, built=built,
+                seconds=(dt.datetime.now(dt.timezone.utc) - started).total_seconds())
+            attempt.write_json("standin.json", record)
+            attempt.add_check(CheckResult(name="standin-build", status=Status.PASS,
+                                          detail=f"{reference}@{digest}"))
+        records.append(record)
+        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        bases[image_name] = LockEntry(tag=reference, digest=digest, resolved=now)
+        if mirror_ref is not None and mirror_digest is not None:
+            mirrors[image_name] = LockEntry(tag=mirror_ref, digest=mirror_digest, resolved=now)
+    write_lock(lock_path, LockFile(profile=profile_name, bases=bases, mirrors=mirrors),
+               header=f"profile {profile_name}: stand-ins pushed by `imagekit standins build`; "
+                      "machine-local, not committed.")
+    return records
