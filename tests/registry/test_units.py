@@ -1,0 +1,138 @@
+"""Offline parts of the registry layer: credentials parsing, challenges, scopes, loopback rule,
+Retry-After, and the diffID engine (gzip multi-member, zstd multi-frame, truncation)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import os
+import random
+
+import httpx
+import pytest
+import zstandard
+
+from imagekit.errors import InvalidInput
+from imagekit.registry.auth import merge_scopes, parse_challenges
+from imagekit.registry.credentials import CredentialSource
+from imagekit.registry.endpoint import is_loopback
+from imagekit.registry.retry import RetryableStatus, RetryPolicy, backoff_hook, parse_retry_after
+from imagekit.verify.diffids import diff_id
+
+
+def chunks_of(data: bytes, size: int = 65536):
+    return (data[i:i + size] for i in range(0, len(data), size))
+
+
+@pytest.fixture
+def payload() -> bytes:
+    rng = random.Random(3)
+    return rng.randbytes(300_000) + b"abc" * 200_000
+
+
+def test_gzip_single_and_multi_member(payload):
+    want = hashlib.sha256(payload).hexdigest()
+    assert diff_id(chunks_of(gzip.compress(payload)), "gzip")[0].hex == want
+    multi = gzip.compress(payload[:1000]) + gzip.compress(payload[1000:])
+    digest, size = diff_id(chunks_of(multi, 777), "gzip")
+    assert digest.hex == want and size == len(payload)
+
+
+def test_zstd_multi_frame_and_uncompressed(payload):
+    want = hashlib.sha256(payload).hexdigest()
+    c = zstandard.ZstdCompressor()
+    frames = c.compress(payload[:5000]) + c.compress(payload[5000:])
+    assert diff_id(chunks_of(frames), "zstd")[0].hex == want
+    assert diff_id(chunks_of(payload), "none")[0].hex == want
+    assert diff_id(chunks_of(payload), "none", threaded_hash=False)[0].hex == want
+
+
+def test_truncated_or_garbage_layer_is_an_error(payload):
+    blob = gzip.compress(payload)
+    with pytest.raises(InvalidInput, match="truncated"):
+        diff_id(chunks_of(blob[: len(blob) // 2]), "gzip")
+    with pytest.raises(InvalidInput, match="not valid gzip"):
+        diff_id(chunks_of(b"not gzip at all" * 10), "gzip")
+
+
+def test_credentials_from_auths_in_every_spelling(tmp_path):
+    config = {"auths": {
+        "a.example:5000": {"auth": base64.b64encode(b"alice:s3cret:with:colons").decode()},
+        "https://b.example": {"username": "bob", "password": "pw"},
+        "c.example": {"identitytoken": "refresh-me"},
+    }}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    source = CredentialSource(tmp_path)
+    alice = source.lookup("a.example:5000").credential
+    assert alice is not None and alice.username == "alice" and alice.secret == "s3cret:with:colons"
+    assert "s3cret" not in repr(alice) and "s3cret" not in str(alice)
+    bob = source.lookup("b.example").credential
+    assert bob is not None and bob.username == "bob"
+    token = source.lookup("c.example").credential
+    assert token is not None and token.identity_token
+    missing = source.lookup("d.example")
+    assert missing.credential is None and any("auths[d.example]" in s for s in missing.sources)
+
+
+def test_bad_auth_entry_is_a_one_line_error_without_the_secret(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"x": {"auth": "%%%notb64"}}}))
+    with pytest.raises(InvalidInput) as caught:
+        CredentialSource(tmp_path).lookup("x")
+    assert "%%%notb64" not in caught.value.one_line()
+
+
+def test_docker_config_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"r": {"auth": base64.b64encode(
+        b"u:p").decode()}}}))
+    found = CredentialSource().lookup("r").credential
+    assert found is not None and (found.username, found.secret) == ("u", "p")
+    assert str(tmp_path) in found.source
+
+
+def test_challenge_parsing():
+    (bearer,) = parse_challenges('Bearer realm="https://auth.example/token",'
+                                 'service="registry.example",scope="repository:a/b:pull,push '
+                                 'repository:c:pull"')
+    assert bearer.scheme == "bearer" and bearer.realm == "https://auth.example/token"
+    assert bearer.service == "registry.example"
+    assert bearer.scopes == ["repository:a/b:pull,push", "repository:c:pull"]
+    (basic,) = parse_challenges('Basic realm="Registry Realm"')
+    assert basic.scheme == "basic" and basic.realm == "Registry Realm"
+
+
+def test_merge_scopes():
+    assert merge_scopes(["repository:a:pull"], ["repository:a:push", "repository:b:pull"]) == \
+        ["repository:a:pull,push", "repository:b:pull"]
+
+
+@pytest.mark.parametrize("registry,loopback", [
+    ("127.0.0.1:5000", True), ("127.3.2.1", True), ("localhost:5000", True), ("[::1]:5000", True),
+    ("192.0.2.2:5000", False), ("registry.example", False), ("10.0.0.1:5000", False)])
+def test_loopback_rule(registry, loopback):
+    assert is_loopback(registry) is loopback
+
+
+def test_retry_after_is_honoured_and_capped():
+    policy = RetryPolicy(retry_after_max=5)
+    hook = backoff_hook(policy)
+    request = httpx.Request("GET", "http://x/")
+    assert hook(RetryableStatus(httpx.Response(429, headers={"Retry-After": "2"},
+                                               request=request))) == 2.0
+    assert hook(RetryableStatus(httpx.Response(503, headers={"Retry-After": "999"},
+                                               request=request))) == 5
+    assert hook(RetryableStatus(httpx.Response(502, request=request))) is True
+    assert hook(httpx.ReadError("boom")) is True
+    assert hook(ValueError("not transport")) is False
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert parse_retry_after("soon") is None
+
+
+def test_retry_policy_from_env(monkeypatch):
+    monkeypatch.setenv("IMAGEKIT_RETRY_ATTEMPTS", "3")
+    monkeypatch.setenv("IMAGEKIT_RETRY_WAIT_MAX", "0.5")
+    policy = RetryPolicy.from_env()
+    assert policy.attempts == 3 and policy.wait_max == 0.5
+    assert os.environ["IMAGEKIT_RETRY_ATTEMPTS"] == "3"
