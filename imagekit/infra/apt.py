@@ -56,13 +56,13 @@ def _run(argv: list[str], what: str, log: Path | None, cwd: Path | None = None) 
 
 
 def ensure_packages(packages: list[str], log: Path | None = None) -> list[str]:
-    """Install the missing ones (apt-get update once per process first). Returns what was installed."""
+    """Install the missing ones (one apt-get update per process first); return those installed."""
     global _updated
     missing = missing_packages(packages)
     if not missing:
         return []
     if os.geteuid() != 0:
-        raise InfraError(f"packages {', '.join(missing)} are missing and installing them needs root",
+        raise InfraError(f"packages {', '.join(missing)} are missing; installing them needs root",
                          where="apt-get")
     if not _updated:
         _run(["apt-get", *_LOCK_WAIT, "-q", "update"], "apt-get update", log)
@@ -73,11 +73,12 @@ def ensure_packages(packages: list[str], log: Path | None = None) -> list[str]:
 
 
 def ensure_trixie_package(package: str, paths: StatePaths, log: Path | None = None) -> bool:
-    """Install `package` from Debian trixie via a private apt configuration. True if installed now."""
+    """Install `package` from Debian trixie via a private apt configuration; True if done now."""
     if installed(package):
         return False
     root = paths.apt / "trixie"
-    lists, cache, parts, debs = root / "lists", root / "cache", root / "sources.list.d", root / "debs"
+    lists, cache = root / "lists", root / "cache"
+    parts, debs = root / "sources.list.d", root / "debs"
     for directory in (lists / "partial", cache / "archives" / "partial", parts, debs):
         directory.mkdir(parents=True, exist_ok=True)
     sources = root / "sources.list"

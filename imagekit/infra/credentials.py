@@ -47,7 +47,7 @@ class Credentials(BaseModel):
 
 
 def write_private(path: Path, data: bytes) -> bool:
-    """Write `data` with mode 0600 (created that way, never briefly readable). False if unchanged."""
+    """Write `data` with mode 0600 (created so, never briefly readable); False if unchanged."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     try:

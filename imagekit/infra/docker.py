@@ -77,7 +77,8 @@ def up(paths: StatePaths, install: bool = True, timeout: float = 60.0) -> Compon
         if version is not None:
             return status(paths, version)
         if running(NAME, paths) is None:
-            raise InfraError("dockerd exited while starting; see its log", where=str(record.log_file))
+            raise InfraError("dockerd exited while starting; see its log",
+                             where=str(record.log_file))
         time.sleep(0.2)
     raise InfraError(f"dockerd did not answer within {timeout:.0f}s", where=str(record.log_file))
 

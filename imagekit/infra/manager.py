@@ -51,7 +51,8 @@ def _require_cluster() -> ModuleType:
     module = cluster_module()
     if module is None:
         raise InfraError("the local Kubernetes cluster is not part of this checkout yet "
-                         f"({CLUSTER_MODULE} is missing); run `imagekit infra up` without --cluster",
+                         f"({CLUSTER_MODULE} is missing); run `imagekit infra up` "
+                         "without --cluster",
                          where="infra --cluster")
     return module
 

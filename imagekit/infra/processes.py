@@ -141,7 +141,7 @@ def _write_record(record: TrackedProcess, paths: StatePaths | None) -> None:
 def start_tracked(name: str, argv: list[str], log_file: Path, env: dict[str, str] | None = None,
                   *, fingerprint: str | None = None, cwd: Path | None = None,
                   paths: StatePaths | None = None) -> TrackedProcess:
-    """Start `argv` detached (own session, stdin closed, output appended to `log_file`) and record it.
+    """Start `argv` detached (own session, stdin closed, output into `log_file`); record it.
 
     Idempotent: if `name` already runs (verified) with the same fingerprint, that record is
     returned and nothing starts; with a different fingerprint (its config changed) it is stopped

@@ -20,7 +20,9 @@ from imagekit.errors import InfraError
 DEFAULT_STATE_DIR = Path("/var/lib/imagekit")
 
 #: The three loopback registries of the contract: name -> (port, scheme, auth).
-REGISTRY_LAYOUT: dict[str, tuple[int, Literal["http", "https"], Literal["none", "basic", "bearer"]]] = {
+Scheme = Literal["http", "https"]
+Auth = Literal["none", "basic", "bearer"]
+REGISTRY_LAYOUT: dict[str, tuple[int, Scheme, Auth]] = {
     "staging": (5001, "http", "none"),
     "production": (5002, "https", "basic"),
     "target": (5003, "https", "bearer"),

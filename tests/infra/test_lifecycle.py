@@ -81,7 +81,8 @@ def test_port_taken_by_foreign_process(infra: InfraState) -> None:
                                 "import socket,time\n"
                                 "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, "
                                 "socket.SO_REUSEADDR, 1)\n"
-                                "s.bind(('127.0.0.1', 5001)); s.listen(); print('ready', flush=True)\n"
+                                "s.bind(('127.0.0.1', 5001)); s.listen()\n"
+                                "print('ready', flush=True)\n"
                                 "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
     try:
         assert foreign.stdout is not None and foreign.stdout.readline().strip() == "ready"
@@ -116,7 +117,7 @@ def test_no_secret_in_argv_or_logs(infra: InfraState) -> None:
                        verify=ssl.create_default_context(cafile=str(infra.ca_file)), timeout=30)
     assert issued.status_code == 200
     needles = [login.password.encode() for login in logins]
-    needles += [base64.b64encode(f"{l.username}:{l.password}".encode()) for l in logins]
+    needles += [base64.b64encode(f"{login.username}:{login.password}".encode()) for login in logins]
     needles += [creds.http_secret.encode(), issued.json()["token"].encode()]
     pids = our_pids(paths)
     assert pids, "no tracked process runs"
