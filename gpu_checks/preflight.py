@@ -132,9 +132,11 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
         name, values = cells[0], cells[1:]
         if not name:
             continue
-        row = dict(zip(columns, values))
+        # device columns come first; nvidia-smi pads the affinity columns with empty cells
+        row = dict(zip(devices, values))
         result["links"][name] = {d: row[d] for d in devices if d in row and d != name}
-        extra = {c: row[c] for c in columns if c not in devices and c in row and row[c]}
+        rest = [c for c in columns if c not in devices]
+        extra = dict(zip(rest, [v for v in values[len(devices):] if v]))
         if extra:
             result["affinity"][name] = extra
     return result
@@ -665,12 +667,15 @@ def table(record: dict[str, Any]) -> str:
     if bw.get("note"):
         out.append(f"note: {bw['note']}")
     topo = record["topology"] or {}
-    if topo.get("matrix") and topo["matrix"].get("links"):
+    matrix = topo.get("matrix") or {}
+    if matrix.get("links") or matrix.get("affinity"):
         out.append("")
-        out.append("topology (nvidia-smi topo -m): " + "; ".join(
-            f"{a}-{b} {link}" for a, row in topo["matrix"]["links"].items()
-            for b, link in row.items() if a < b))
-    elif topo.get("note"):
+        pairs = [f"{a}-{b} {link}" for a, row in matrix.get("links", {}).items()
+                 for b, link in row.items() if a < b]
+        out.append("topology (nvidia-smi topo -m): " + ("; ".join(pairs) or "no GPU pairs"))
+        for dev, values in matrix.get("affinity", {}).items():
+            out.append(f"  {dev}: " + ", ".join(f"{k} {v}" for k, v in values.items()))
+    if topo.get("note"):
         out.append(f"topology: {topo['note']}")
     return "\n".join(out)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.gpu.record import PreflightRecord, load_record
 from imagekit.oci import Digest
@@ -42,7 +43,10 @@ def record_preflight(path: Path, store: EvidenceStore, *, digest: Digest | None 
     """Validate `path` and add one attempt of kind `gpu-preflight`; nothing is overwritten."""
     record = load_record(path)
     raw = path.read_bytes()
-    log_bytes = log.read_bytes() if log is not None else None
+    try:
+        log_bytes = log.read_bytes() if log is not None else None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the run log: {exc.strerror}", where=str(log)) from None
     subject: Digest | str = digest if digest is not None else (name or default_name(record))
     context = {"source": str(path.absolute()), "world_size": record.world_size,
                "backend": record.backend, "gpus": record.gpu_names,

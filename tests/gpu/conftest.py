@@ -50,9 +50,10 @@ SCENARIOS: dict[str, tuple[int, dict[str, str]]] = {
     "world1": (1, {"NCCL_NVLS_ENABLE": "0"}),
     "world2": (2, {}),
     "world4": (4, {}),
-    "wrong_rank1": (2, {"PREFLIGHT_TEST_WRONG_RANK": "1"}),
-    "nan_rank0": (1, {"PREFLIGHT_TEST_NAN": "0"}),
-    "nan_rank1": (2, {"PREFLIGHT_TEST_NAN": "1"}),
+    # two independent faults on two different ranks: each check must name its own culprit
+    "faults": (3, {"PREFLIGHT_TEST_WRONG_RANK": "2", "PREFLIGHT_TEST_NAN": "1"}),
+    # 0 processes: the script run plainly, without the launcher, as a world of one
+    "standalone_nan": (0, {"PREFLIGHT_TEST_NAN": "0"}),
 }
 
 
@@ -65,8 +66,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         json_path = base / f"{name}.json"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFLIGHT_TEST_")}
         env.update(extra, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc-per-node={nproc}", str(SCRIPT), "--json", str(json_path), *SMALL]
+        launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+        argv = [sys.executable, *(launcher if nproc else []), str(SCRIPT),
+                "--json", str(json_path), *SMALL]
         started[name] = (subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True, env=env, cwd=REPO), json_path)
     deadline = time.monotonic() + 240
@@ -78,5 +80,5 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
             proc.kill()
             out, err = proc.communicate()
         record = json.loads(json_path.read_text()) if json_path.exists() else None
-        done[name] = Run(SCENARIOS[name][0], proc.returncode, out, err, record, json_path)
+        done[name] = Run(SCENARIOS[name][0] or 1, proc.returncode, out, err, record, json_path)
     return done

@@ -56,26 +56,33 @@ def test_environment_reaches_the_ranks_unchanged(runs: dict[str, Run]) -> None:
 
 
 def test_wrong_contribution_fails_naming_the_rank(runs: dict[str, Run]) -> None:
-    run = runs["wrong_rank1"]
+    run = runs["faults"]
     assert run.returncode == 1
     check = _check(run, "allreduce-correctness")
     assert check["status"] == "FAIL"
-    assert check["data"]["wrong_contributors"] == [1]
-    assert "rank 1 contributed a wrong value at index 341" in check["detail"]
+    assert check["data"]["wrong_contributors"] == [2]
+    assert "rank 2 contributed a wrong value at index 341" in check["detail"]
     assert "first bad index 341" in check["detail"]
+    assert check["data"]["bad_ranks"] == [0, 1, 2]  # every rank received the wrong sum
     assert run.record is not None and run.record["status"] == "FAIL"
-    assert _check(run, "matmul-bf16")["status"] == "PASS"
     assert _check(run, "test-hooks")["status"] == "FAIL"
     PreflightRecord.model_validate(run.record)
 
 
-@pytest.mark.parametrize("name,rank", [("nan_rank0", 0), ("nan_rank1", 1)])
-def test_nan_in_matmul_fails_naming_the_rank(runs: dict[str, Run], name: str, rank: int) -> None:
-    run = runs[name]
-    assert run.returncode == 1
+def test_nan_in_matmul_fails_naming_the_rank(runs: dict[str, Run]) -> None:
+    run = runs["faults"]
     check = _check(run, "matmul-bf16")
     assert check["status"] == "FAIL"
-    assert check["data"]["bad_ranks"] == [rank]
-    assert f"rank {rank}: bf16 matmul n=64: 1 non-finite element(s)" == check["detail"]
+    assert check["data"]["bad_ranks"] == [1]
+    assert check["detail"] == "rank 1: bf16 matmul n=64: 1 non-finite element(s)"
+
+
+def test_standalone_world_of_one_catches_nan(runs: dict[str, Run]) -> None:
+    run = runs["standalone_nan"]
+    assert run.returncode == 1, run.stderr[-2000:]
+    record = PreflightRecord.model_validate(run.record)
+    assert record.world_size == 1 and record.status is Status.FAIL
+    assert _check(run, "matmul-bf16")["detail"] == \
+        "rank 0: bf16 matmul n=64: 1 non-finite element(s)"
     assert _check(run, "allreduce-correctness")["status"] == "PASS"
-    PreflightRecord.model_validate(run.record)
+    assert "GPU preflight: FAIL" in run.stdout
