@@ -242,7 +242,7 @@ async def check_video(ctx: SuiteContext) -> CheckResult:
     words = [w for w in re.findall(r"[a-z]+", exchange.answer.lower()) if w in COLOUR_WORDS]
     seen = [w for i, w in enumerate(words) if w not in words[:i]]
     sample = _sample(item.name, item.truth, exchange, seen == order)
-    return _verdict("video-colour-order", [sample], "videos' colour order named correctly")
+    return _verdict("video-colour-order", [sample], "video colour order named correctly")
 
 
 INVALID_BODIES: dict[str, dict] = {

@@ -82,6 +82,8 @@ class Exchange(BaseModel):
     def summary(self) -> str:
         if self.status_code is None:
             return f"no HTTP answer ({self.error})"
+        if self.status_code == 200 and self.error:
+            return f"HTTP 200, then {self.error}"
         if not self.ok:
             return f"HTTP {self.status_code}: {_short(self.response)}"
         return f"HTTP 200 in {self.latency_s:.2f}s: {self.answer.strip()[:80]!r}"

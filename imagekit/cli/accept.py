@@ -12,10 +12,11 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
 from imagekit.errors import InvalidInput
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceKey, EvidenceStore
 from imagekit.oci import Digest
 from imagekit.results import CheckResult, overall
 
@@ -57,6 +58,12 @@ def _digest(value: str | None) -> str | None:
     return str(Digest.parse(value)) if value else None
 
 
+def _check_name(name: str | None) -> None:
+    """Fail on a bad evidence name before any request is sent."""
+    if name:
+        EvidenceKey.of(name)
+
+
 def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
            evidence: dict[str, str], target: Any) -> None:
     if json_output:
@@ -71,8 +78,9 @@ def _print(json_output: bool, subject: str, digest: str | None, checks: list[Che
     table = Table("check", "status", "detail", show_lines=False)
     colours = {"PASS": "green", "FAIL": "red", "DEFERRED": "yellow", "ERROR": "magenta"}
     for check in checks:
-        table.add_row(check.name, f"[{colours[check.status.value]}]{check.status.value}[/]",
-                      check.detail)
+        table.add_row(Text(check.name), Text(check.status.value,
+                                             style=colours[check.status.value]),
+                      Text(check.detail))
     console.print(table)
     console.print(f"{target.engine} {target.engine_version or ''} {target.model}: "
                   f"{overall(checks).value}", markup=False)
@@ -112,6 +120,7 @@ def accept(
     if engine is not None and engine not in ("vllm", "sglang"):
         raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
     digest = _digest(digest)
+    _check_name(name)
     config = load_engine_config(engine_config)
     options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
                            needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper))
@@ -186,6 +195,7 @@ def bench(
         raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
     spec = load_matrix(matrix)
     digest = _digest(digest)
+    _check_name(name)
     config = load_engine_config(engine_config)
     key = _api_key(api_key_file)
     store = EvidenceStore(evidence_dir)

@@ -149,3 +149,26 @@ def test_bad_input_is_exit_2(ref: Ref, tmp_path: Path, args: list[str], words: s
 def test_base_url_must_be_http(tmp_path: Path) -> None:
     code, _, err = accept(tmp_path, "--base-url", "ftp://x")
     assert code == 2 and "http" in err
+
+
+def test_slow_server_past_timeout_fails_checks(ref: Ref, tmp_path: Path) -> None:
+    ref.set(delay_s=1.0)
+    code, out, _ = accept(tmp_path, "--base-url", ref.url, "--suite", "media",
+                          "--timeout", "0.3")
+    assert code == 1
+    png = next(c for c in out["checks"] if c["name"] == "corrupt-png")
+    assert png["status"] == "FAIL" and "no HTTP answer" in png["detail"]
+    assert "ReadTimeout" in png["detail"]
+
+
+def test_dropped_stream_fails_streaming(ref: Ref, tmp_path: Path) -> None:
+    ref.set(drop_every=1)
+    _, out, _ = accept(tmp_path, "--base-url", ref.url, "--reproductions", "1")
+    streaming = next(c for c in out["checks"] if c["name"] == "streaming")
+    assert streaming["status"] == "FAIL" and "RemoteProtocolError" in streaming["detail"]
+
+
+def test_bad_evidence_name_is_rejected_before_any_request(ref: Ref, tmp_path: Path) -> None:
+    code, _, err = accept(tmp_path, "--base-url", ref.url, "--name", "my run")
+    assert code == 2 and "not a usable name" in err
+    assert ref.seen_auth() == []
