@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.infra.state import StatePaths
 
 BCRYPT_ROUNDS = 6
+#: Directories that hold nothing but secrets: closed to everyone but root.
+_PRIVATE_DIRS = {"secrets", "docker-config"}
 USERNAME = "imagekit"
 READER = "imagekit-reader"
 
@@ -49,7 +51,8 @@ class Credentials(BaseModel):
 def write_private(path: Path, data: bytes) -> bool:
     """Write `data` with mode 0600 (created so, never briefly readable); False if unchanged."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
+    if path.parent.name in _PRIVATE_DIRS:
+        os.chmod(path.parent, 0o700)
     try:
         if path.read_bytes() == data:
             os.chmod(path, 0o600)
