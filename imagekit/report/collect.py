@@ -42,6 +42,8 @@ IDENTITY_FIELDS = ("digest", "image_digest", "image_id", "config_digest", "manif
                    "registry_digest", "local_digest", "pushed_digest", "staging_digest")
 #: Kinds that are about the gate itself, not checks of the image.
 GATE_KINDS = frozenset({"gate-override"})
+#: Kinds whose data carries the image manifest's facts (versions, base, fix layers).
+FACT_KINDS = frozenset({"images-verify", "build", "probe"})
 #: A check line standing for an attempt that recorded no checks (e.g. it raised).
 ATTEMPT_LINE = "attempt"
 _MAX_JSON_BYTES = 8 * 1024 * 1024
@@ -77,6 +79,16 @@ def all_records(store: EvidenceStore) -> list[AttemptRecord]:
         # keys() says `name:<slug>` but attempts() wants the bare slug for names
         records.extend(store.attempts(key.removeprefix("name:")))
     return records
+
+
+def mentions(store: EvidenceStore, record: AttemptRecord, aliases: set[str]) -> bool:
+    """Whether some part of the record's data names one of `aliases` in an identity field
+    (a record about several images, e.g. one images-verify run over the whole spec)."""
+    for document in _json_documents(store, record):
+        for _, item in _walk(document):
+            if any(_digest_of(item.get(f)) in aliases for f in IDENTITY_FIELDS):
+                return True
+    return False
 
 
 def related(store: EvidenceStore, digest: Digest | str,
@@ -392,11 +404,43 @@ def latency_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[Laten
     return result
 
 
-def facts_of(store: EvidenceStore, records: list[AttemptRecord]) -> ImageFacts:
+def _walk_mine(value: Any, aliases: set[str], inherited: frozenset[str] = frozenset()
+               ) -> Iterator[dict]:
+    """Like `_walk`, but skips any dict that (itself or through its parents) names another
+    image in an identity field: a record covering several images yields only this one's part."""
+    if isinstance(value, dict):
+        own = {d for d in (_digest_of(value.get(f)) for f in IDENTITY_FIELDS) if d}
+        chain = inherited | own
+        if chain and not chain & aliases:
+            return
+        yield value
+        for item in value.values():
+            yield from _walk_mine(item, aliases, chain)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk_mine(item, aliases, inherited)
+
+
+def _versions(value: Any) -> dict[str, str]:
+    """{package: version} from a dict, or from a list of {name, version} entries."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()
+                if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+    if isinstance(value, list):
+        return {str(e["name"]): str(e["version"]) for e in value
+                if isinstance(e, dict) and isinstance(e.get("name"), str)
+                and isinstance(e.get("version"), (str, int, float))}
+    return {}
+
+
+def facts_of(store: EvidenceStore, records: list[AttemptRecord],
+             aliases: set[str] | None = None) -> ImageFacts:
     """Final versions, base digest and fix layers: the latest images-verify attempt that has
-    them, else the latest build/probe attempt that does."""
+    them, else the latest build/probe attempt that does. Parts of a record that name another
+    image's digest are skipped."""
+    aliases = aliases or set()
     ordered = [r for r in reversed(records) if r.kind == "images-verify"] + \
-              [r for r in reversed(records) if r.kind in ("build", "probe")]
+              [r for r in reversed(records) if r.kind in FACT_KINDS - {"images-verify"}]
     versions: dict[str, str] = {}
     base: str | None = None
     fixes: list[str] = []
@@ -404,12 +448,13 @@ def facts_of(store: EvidenceStore, records: list[AttemptRecord]) -> ImageFacts:
     source: str | None = None
     for record in ordered:
         for document in _json_documents(store, record):
-            for _, item in _walk(document):
-                found_versions = item.get("versions") or item.get("final_versions")
-                if not versions and isinstance(found_versions, dict) and found_versions:
-                    versions = {str(k): str(v) for k, v in found_versions.items()
-                                if isinstance(v, (str, int, float))}
-                    source = source or _relpath(store, record)
+            for item in _walk_mine(document, aliases):
+                if not versions:
+                    for key in ("versions", "final_versions"):
+                        versions = _versions(item.get(key))
+                        if versions:
+                            source = _relpath(store, record)
+                            break
                 if base is None:
                     base = _digest_of(item.get("base_digest")) or \
                         _digest_of(item.get("base"))
@@ -446,12 +491,19 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
     """The report of one image digest. NotFound when the store has no attempt about it."""
     digest = Digest.parse(str(digest))
     requirements = parse_requirements(required)
-    aliases, records = related(store, digest)
+    every = all_records(store)
+    aliases, records = related(store, digest, every)
     if not records:
         raise NotFound(f"no evidence for {digest}", where=str(store.root))
     current, history = current_and_history(store, records)
     outcomes = evaluate_required(current, requirements)
-    facts = facts_of(store, records)
+    # facts may also come from a record about several images that names this one inside
+    # (its checks are not attributed: they may be about the others)
+    ids = {id(r) for r in records}
+    shared = [r for r in every if id(r) not in ids and r.kind in FACT_KINDS
+              and not identities(r) and mentions(store, r, aliases)]
+    facts = facts_of(store, sorted([*records, *shared], key=lambda r: (r.started, r.attempt_id)),
+                     aliases)
     if name and not facts.name:
         facts = facts.model_copy(update={"name": name})
     return ImageReport(

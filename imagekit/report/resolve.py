@@ -43,7 +43,7 @@ def _digest_of(value: Any) -> Digest | None:
 def resolve_name(name: str) -> Digest:
     try:
         build = importlib.import_module("imagekit.build")
-        latest_build = getattr(build, "latest_build")
+        latest_build = build.latest_build
     except (ImportError, AttributeError):
         raise InvalidInput("cannot resolve an image name: imagekit.build.latest_build is not "
                            "available; give a digest or reference instead", where=name) from None

@@ -116,7 +116,7 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
             detail="invalid PNG returned 500, expected 400" if media_fail else "400 for both"))
     with store.attempt(digest, "bench", matrix="main", rounds=2) as a:
         for index, (concurrency, scale) in enumerate(((1, 1.0), (4, 2.5)), 1):
-            def stats(base: float) -> dict:
+            def stats(base: float, scale: float = scale) -> dict:
                 return {"count": 120, "mean": base * scale * 1.1, "p50": base * scale,
                         "p90": base * scale * 1.7, "p99": base * scale * 3.2,
                         "max": base * scale * 4}

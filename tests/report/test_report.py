@@ -10,8 +10,8 @@ import pytest
 from imagekit.errors import InvalidInput, NotFound
 from imagekit.report import build_report, render
 from imagekit.report.collect import ATTEMPT_LINE
-from imagekit.results import Status
-from tests.report.conftest import fake_digest, write_rehearsal
+from imagekit.results import CheckResult, Status
+from tests.report.conftest import P, fake_digest, write_rehearsal
 
 
 def test_report_collects_every_section(rehearsal) -> None:
@@ -133,3 +133,36 @@ def test_json_round_trips(rehearsal) -> None:
     report = build_report(rehearsal.store, rehearsal.digest)
     again = ImageReport.model_validate(json.loads(render(report, "json")))
     assert again == report
+
+
+def test_a_manifest_covering_several_images_gives_each_its_own_facts(store) -> None:
+    sglang = write_rehearsal(store, "sglang")
+    vllm = write_rehearsal(store, "vllm")
+    with store.attempt(sglang.digest, "images-verify", all_images=True) as a:
+        a.write_json("images.json", {"images": [
+            {"image": "vllm", "digest": vllm.digest, "base_digest": vllm.base,
+             "versions": [{"name": "av", "version": "16.1.0"}, {"name": "vllm",
+                                                                 "version": "0.11.0"}],
+             "fix_layers": ["apt-get remove -y python3-gi python3-software-properties "
+                            "software-properties-common"]},
+            {"image": "sglang", "digest": sglang.digest, "base_digest": sglang.base,
+             "versions": [{"name": "pillow", "version": "11.3.0"}],
+             "fix_layers": ["pip install nixl-cu12==1.2.0 pillow==11.3.0"]}]})
+        a.add_check(P("manifest"))
+    facts = build_report(store, sglang.digest).facts
+    assert facts.versions == {"pillow": "11.3.0"}
+    assert facts.base_digest == sglang.base and facts.name == "sglang"
+    assert facts.fix_layers == ["pip install nixl-cu12==1.2.0 pillow==11.3.0"]
+
+
+def test_facts_from_a_name_keyed_record_about_all_images(store) -> None:
+    sglang = write_rehearsal(store, "sglang")
+    vllm = write_rehearsal(store, "vllm")
+    with store.attempt("images", "images-verify") as a:
+        a.write_json("images.json", {"images": [
+            {"image": "vllm", "digest": vllm.digest, "versions": {"vllm": "0.11.0"}},
+            {"image": "sglang", "digest": sglang.digest, "versions": {"sglang": "0.5.6"}}]})
+        a.add_check(CheckResult(name="vllm/pip_check", status=Status.FAIL))
+    report = build_report(store, sglang.digest)
+    assert report.facts.versions["sglang"] == "0.5.6" and "vllm" not in report.facts.versions
+    assert all(line.key != "name:images" for line in report.checks)   # checks not attributed
