@@ -51,7 +51,7 @@ engine = "sglang"
 versions = ["*"]
 checks = ["corrupt-png", "corrupt-mp4"]
 observed_status = 500
-note = "multimodal loader wraps PIL UnidentifiedImageError / TorchCodec invalid input as RuntimeError and the server answers 500 (deployment record section 11); no fixed release known yet"
+note = "PIL / TorchCodec decode errors wrapped as RuntimeError, answered 500 (record s.11)"
 """
 
 

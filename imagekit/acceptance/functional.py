@@ -110,8 +110,9 @@ async def check_mode(ctx: SuiteContext, mode: str) -> CheckResult:
 
 
 async def check_tools(ctx: SuiteContext) -> CheckResult:
-    messages: list[dict] = [user(f"What is the tracking number of order {TOOL_ORDER}? "
-                                 "Use the lookup_order tool, then answer with the tracking number.")]
+    messages: list[dict] = [user(
+        f"What is the tracking number of order {TOOL_ORDER}? Use the lookup_order tool, then "
+        "answer with the tracking number.")]
     first = await ctx.ask("tools-call", messages, tools=[TOOL], tool_choice="auto")
     if not first.ok:
         return CheckResult(name="tool-calling", status=Status.FAIL,

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from imagekit.acceptance.media import COLOURS, dominant_colour
+from imagekit.acceptance.media import dominant_colour
 from imagekit.acceptance.needle import KEY_LABEL, NOT_FOUND, approx_tokens
 
 MODEL = "ref-model"
@@ -201,7 +201,7 @@ def _answer(p: Parsed, b: Behaviour) -> dict[str, Any]:
     if "codename is" in text:
         return {"content": "OK"}
     if "codename" in text:
-        history = " ".join(m.get("content") for m in p.messages if isinstance(m.get("content"), str))
+        history = " ".join(m["content"] for m in p.messages if isinstance(m.get("content"), str))
         found = re.search(r"codename is ([A-Z0-9-]+)", history)
         return {"content": found.group(1) if found else "I do not know."}
     if "READY" in text:
