@@ -47,27 +47,31 @@ def _none(text: str = "No evidence.") -> str:
 
 
 def busbw_plot(report: ImageReport) -> str:
-    series = []
-    metric = "busbw"
-    for p in report.preflight:
-        points = [(s.bytes, s.busbw_GBps) for s in p.sizes if s.busbw_GBps is not None]
-        if points:
-            label = f"{p.backend or '?'} ×{p.world_size or '?'}"
-            if len(report.preflight) > 1:
-                label += f" {p.attempt_id[:15]}"
-            series.append((label, points))
-    if not series:
-        metric = "algbw"
+    """Bus bandwidth vs message size, one line per preflight. busbw is 0 by definition at world
+    size 1 (no link is driven); with no non-zero busbw anywhere the plot shows algbw instead and
+    says so in its title and id."""
+    def series_of(metric: str) -> list[tuple[str, list[tuple[float, float]]]]:
+        found = []
         for p in report.preflight:
-            points = [(s.bytes, s.algbw_GBps) for s in p.sizes if s.algbw_GBps is not None]
+            points = [(s.bytes, getattr(s, f"{metric}_GBps")) for s in p.sizes
+                      if getattr(s, f"{metric}_GBps") is not None]
             if points:
-                series.append((f"{p.backend or '?'} ×{p.world_size or '?'}", points))
+                label = f"{p.backend or '?'} ×{p.world_size or '?'}"
+                if len(report.preflight) > 1:
+                    label += f" {p.attempt_id[:15]}"
+                found.append((label, points))
+        return found
+
+    series = series_of("busbw")
+    if any(y > 0 for _, points in series for _, y in points):
+        return svg.line_plot_log2("plot-allreduce-busbw", "all-reduce busbw vs message size",
+                                  "message size (bytes)", "busbw (GB/s)", series)
+    series = series_of("algbw")
     if not series:
         return ""
-    return svg.line_plot_log2("plot-allreduce-busbw" if metric == "busbw" else
-                              "plot-allreduce-algbw",
-                              f"all-reduce {metric} vs message size", "message size (bytes)",
-                              f"{metric} (GB/s)", series)
+    return svg.line_plot_log2("plot-allreduce-algbw",
+                              "all-reduce algbw vs message size (busbw is 0 at world size 1)",
+                              "message size (bytes)", "algbw (GB/s)", series)
 
 
 def _slug(text: str) -> str:

@@ -59,3 +59,40 @@ def test_html_without_measurements_has_no_plots(store, chromium, tmp_path) -> No
     dom = _browser(chromium, tmp_path, page, "--dump-dom")
     assert 'data-plots=""' in dom and "<svg" not in dom
     assert "No evidence." in dom
+
+
+def test_real_gpu_preflight_records_plot(store, chromium, tmp_path) -> None:
+    """The GPU helper's committed H200 sample records, recorded through its own code, plot."""
+    from imagekit.gpu.evidence import record_preflight
+    from imagekit.oci import Digest
+
+    repo = Path(__file__).resolve().parents[2]
+    samples = sorted((repo / "gpu_checks" / "samples").glob("*h200x2.json"))
+    assert samples, "gpu_checks/samples/*h200x2.json is the real two-GPU record"
+    r = write_rehearsal(store, preflight=False)
+    record_preflight(samples[0], store, digest=Digest.parse(r.digest))
+    report = build_report(store, r.digest)
+    [preflight] = report.preflight
+    assert preflight.world_size == 2 and preflight.backend == "nccl"
+    assert any(p.busbw_GBps for p in preflight.sizes)
+    page = tmp_path / "h200.html"
+    page.write_text(render(report, "html"))
+    dom = _browser(chromium, tmp_path, page, "--dump-dom")
+    assert "plot-allreduce-busbw:yes" in dom
+    busbw = re.search(r'<svg id="plot-allreduce-busbw".*?</svg>', dom, re.S).group(0)
+    assert len(re.findall(r'<circle class="point"', busbw)) == len(preflight.sizes)
+
+
+def test_single_gpu_preflight_plots_algbw_not_zero_busbw(store) -> None:
+    from imagekit.gpu.evidence import record_preflight
+    from imagekit.oci import Digest
+
+    repo = Path(__file__).resolve().parents[2]
+    [sample] = sorted((repo / "gpu_checks" / "samples").glob("*h200x1.json"))
+    r = write_rehearsal(store, preflight=False)
+    record_preflight(sample, store, digest=Digest.parse(r.digest))
+    report = build_report(store, r.digest)
+    assert all(p.busbw_GBps == 0 for p in report.preflight[0].sizes)    # n=1 drives no link
+    page = render(report, "html")
+    assert 'id="plot-allreduce-algbw"' in page and 'id="plot-allreduce-busbw"' not in page
+    assert "busbw is 0 at world size 1" in page
