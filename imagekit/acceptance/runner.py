@@ -65,6 +65,10 @@ def public_url(url: str) -> str:
 async def resolve_target(client: ChatClient, model: str | None, engine: str | None,
                          engine_version: str | None, config: EngineConfig) -> Target:
     models = await client.require_reachable()
+    served = [str(m.get("id")) for m in models if m.get("id")]
+    if model is not None and served and model not in served:
+        raise InvalidInput(f"model {model!r} is not served here; served: {', '.join(served)}",
+                           where=client.base_url)
     if model is None:
         if not models or not models[0].get("id"):
             raise InvalidInput("the server lists no model; pass --model", where=client.base_url)
@@ -105,6 +109,21 @@ def render_report(title: str, facts: dict[str, Any], checks: list[CheckResult]) 
     for check in checks:
         detail = check.detail.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {check.name} | {check.status.value} | {detail} |")
+    for check in checks:
+        samples = check.data.get("samples")
+        if not samples or not isinstance(samples[0], dict) or "correct" not in samples[0]:
+            continue
+        lines += ["", f"## {check.name}", ""]
+        if check.name.startswith("mode-"):
+            lines += [f"{len(samples)} identical requests: reproductions of one problem, not "
+                      "independent samples.", ""]
+        keys = [k for k in ("case", "label", "expected", "answer", "correct", "output_tokens",
+                            "latency_s", "note", "why") if k in samples[0]]
+        lines += ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+        for sample in samples:
+            cells = [" ".join(str(sample.get(k, "")).split()).replace("|", "\\|")[:80]
+                     for k in keys]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -172,3 +172,19 @@ def test_bad_evidence_name_is_rejected_before_any_request(ref: Ref, tmp_path: Pa
     code, _, err = accept(tmp_path, "--base-url", ref.url, "--name", "my run")
     assert code == 2 and "not a usable name" in err
     assert ref.seen_auth() == []
+
+
+def test_unserved_model_is_bad_input(ref: Ref, tmp_path: Path) -> None:
+    code, _, err = accept(tmp_path, "--base-url", ref.url, "--model", "other-model")
+    assert code == 2 and "not served here" in err and "ref-model" in err
+
+
+def test_report_lists_correctness_tokens_and_latency_per_reproduction(
+        ref: Ref, tmp_path: Path) -> None:
+    ref.set(disabled_mode_answer=264)
+    _, out, _ = accept(tmp_path, "--base-url", ref.url)
+    report = (Path(out["evidence"]["functional"]) / "report.md").read_text()
+    section = report.split("## mode-disabled", 1)[1].split("## ", 1)[0]
+    assert "reproductions of one problem" in section
+    assert "| case | expected | answer | correct | output_tokens | latency_s |" in section
+    assert section.count("| 240 | 264 | False |") == 3
