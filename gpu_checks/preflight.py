@@ -738,10 +738,12 @@ def main(argv: list[str] | None = None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"schema": SCHEMA, "status": "ERROR",
                                              "error": message}, indent=2) + "\n")
-        return 2
-    finally:
-        if dist.is_initialized():
+        # no destroy_process_group here: with a peer stuck in a collective it could hang;
+        # the process exits and the launcher reaps the rest
+        if dist.is_initialized() and dist.get_world_size() == 1:
             dist.destroy_process_group()
+        return 2
+    dist.destroy_process_group()
     if rank == 0:
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)

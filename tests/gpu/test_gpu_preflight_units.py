@@ -95,3 +95,40 @@ def test_numa_and_affinity_from_sysfs(preflight: ModuleType, tmp_path: Path) -> 
     assert (found["numa_node"], found["cpu_affinity"]) == (1, "192-383")
     missing = preflight.numa_of("0000:99:00.0", sysfs=tmp_path)
     assert (missing["numa_node"], missing["cpu_affinity"]) == (None, None)
+
+
+def test_asked_for_gpu_checks_on_cpu_is_deferred_not_passed(preflight: ModuleType, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    import json
+
+    from imagekit.gpu import PreflightRecord
+
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "PREFLIGHT_TEST_NAN",
+                "PREFLIGHT_TEST_WRONG_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    out = tmp_path / "deferred.json"
+    code = preflight.main(["--backend", "gloo", "--max-bytes", "4K", "--check-bytes", "4K",
+                           "--matmul-n", "32", "--expect-model", "H200", "--json", str(out)])
+    record = PreflightRecord.model_validate_json(out.read_text())
+    assert code == 1 and record.status.value == "DEFERRED"
+    deferred = [c for c in record.checks if c.name == "device-model"]
+    assert deferred and "no GPU in this run" in deferred[0].detail
+    assert json.loads(out.read_text())["backend"] == "gloo"
+
+
+def test_nccl_without_cuda_is_an_error_record(preflight: ModuleType, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from imagekit.gpu import PreflightRecord
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "error.json"
+    code = preflight.main(["--backend", "nccl", "--json", str(out)])
+    assert code == 2
+    record = PreflightRecord.model_validate_json(out.read_text())
+    assert record.status.value == "ERROR" and "no CUDA device" in (record.error or "")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("preflight: error: rank 0: RuntimeError")
