@@ -81,14 +81,20 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
         for name, port in (("staging", 5001), ("production", 5002), ("target", 5003)):
             reference = f"127.0.0.1:{port}/{label}-fixed:rehearsal"
             endpoints[name] = (reference, digest)
+            moved = 0 if name == "staging" else 52_428_800
             hops.append({"endpoint": reference, "registry": f"127.0.0.1:{port}",
-                         "digest": digest, "verified": True,
-                         "bytes_moved": 0 if name == "staging" else 52_428_800,
+                         "digest": digest, "verified": True, "bytes_moved": moved,
+                         "blobs_copied": 0 if moved == 0 else 4, "blobs_skipped": 0,
+                         "blobs_mounted": 0, "manifests_pushed": 0 if moved == 0 else 1,
+                         "companions": [], "seconds": 1.5,
                          "read_back": "manifest by digest and by tag, hashed"})
         with store.attempt(digest, "promote", source=f"127.0.0.1:5001/{label}-fixed:rehearsal",
                            to=endpoints["target"][0]) as a:
             a.write_json("result.json", {"source": hops[0]["endpoint"], "digest": digest,
-                                         "hops": hops[1:]})
+                                         "media_type": "application/vnd.oci.image.manifest"
+                                                       ".v1+json",
+                                         "all_platforms": False, "platform": "linux/amd64",
+                                         "hops": hops[1:], "gate": None})
             for n, hop in enumerate(hops, 1):
                 a.add_check(P(f"hop-{n}", f"{hop['endpoint']} serves {digest}", **hop))
     if preflight:   # gpu_checks/preflight.py --json shape (imagekit.gpu.record)
@@ -123,8 +129,10 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
             a.write_json(f"rounds/{index:02d}-result.json", {
                 "spec": {"index": index, "concurrency": concurrency, "input_tokens": 1024,
                          "output_tokens": 128, "modality": "text", "requests": 120},
-                "completed": 120, "errors": 0, "ttft": stats(0.08), "itl": stats(0.012),
-                "e2e": stats(1.6), "records": []})
+                "duration_s": 30.0 * scale, "completed": 120, "errors": 0,
+                "prompt_tokens": 122880, "completion_tokens": 15360,
+                "requests_per_s": 4.0 / scale, "output_tokens_per_s": 512.0 / scale,
+                "ttft": stats(0.08), "itl": stats(0.012), "e2e": stats(1.6), "records": []})
         a.add_check(P("totals", "0 errors in 240 requests"))
     return Rehearsal(store=store, digest=digest, image_id=image_id, base=base,
                      endpoints=endpoints)

@@ -166,3 +166,17 @@ def test_facts_from_a_name_keyed_record_about_all_images(store) -> None:
     report = build_report(store, sglang.digest)
     assert report.facts.versions["sglang"] == "0.5.6" and "vllm" not in report.facts.versions
     assert all(line.key != "name:images" for line in report.checks)   # checks not attributed
+
+
+def test_synthetic_evidence_has_the_producers_shapes(rehearsal) -> None:
+    """The stand-in evidence is what the real producers write: their models accept it, so a
+    change of shape there shows up here."""
+    from imagekit.acceptance.models import RoundResult
+    from imagekit.promote.copy import PromoteResult
+
+    store = rehearsal.store
+    [promote] = store.attempts(rehearsal.digest, "promote")
+    PromoteResult.model_validate_json((store.path_of(promote) / "result.json").read_text())
+    [bench] = store.attempts(rehearsal.digest, "bench")
+    for entry in bench.files:
+        RoundResult.model_validate_json((store.path_of(bench) / entry.path).read_text())
