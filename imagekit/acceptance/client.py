@@ -15,6 +15,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -28,11 +29,21 @@ class ServerUnreachable(ImagekitError):
     """The server did not answer at all (refused, timed out, not HTTP): exit 2, no verdict."""
 
 
+def public_url(url: str) -> str:
+    """The URL without any user:password part (never into messages or evidence)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
 def normalise_base_url(base_url: str) -> str:
     """Accept `http://h:p`, `http://h:p/` and `http://h:p/v1`; paths are added per call."""
     url = base_url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise InvalidInput(f"base URL must start with http:// or https://: {base_url!r}")
+        raise InvalidInput("base URL must start with http:// or https://",
+                           where=public_url(url))
     if url.endswith("/v1"):
         url = url[:-3]
     return url
@@ -75,6 +86,7 @@ class ChatClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 600.0,
                  connections: int = 256) -> None:
         self.base_url = normalise_base_url(base_url)
+        self.public_url = public_url(self.base_url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=headers,
@@ -108,11 +120,11 @@ class ChatClient:
         exchange = await self.get_json("/v1/models", timeout=15.0)
         if exchange.status_code is None:
             raise ServerUnreachable(f"server unreachable: {exchange.error}",
-                                    where=self.base_url)
+                                    where=self.public_url)
         if exchange.status_code != 200 or not isinstance(exchange.response, dict):
             raise ServerUnreachable(
                 f"GET /v1/models answered HTTP {exchange.status_code}, not an OpenAI-compatible "
-                "model list", where=self.base_url)
+                "model list", where=self.public_url)
         data = exchange.response.get("data")
         return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 

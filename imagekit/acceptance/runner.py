@@ -13,10 +13,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from imagekit.acceptance import corrupt, functional, needle_retest
-from imagekit.acceptance.client import ChatClient
+from imagekit.acceptance.client import ChatClient, public_url
 from imagekit.acceptance.engines import EngineConfig, detect_engine
 from imagekit.acceptance.load import (BodyFactory, Calibration, calibrate, judge_round,
                                       run_round, totals_check)
@@ -53,30 +52,21 @@ class RunOutcome:
     target: Target
 
 
-def public_url(url: str) -> str:
-    """The base URL without any user:password part (never into evidence)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 async def resolve_target(client: ChatClient, model: str | None, engine: str | None,
                          engine_version: str | None, config: EngineConfig) -> Target:
     models = await client.require_reachable()
     served = [str(m.get("id")) for m in models if m.get("id")]
     if model is not None and served and model not in served:
         raise InvalidInput(f"model {model!r} is not served here; served: {', '.join(served)}",
-                           where=client.base_url)
+                           where=client.public_url)
     if model is None:
         if not models or not models[0].get("id"):
-            raise InvalidInput("the server lists no model; pass --model", where=client.base_url)
+            raise InvalidInput("the server lists no model; pass --model", where=client.public_url)
         model = str(models[0]["id"])
     engine = engine or detect_engine(models)
     if engine is None:
         raise InvalidInput("cannot tell the engine from /v1/models owned_by; pass --engine",
-                           where=client.base_url)
+                           where=client.public_url)
     config.profile(engine)
     if engine_version is None:
         for path in ("/version", "/get_server_info"):

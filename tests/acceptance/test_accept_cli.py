@@ -188,3 +188,15 @@ def test_report_lists_correctness_tokens_and_latency_per_reproduction(
     assert "reproductions of one problem" in section
     assert "| case | expected | answer | correct | output_tokens | latency_s |" in section
     assert section.count("| 240 | 264 | False |") == 3
+
+
+def test_credentials_in_the_url_never_reach_output_or_evidence(ref: Ref, tmp_path: Path) -> None:
+    url = ref.url.replace("http://", "http://user:hunter2pass@")
+    code, out, _ = accept(tmp_path, "--base-url", url, "--suite", "media")
+    assert code == 0 and out["target"]["base_url"] == ref.url
+    for path in (tmp_path / "ev").rglob("*"):
+        if path.is_file():
+            assert b"hunter2pass" not in path.read_bytes()
+    dead = f"http://user:hunter2pass@127.0.0.1:{free_port()}"
+    code, _, err = accept(tmp_path, "--base-url", dead)
+    assert code == 2 and "hunter2pass" not in err
