@@ -170,17 +170,21 @@ def main() -> int:
         print(f"bench_load_client: not every request completed: "
               f"{[ok for _, _, ok in peer_runs + ours_runs]}", file=sys.stderr)
         return 1
-    peer_s = statistics.median(w for w, _, _ in peer_runs)
-    ours_s = statistics.median(w for w, _, _ in ours_runs)
-    peer_cpu = statistics.median(c for _, c, _ in peer_runs) / n
-    ours_cpu = statistics.median(c for _, c, _ in ours_runs) / n
+    # best of the alternating repeats, on both sides alike: other load on a shared 2-core box
+    # only ever adds time, so the minimum is the closest to each loop's own cost
+    peer_s = min(w for w, _, _ in peer_runs)
+    ours_s = min(w for w, _, _ in ours_runs)
+    peer_cpu = min(c for _, c, _ in peer_runs) / n
+    ours_cpu = min(c for _, c, _ in ours_runs) / n
     ratio = ours_s / peer_s
     result = {
         "name": "load_client", "ours_s": round(ours_s, 4), "peer_s": round(peer_s, 4),
         "ratio": round(ratio, 3), "goal": GOAL, "met": ratio <= GOAL,
         "peer": "bare httpx streaming loop, same server, requests and concurrency",
         "requests": n, "concurrency": args.concurrency, "chunks_per_request": args.chunks,
-        "repeats": args.repeats,
+        "repeats": args.repeats, "statistic": "min of alternating repeats",
+        "median_ratio": round(statistics.median(w for w, _, _ in ours_runs)
+                              / statistics.median(w for w, _, _ in peer_runs), 3),
         "ours_requests_per_s": round(n / ours_s, 1), "peer_requests_per_s": round(n / peer_s, 1),
         "ours_client_cpu_per_request_ms": round(ours_cpu * 1000, 4),
         "peer_client_cpu_per_request_ms": round(peer_cpu * 1000, 4),

@@ -193,6 +193,15 @@ def _colour_correct(answer: str, expected: str) -> bool:
     return expected in named and len(named - {expected}) == 0
 
 
+def colour_order(answer: str) -> list[str]:
+    """Colour words in the order first named."""
+    words = [w for w in re.findall(r"[a-z]+", answer.lower()) if w in COLOUR_WORDS]
+    return [w for i, w in enumerate(words) if w not in words[:i]]
+
+
+colour_correct = _colour_correct
+
+
 async def check_solid_colours(ctx: SuiteContext) -> CheckResult:
     samples = []
     for fmt in ("PNG", "JPEG"):
@@ -229,6 +238,10 @@ async def check_chart(ctx: SuiteContext) -> CheckResult:
     return _verdict("image-chart", [sample], "chart read correctly")
 
 
+VIDEO_QUESTION = ("The video shows a sequence of solid colours. List the colours in the order "
+                  "they appear, separated by commas, nothing else.")
+
+
 async def check_video(ctx: SuiteContext) -> CheckResult:
     try:
         item = media.colour_video()
@@ -236,13 +249,8 @@ async def check_video(ctx: SuiteContext) -> CheckResult:
         return CheckResult(name="video-colour-order", status=Status.DEFERRED,
                            detail=f"could not make the test video here: {exc}")
     order = item.truth.split(",")
-    exchange = await ctx.ask("video-colours", [user(
-        item.content_part(),
-        "The video shows a sequence of solid colours. List the colours in the order they "
-        "appear, separated by commas, nothing else.")])
-    words = [w for w in re.findall(r"[a-z]+", exchange.answer.lower()) if w in COLOUR_WORDS]
-    seen = [w for i, w in enumerate(words) if w not in words[:i]]
-    sample = _sample(item.name, item.truth, exchange, seen == order)
+    exchange = await ctx.ask("video-colours", [user(item.content_part(), VIDEO_QUESTION)])
+    sample = _sample(item.name, item.truth, exchange, colour_order(exchange.answer) == order)
     return _verdict("video-colour-order", [sample], "video colour order named correctly")
 
 

@@ -55,6 +55,9 @@ class Matrix(BaseModel):
     description: str = ""
     model: str | None = None
     image_size: int = Field(448, ge=16)
+    #: before the first image/video round, ask what the load input shows; a wrong answer is
+    #: its own FAIL and that modality's rounds are left out (DEFERRED), as in record s.10
+    semantic_warmup: bool = True
     request_fields: dict[str, Any] = {}
     expect: Expectations = Expectations()
     matrix: list[MatrixBlock] = Field(min_length=1)

@@ -20,8 +20,9 @@ from imagekit.acceptance.engines import EngineConfig, detect_engine
 from imagekit.acceptance.load import (BodyFactory, Calibration, calibrate, judge_round,
                                       run_round, totals_check)
 from imagekit.acceptance.matrix import Matrix
-from imagekit.acceptance.media import MediaUnavailable, colour_video, sized_image
-from imagekit.acceptance.models import RoundResult, RoundSpec
+from imagekit.acceptance.media import (VIDEO_ORDER, MediaUnavailable, colour_video,
+                                       sized_image)
+from imagekit.acceptance.models import Exchange, RoundResult, RoundSpec
 from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
 from imagekit.evidence import Attempt, EvidenceStore
@@ -172,6 +173,32 @@ def _media_part(modality: str, matrix: Matrix) -> dict | None:
     return None
 
 
+IMAGE_WARMUP = "What colour is the circle in the centre of this image? Answer with one word."
+
+
+async def warmup(client: ChatClient, model: str, modality: str, part: dict) -> tuple[
+        CheckResult, Exchange]:
+    """Does the model see the load input at all? Judged on its own, never by load counts."""
+    question = IMAGE_WARMUP if modality == "image" else functional.VIDEO_QUESTION
+    exchange = await client.chat(f"warmup-{modality}", {
+        "model": model, "max_tokens": 1024, "temperature": 0.0,
+        "messages": [{"role": "user", "content": [part, {"type": "text", "text": question}]}]})
+    if modality == "image":
+        expected = "yellow"
+        correct = functional.colour_correct(exchange.answer, expected)
+    else:
+        expected = ",".join(VIDEO_ORDER)
+        correct = functional.colour_order(exchange.answer) == list(VIDEO_ORDER)
+    ok = exchange.ok and correct
+    return CheckResult(
+        name=f"warmup-{modality}", status=Status.PASS if ok else Status.FAIL,
+        detail=(f"{modality} load input understood ({exchange.answer.strip()[:40]!r})" if ok
+                else f"{modality} warm-up answer wrong, expected {expected}: "
+                     f"{exchange.summary()}; {modality} rounds left out of the formal load"),
+        data={"expected": expected, "answer": exchange.answer[:200],
+              "status_code": exchange.status_code}), exchange
+
+
 async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                      config: EngineConfig, store: EvidenceStore, subject: str,
                      matrix_text: str, progress: RoundProgress | None = None,
@@ -188,15 +215,28 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
         attempt.write_json("calibration.json", vars(calibration))
         results: list[RoundResult] = []
         media_cache: dict[str, dict | None] = {}
+        excluded: dict[str, str] = {}
         for spec in rounds:
             if spec.modality not in media_cache:
                 try:
                     media_cache[spec.modality] = _media_part(spec.modality, matrix)
                 except MediaUnavailable as exc:
-                    check = CheckResult(name=spec.name, status=Status.DEFERRED,
-                                        detail=f"cannot make {spec.modality} input here: {exc}")
+                    excluded[spec.modality] = f"cannot make {spec.modality} input here: {exc}"
+                    media_cache[spec.modality] = None
+                part = media_cache[spec.modality]
+                if part is not None and matrix.semantic_warmup:
+                    check, exchange = await warmup(client, target.model, spec.modality, part)
                     checks.append(check)
-                    continue
+                    attempt.write_json(f"warmup/{spec.modality}.json",
+                                       exchange.model_dump(mode="json"))
+                    if check.status is not Status.PASS:
+                        excluded[spec.modality] = (f"left out of the formal load: the "
+                                                   f"{spec.modality} warm-up failed "
+                                                   f"(see warmup-{spec.modality})")
+            if spec.modality in excluded:
+                checks.append(CheckResult(name=spec.name, status=Status.DEFERRED,
+                                          detail=excluded[spec.modality]))
+                continue
             factory = BodyFactory(target.model, spec, calibration, fields,
                                   media_cache[spec.modality])
             failures: list[dict] = []
@@ -214,7 +254,8 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
             attempt.write_json(f"{stem}-first-request.json", factory(0))
             if failures:
                 attempt.write_json(f"{stem}-failures.json", failures)
-        checks.append(totals_check(results, [c for c in checks]))
+        checks.append(totals_check(results, [c for c in checks
+                                             if not c.name.startswith("warmup-")]))
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])

@@ -45,6 +45,7 @@ class Behaviour:
     invalid_params_status: int = 400
     disabled_mode_answer: int = 240            # 264 reproduces the record's disabled mode
     fail_solid_colours: bool = False           # uniform images misnamed (record section 10)
+    fail_images: bool = False                  # every image misnamed
     needle_original_not_found: bool = False    # original template answers NOT_FOUND
     tool_ignores_result: bool = False
     no_tool_calls: bool = False
@@ -213,6 +214,8 @@ def _answer(p: Parsed, b: Behaviour) -> dict[str, Any]:
     if p.images and "tallest" in text:
         heights = _bars(p.images[0])
         return {"content": "ABCD"[heights.index(max(heights))] if heights else "unknown"}
+    if p.images and b.fail_images:
+        return {"content": "Gray."}
     if p.images:
         image = p.images[0]
         if image.getcolors(maxcolors=4) is not None and len(image.getcolors(4)) == 1 \

@@ -42,7 +42,7 @@ def test_small_matrix_passes_with_counts_and_percentiles(ref: Ref, tmp_path: Pat
                          "--digest", "sha256:" + "cd" * 32)
     assert code == 0, out
     names = [c["name"] for c in out["checks"]]
-    assert len(names) == 7 and names[-1] == "matrix-totals"
+    assert len(names) == 9 and names[-1] == "matrix-totals"
     assert "26 requests, 26 completed, 0 errors" in out["checks"][-1]["detail"]
     attempt = Path(out["evidence"]["bench"])
     assert attempt.parent.name == "bench" and "cd" * 32 in str(attempt)
@@ -131,3 +131,20 @@ def test_importing_the_client_imports_no_engine_or_torch() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "clean", result.stderr
+
+
+def test_semantic_warmup_gates_media_rounds_independently(ref: Ref, tmp_path: Path) -> None:
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL))
+    status = {c["name"]: c["status"] for c in out["checks"]}
+    assert code == 0 and status["warmup-image"] == status["warmup-video"] == "PASS"
+    assert (Path(out["evidence"]["bench"]) / "warmup" / "image.json").is_file()
+    ref.set(fail_images=True)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL))
+    checks = {c["name"]: c for c in out["checks"]}
+    assert code == 1
+    assert checks["warmup-image"]["status"] == "FAIL"
+    assert "rounds left out" in checks["warmup-image"]["detail"]
+    assert checks["round-05-image-c2-in32-out4"]["status"] == "DEFERRED"
+    assert checks["warmup-video"]["status"] == "PASS"
+    assert checks["round-06-video-c2-in32-out4"]["status"] == "PASS"
+    assert checks["round-01-text-c1-in64-out8"]["status"] == "PASS"
