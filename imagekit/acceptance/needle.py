@@ -4,8 +4,9 @@ recorded insertion position (record, section 10).
 Same seed, same document, byte for byte: a retest with another prompt wrapper keeps the key,
 the distractors and the insertion position, so the wrapper is the only change.
 
-Token counting is approximate (no tokenizer can be downloaded here): every CJK character counts
-one token and every other run of four characters counts one (`approx_tokens`). Real tokenizers
+Token counting is approximate (no tokenizer can be downloaded here): every CJK character and
+every digit counts one token (many tokenizers split digits one by one) and every other run of four
+characters counts one (`approx_tokens`); erring high keeps a "31K" document inside a 32K window. Real tokenizers
 differ by tens of percent on mixed text; the server's `usage.prompt_tokens` is recorded next to
 the estimate so the true size of each request is in the evidence.
 """
@@ -37,13 +38,13 @@ _NOTES = ["外包装完好", "已抽检合格", "待复核数量", "随货附发
           "供应商补发", "批次号清晰", "已完成登记", "按计划交付"]
 _DISTRACTOR_LABELS = ["预发环境密钥:", "验收密钥草稿（已作废，请勿使用）", "测试密钥:"]
 _DISTRACTOR_AT = (0.25, 0.65, 0.8)
-_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+_ONES = re.compile(r"[0-9\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
 def approx_tokens(text: str) -> int:
-    """CJK characters count one each, other characters one per four (rounded up)."""
-    cjk = len(_CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / 4)
+    """CJK characters and digits count one each, other characters one per four (rounded up)."""
+    ones = len(_ONES.findall(text))
+    return ones + math.ceil((len(text) - ones) / 4)
 
 
 class Distractor(BaseModel):
@@ -113,13 +114,13 @@ def make_document(seed: int, position: float, *, target_tokens: int = 31_000,
     key = _key(rng)
     distractor_values = [_key(rng) for _ in _DISTRACTOR_LABELS]
     paragraphs: list[str] = []
-    cjk = other = 0
-    budget = target_tokens - 12 * (len(_DISTRACTOR_LABELS) + 1)
-    while cjk + math.ceil(other / 4) < budget:
+    ones = other = 0
+    budget = target_tokens - 30 * (len(_DISTRACTOR_LABELS) + 1)
+    while ones + math.ceil(other / 4) < budget:
         text = _paragraph(rng, len(paragraphs) + 1) + "\n"
         paragraphs.append(text[:-1])
-        n = len(_CJK.findall(text))
-        cjk, other = cjk + n, other + len(text) - n
+        n = len(_ONES.findall(text))
+        ones, other = ones + n, other + len(text) - n
     inserts: list[tuple[int, str, str]] = [
         (round(at * len(paragraphs)), label, value)
         for label, value, at in zip(_DISTRACTOR_LABELS, distractor_values, _DISTRACTOR_AT)]
