@@ -17,7 +17,8 @@ from imagekit.gpu import PreflightRecord
 from imagekit.results import Status
 
 SAMPLES = Path(__file__).resolve().parents[2] / "gpu_checks" / "samples"
-REAL = sorted(SAMPLES.glob("*.json"))
+REAL = sorted(p for p in SAMPLES.glob("*.json") if "faults" not in p.name)
+FAULTS = SAMPLES / "2026-11-29-h200x2-faults.json"
 DIGEST = "sha256:" + "e" * 64
 
 
@@ -37,6 +38,16 @@ def test_real_h200_samples_validate(path: Path) -> None:
     assert record.bandwidth is not None and record.bandwidth.sizes[0].bytes == 1024
     assert record.bandwidth.sizes[-1].bytes == 1 << 30
     assert record.env.get("NCCL_NVLS_ENABLE", "0") == "0"
+
+
+def test_fault_hooks_on_real_gpus_fail_naming_each_culprit() -> None:
+    """Recorded on the H200 pair with NCCL: wrong contribution on rank 1, NaN on rank 0."""
+    record = PreflightRecord.model_validate_json(FAULTS.read_text())
+    assert record.status is Status.FAIL and record.backend == "nccl"
+    checks = {c.name: c for c in record.checks}
+    assert checks["matmul-bf16"].data["bad_ranks"] == [0]
+    assert checks["allreduce-correctness"].data["wrong_contributors"] == [1]
+    assert record.test_hooks == {"PREFLIGHT_TEST_WRONG_RANK": "1", "PREFLIGHT_TEST_NAN": "0"}
 
 
 def test_pair_sample_reads_nvlink_and_bandwidth() -> None:
