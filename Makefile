@@ -55,7 +55,7 @@ bench: venv
 	$(PY) bench/summary.py bench/results
 
 gpu-preflight:
-	$(PYTHON) -m torch.distributed.run --nproc-per-node $${NPROC:-1} gpu_checks/preflight.py --json $${OUT:-.}/preflight.json
+	$(PYTHON) -m torch.distributed.run --standalone --nproc-per-node $${NPROC:-1} gpu_checks/preflight.py --json $${OUT:-.}/preflight.json $${PREFLIGHT_ARGS:-}
 
 clean-venv:
 	rm -rf $(VENV)
