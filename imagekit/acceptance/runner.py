@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -136,6 +137,11 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
         with store.attempt(subject, f"accept-{suite}", **context) as attempt:
             try:
                 found = await SUITES[suite](ctx)
+            except Exception as exc:  # noqa: BLE001 - a broken suite is an ERROR check, kept
+                attempt.write_text("error.log", "".join(traceback.format_exception(exc)))
+                found = [CheckResult(name=f"{suite}-suite", status=Status.ERROR,
+                                     detail=f"the suite itself broke: {type(exc).__name__}: "
+                                            f"{exc}"[:300])]
             finally:
                 _write_exchanges(attempt, ctx)
             for check in found:

@@ -200,3 +200,17 @@ def test_credentials_in_the_url_never_reach_output_or_evidence(ref: Ref, tmp_pat
     dead = f"http://user:hunter2pass@127.0.0.1:{free_port()}"
     code, _, err = accept(tmp_path, "--base-url", dead)
     assert code == 2 and "hunter2pass" not in err
+
+
+def test_a_broken_suite_is_an_error_check_with_exit_2(ref: Ref, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from imagekit.acceptance import runner
+
+    async def broken(ctx: object) -> list:
+        raise RuntimeError("suite bug")
+
+    monkeypatch.setitem(runner.SUITES, "media", broken)
+    code, out, _ = accept(tmp_path, "--base-url", ref.url, "--suite", "media")
+    assert code == 2 and out["checks"][0]["status"] == "ERROR"
+    assert "suite bug" in out["checks"][0]["detail"]
+    assert (Path(out["evidence"]["media"]) / "error.log").is_file()
