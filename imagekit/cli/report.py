@@ -13,6 +13,9 @@ from imagekit.evidence import EvidenceStore
 
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                            help="Evidence store root (default ./.evidence).")
+Profile = typer.Option(None, "--profile",
+                       help="Apply this spec profile's accepted statuses (default: the profile "
+                            "the image's evidence names; none when it names none).")
 Require = typer.Option(None, "--require",
                        help="Required check, KIND or KIND:CHECK (repeatable; default "
                             "$IMAGEKIT_REQUIRED_CHECKS or probe,images-verify).")
@@ -27,6 +30,7 @@ def report_command(
     fmt: str = typer.Option("md", "--format", "-f", help="md, json, junit, intoto or html."),
     out: Path = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
     require: list[str] = Require,
+    profile: str = Profile,
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Report everything the evidence says about one image: versions, base, fix layers, each
@@ -39,7 +43,8 @@ def report_command(
         raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
     store = EvidenceStore(evidence_dir)
     digest, name = resolve(subject, store)
-    report = build_report(store, digest, required=require or None, requested=subject, name=name)
+    report = build_report(store, digest, required=require or None, requested=subject, name=name,
+                          profile=profile)
     text = render(report, fmt)
     if out is None:
         sys.stdout.write(text)
@@ -56,6 +61,7 @@ def report_command(
 def gate_command(
     subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST"),
     require: list[str] = Require,
+    profile: str = Profile,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
 ) -> None:
@@ -65,7 +71,7 @@ def gate_command(
 
     store = EvidenceStore(evidence_dir)
     digest, _ = resolve(subject, store)
-    decision = check_promotable(store, digest, require or None)
+    decision = check_promotable(store, digest, require or None, profile=profile)
     if json_output:
         print_json(decision)
     else:

@@ -23,6 +23,7 @@ from typing import Any
 from imagekit.errors import NotFound
 from imagekit.evidence import AttemptRecord, EvidenceStore
 from imagekit.oci.digest import Digest
+from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
 from imagekit.report.models import (
     BandwidthPoint,
     EndpointDigest,
@@ -184,18 +185,22 @@ def evaluate_required(current: list[EvidenceLine], requirements: list[Requiremen
         worst = _worst(line.status for line in matching)
         bad = [line for line in matching if line.status is not Status.PASS]
         reason = "; ".join(f"{line.test_name} {line.status.value}"
-                           + (f": {line.detail}" if line.detail else "") for line in bad)
+                           + (f" (accepted: {line.accepted})" if line.accepted else
+                              f": {line.detail}" if line.detail else "") for line in bad)
         outcomes.append(RequiredOutcome(requirement=str(requirement),
-                                        satisfied=not bad, status=worst, reason=reason[:500]))
+                                        satisfied=not [x for x in bad if not x.accepted],
+                                        status=worst, reason=reason[:500]))
     return outcomes
 
 
 def overall_status(current: list[EvidenceLine], required: list[RequiredOutcome]) -> Status:
-    """Worst current status; a missing or non-passing required check makes it at least FAIL
-    (DEFERRED on a required check stays FAIL: it is not a pass). No evidence at all is ERROR."""
+    """Worst current status (a line the spec accepts counts as DEFERRED: a warning); a missing
+    or non-passing required check makes it at least FAIL (DEFERRED on a required check is not a
+    pass). No evidence at all is ERROR."""
     if not current:
         return Status.ERROR
-    status = _worst(line.status for line in current) or Status.ERROR
+    status = _worst(Status.DEFERRED if line.accepted else line.status
+                    for line in current) or Status.ERROR
     if any(not outcome.satisfied for outcome in required) and _rank(status) > _rank(Status.FAIL):
         status = Status.FAIL
     return status
@@ -485,17 +490,35 @@ def overrides_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[Ove
     return result
 
 
+def apply_accepted(lines: list[EvidenceLine], accepted: list[Accepted]) -> list[EvidenceLine]:
+    result = []
+    for line in lines:
+        entry = match(line.kind, line.name, line.status, accepted)
+        result.append(line.model_copy(update={"accepted": f"{entry.reason} ({entry.source})"})
+                      if entry else line)
+    return result
+
+
 def build_report(store: EvidenceStore, digest: Digest | str, *,
                  required: Iterable[str] | None = None, requested: str = "",
-                 name: str | None = None) -> ImageReport:
-    """The report of one image digest. NotFound when the store has no attempt about it."""
+                 name: str | None = None, profile: str | None = None,
+                 accepted: list[Accepted] | None = None) -> ImageReport:
+    """The report of one image digest. NotFound when the store has no attempt about it.
+
+    `accepted`: statuses accepted for this image; by default those of the images spec for the
+    image and profile the evidence names (`profile` overrides the evidence's)."""
     digest = Digest.parse(str(digest))
     requirements = parse_requirements(required)
     every = all_records(store)
     aliases, records = related(store, digest, every)
     if not records:
         raise NotFound(f"no evidence for {digest}", where=str(store.root))
+    image, recorded_profile = image_and_profile(records)
+    profile = profile or recorded_profile
+    if accepted is None:
+        accepted = from_spec(name or image, profile)
     current, history = current_and_history(store, records)
+    current, history = apply_accepted(current, accepted), apply_accepted(history, accepted)
     outcomes = evaluate_required(current, requirements)
     # facts may also come from a record about several images that names this one inside
     # (its checks are not attributed: they may be about the others)
@@ -510,7 +533,8 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         subject=str(digest), requested=requested or str(digest),
         generated=dt.datetime.now(dt.timezone.utc), evidence_root=str(store.root),
         status=overall_status(current, outcomes),
-        aliases=sorted(aliases - {str(digest)}), facts=facts, checks=current, history=history,
+        aliases=sorted(aliases - {str(digest)}), profile=profile, accepted=accepted,
+        facts=facts, checks=current, history=history,
         required=outcomes, endpoints=endpoints_of(store, records),
         preflight=preflight_of(store, records), latency=latency_of(store, records),
         overrides=overrides_of(store, records))

@@ -36,7 +36,9 @@ def decide(report: ImageReport) -> GateDecision:
             continue
         text = f"{line.test_name} {line.status.value}" + \
             (f": {line.detail}" if line.detail else "") + f" ({line.evidence})"
-        if line.status in (Status.FAIL, Status.ERROR):
+        if line.accepted:
+            warnings.append(f"{text} — accepted: {line.accepted}")
+        elif line.status in (Status.FAIL, Status.ERROR):
             reasons.append(text)
         elif line.status is Status.DEFERRED:
             warnings.append(text)
@@ -47,15 +49,18 @@ def decide(report: ImageReport) -> GateDecision:
 
 
 def check_promotable(store: EvidenceStore, digest: Digest | str,
-                     required: Iterable[str] | None = None) -> GateDecision:
+                     required: Iterable[str] | None = None, *,
+                     profile: str | None = None) -> GateDecision:
     """Whether `digest` may be promoted. Never raises for a refusal: read `.allowed`.
 
-    A digest the store knows nothing about is refused (no evidence is not a pass).
+    A digest the store knows nothing about is refused (no evidence is not a pass). A non-PASS
+    status the images spec accepts for this image in its profile (the profile named by the
+    evidence, or `profile`) is a warning with its reason, not a refusal.
     """
     digest = Digest.parse(str(digest))
     requirements = [str(r) for r in parse_requirements(required)]
     try:
-        report = build_report(store, digest, required=requirements)
+        report = build_report(store, digest, required=requirements, profile=profile)
     except NotFound:
         return GateDecision(digest=str(digest), allowed=False, required=requirements,
                             reasons=[f"no evidence for {digest} in {store.root}"])
@@ -90,13 +95,13 @@ def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
 
 def enforce(store: EvidenceStore, digest: Digest | str, *, force: bool = False,
             reason: str | None = None, required: Iterable[str] | None = None,
-            **context: object) -> GateDecision:
+            profile: str | None = None, **context: object) -> GateDecision:
     """What `imagekit promote` calls before copying: returns the decision when promotion may go
     ahead (allowed, or refused but forced with a reason — then recorded), raises CheckFailed
     (exit 1) with every reason on one line when refused and not forced."""
     if force and not " ".join((reason or "").split()):
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
-    decision = check_promotable(store, digest, required)
+    decision = check_promotable(store, digest, required, profile=profile)
     if decision.allowed:
         return decision
     if force:

@@ -110,6 +110,7 @@ def render(report: ImageReport) -> str:
                  ["overall", _status(report.status.value)],
                  ["base digest", f"<code>{escape(facts.base_digest)}</code>" if facts.base_digest
                   else '<span class="none">no evidence</span>'],
+                 ["profile", escape(report.profile or "—")],
                  ["evidence root", f"<code>{escape(report.evidence_root)}</code>"],
                  ["generated", f"{report.generated:%Y-%m-%d %H:%M:%S} UTC"]])]
 
@@ -130,7 +131,10 @@ def render(report: ImageReport) -> str:
 
     parts.append("<h2>Checks</h2>")
     parts.append(_table(["kind", "check", "status", "detail", "evidence"], [
-        [escape(c.kind), escape(c.name), _status(c.status.value), escape(c.detail[:400]),
+        [escape(c.kind), escape(c.name),
+         _status(c.status.value) + (" (accepted)" if c.accepted else ""),
+         escape(c.detail[:400]) + (f"<br><em>accepted: {escape(c.accepted)}</em>"
+                                   if c.accepted else ""),
          f'<code class="ev">{escape(c.evidence)}</code>'] for c in report.checks]))
     if report.history:
         parts.append("<details><summary>Earlier attempts (superseded, kept)</summary>")

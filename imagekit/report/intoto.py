@@ -33,8 +33,9 @@ def subjects(report: ImageReport) -> list[dict]:
 
 
 def result_of(report: ImageReport) -> str:
-    """PASSED: every check passed and every required check is there; WARNED: only DEFERRED
-    lines stand between it and PASSED; FAILED: any FAIL/ERROR or an unmet required check."""
+    """PASSED: every check passed and every required check is there; WARNED: only DEFERRED or
+    spec-accepted lines stand between it and PASSED; FAILED: any other FAIL/ERROR or an unmet
+    required check."""
     if report.status is Status.PASS:
         return "PASSED"
     if report.status is Status.DEFERRED and all(o.satisfied for o in report.required):
@@ -64,8 +65,9 @@ def _configuration(report: ImageReport) -> list[dict]:
 def statement(report: ImageReport) -> dict:
     passed, warned, failed = [], [], []
     for line in report.checks:
-        {Status.PASS: passed, Status.DEFERRED: warned}.get(line.status, failed).append(
-            line.test_name)
+        bucket = warned if line.accepted else \
+            {Status.PASS: passed, Status.DEFERRED: warned}.get(line.status, failed)
+        bucket.append(line.test_name)
     for outcome in report.required:
         if not outcome.satisfied:
             failed.append(f"required:{outcome.requirement}")

@@ -30,6 +30,8 @@ def render(report: ImageReport) -> str:
     out.append(f"- **Overall:** {_MARK[report.status.value]}")
     out.append(f"- **Base digest:** `{facts.base_digest}`" if facts.base_digest
                else "- **Base digest:** no evidence")
+    if report.profile:
+        out.append(f"- **Profile:** {_cell(report.profile)}")
     out.append(f"- **Evidence root:** `{report.evidence_root}`")
     out.append(f"- **Generated:** {report.generated:%Y-%m-%d %H:%M:%S} UTC\n")
 
@@ -58,8 +60,11 @@ def render(report: ImageReport) -> str:
     out.append("\n## Checks (current)\n")
     out.append("| kind | check | status | detail | evidence |\n|---|---|---|---|---|")
     for line in report.checks:
-        out.append(f"| {_cell(line.kind)} | {_cell(line.name)} | {_MARK[line.status.value]} | "
-                   f"{_cell(line.detail)[:300]} | `{line.evidence}` |")
+        mark = _MARK[line.status.value] + (" (accepted)" if line.accepted else "")
+        detail = _cell(line.detail)[:300] + (f" — accepted: {_cell(line.accepted)}"
+                                             if line.accepted else "")
+        out.append(f"| {_cell(line.kind)} | {_cell(line.name)} | {mark} | {detail} | "
+                   f"`{line.evidence}` |")
     if report.history:
         out.append("\n<details><summary>Earlier attempts (superseded, kept)</summary>\n")
         out.append("| kind | check | status | detail | evidence |\n|---|---|---|---|---|")

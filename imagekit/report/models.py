@@ -11,6 +11,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from imagekit.report.accepted import Accepted
 from imagekit.results import Status
 
 REPORT_SCHEMA_VERSION = 1
@@ -34,6 +35,8 @@ class EvidenceLine(BaseModel):
     finished: dt.datetime
     evidence: str = Field(description="attempt directory, relative to the evidence root")
     current: bool = True
+    accepted: str | None = Field(default=None, description="why the spec accepts this non-PASS "
+                                 "status (the status itself is kept); None when not accepted")
 
     @property
     def test_name(self) -> str:
@@ -140,6 +143,8 @@ class ImageReport(BaseModel):
     evidence_root: str
     status: Status
     aliases: list[str] = []
+    profile: str | None = None
+    accepted: list[Accepted] = []
     facts: ImageFacts = ImageFacts()
     checks: list[EvidenceLine] = []
     history: list[EvidenceLine] = []

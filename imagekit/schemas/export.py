@@ -41,6 +41,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.report.models.LatencySeries",
     "imagekit.report.models.ImageFacts",
     "imagekit.report.models.OverrideRecord",
+    "imagekit.report.accepted.Accepted",
 )
 
 

@@ -41,11 +41,13 @@ def P(name: str, detail: str = "", **data: object) -> CheckResult:
 
 def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
                     media_fail: bool = False, torch_arch: Status = Status.PASS,
-                    promote: bool = True, preflight: bool = True) -> Rehearsal:
+                    promote: bool = True, preflight: bool = True,
+                    profile: str | None = None) -> Rehearsal:
     digest, image_id = fake_digest(f"{label}-manifest"), fake_digest(f"{label}-config")
     base = fake_digest(f"{label}-base")
+    where = {"profile": profile} if profile else {}
     with store.attempt(f"{label}-fixed", "build", image=label, image_id=image_id,
-                       registry_digest=digest, base_digest=base) as a:
+                       registry_digest=digest, base_digest=base, **where) as a:
         a.write_text("build.log", "#1 [internal] load build definition\n#9 DONE 35.2s\n")
         a.add_check(P("build", "docker build exited 0"))
         a.add_check(P("push", f"pushed to 127.0.0.1:5001/{label}-fixed@{digest}"))
@@ -53,7 +55,7 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
     with pytest.raises(RuntimeError):
         with store.attempt(image_id, "probe", image=label):
             raise RuntimeError("container exited before the probe started")
-    with store.attempt(image_id, "probe", image=label) as a:
+    with store.attempt(image_id, "probe", image=label, **where) as a:
         a.write_text("pip_check.log", "No broken requirements found.\n")
         a.add_check(P("pip_check", "No broken requirements found."))
         a.add_check(P("find_spec", "find_spec('nixl') is not None"))

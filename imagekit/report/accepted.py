@@ -1,0 +1,76 @@
+"""Statuses the images spec accepts for one image's check in one profile (`[profiles.X.accept]`
+`"<image>.<probe>" = {status, reason}`), applied to the report and the gate.
+
+An accepted line keeps its real status everywhere (FAIL stays FAIL in every format); only the
+verdict takes the acceptance: it becomes a warning, with the reason shown. The status must match
+exactly (an accepted FAIL does not accept an ERROR) and it applies only to the probe checks it
+names. Acceptances apply only when the profile is known — given by the caller, or named as
+`profile` in the image's own evidence — never by guessing the spec's default profile.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.evidence import AttemptRecord
+from imagekit.results import Status
+
+#: Evidence kinds whose checks are the spec's probes (same names as the spec's probe list).
+PROBE_KINDS = frozenset({"probe", "images-verify", "cluster-probe"})
+
+
+class Accepted(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    check: str
+    status: Status
+    reason: str
+    source: str
+
+
+def image_and_profile(records: list[AttemptRecord]) -> tuple[str | None, str | None]:
+    """The spec image name and profile the latest evidence records (context `image`,
+    `profile`)."""
+    image = profile = None
+    for record in reversed(records):
+        if image is None and isinstance(record.context.get("image"), str):
+            image = record.context["image"]
+        if profile is None and isinstance(record.context.get("profile"), str):
+            profile = record.context["profile"]
+        if image and profile:
+            break
+    return image, profile
+
+
+def from_spec(image: str | None, profile: str | None) -> list[Accepted]:
+    """The profile's acceptances for `image`; [] when either is unknown or no spec is here.
+    A spec that exists but cannot be read is an error (SpecError), not silence."""
+    if not image or not profile:
+        return []
+    try:
+        from imagekit.spec import default_spec_path, load_spec
+    except ImportError:
+        return []
+    path = default_spec_path()
+    if not path.is_file():
+        return []
+    spec = load_spec(path)
+    if profile not in spec.profiles:
+        return []
+    found = []
+    for key, acceptance in spec.profiles[profile].accept.items():
+        name, _, check = key.partition(".")
+        if name == image:
+            found.append(Accepted(check=check, status=Status(acceptance.status),
+                                  reason=acceptance.reason,
+                                  source=f"profile {profile} of {path}"))
+    return found
+
+
+def match(kind: str, name: str, status: Status, accepted: list[Accepted]) -> Accepted | None:
+    if kind not in PROBE_KINDS:
+        return None
+    for entry in accepted:
+        if entry.check == name and entry.status is status:
+            return entry
+    return None
