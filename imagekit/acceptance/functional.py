@@ -204,16 +204,19 @@ colour_correct = _colour_correct
 
 async def check_solid_colours(ctx: SuiteContext) -> CheckResult:
     samples = []
+    pixels = {}
     for fmt in ("PNG", "JPEG"):
         for colour in ("red", "blue", "green"):
             item = media.solid(colour, fmt=fmt)
+            pixels[item.name] = media.pixel_census(item.data, limit=2)
             exchange = await ctx.ask(f"image-{item.name}", [user(
                 item.content_part(), "What colour is this image? Answer with one word.")])
             samples.append(_sample(item.name, colour, exchange,
                                    _colour_correct(exchange.answer, colour)))
-    return _verdict("image-solid-colour", samples,
-                    "solid-colour images named correctly (judged on their own; a bordered or "
-                    "chart image passing does not override these)")
+    result = _verdict("image-solid-colour", samples,
+                      "solid-colour images named correctly (judged on their own; a bordered or "
+                      "chart image passing does not override these)")
+    return result.model_copy(update={"data": dict(result.data, pixels_sent=pixels)})
 
 
 async def check_bordered(ctx: SuiteContext) -> CheckResult:

@@ -140,6 +140,14 @@ def corrupt_mp4() -> Media:
     return Media("corrupt.mp4", "video/mp4", data, "")
 
 
+def pixel_census(data: bytes, limit: int = 4) -> list[tuple[int, tuple[int, int, int]]]:
+    """The most common RGB values of encoded image bytes: evidence that the pixels sent are the
+    pixels meant (the record checked its red PNG really was (255,0,0) before judging answers)."""
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    colours = image.getcolors(image.width * image.height) or []
+    return [(count, tuple(rgb)) for count, rgb in sorted(colours, reverse=True)[:limit]]
+
+
 def dominant_colour(rgb: tuple[int, int, int]) -> str:
     """Nearest named colour; used to check the pixels sent are the pixels meant."""
     return min(COLOURS, key=lambda name: sum((a - b) ** 2 for a, b in zip(COLOURS[name], rgb)))

@@ -73,6 +73,10 @@ def test_solid_colour_failure_is_not_overridden_by_bordered_or_chart(
     assert s["image-bordered"] == s["image-chart"] == s["video-colour-order"] == "PASS"
     detail = next(c["detail"] for c in out["checks"] if c["name"] == "image-solid-colour")
     assert detail.startswith("0/6") and "solid-red.png" in detail and "solid-blue.jpeg" in detail
+    checks = json.loads((Path(out["evidence"]["functional"]) / "checks.json").read_text())
+    pixels = next(c for c in checks if c["name"] == "image-solid-colour")["data"]["pixels_sent"]
+    assert pixels["solid-red.png"] == [[224 * 224, [255, 0, 0]]]
+    assert pixels["solid-blue.png"] == [[224 * 224, [0, 0, 255]]]
 
 
 @pytest.mark.parametrize("behaviour", [{"tool_ignores_result": True}, {"no_tool_calls": True}])
