@@ -148,3 +148,17 @@ def test_semantic_warmup_gates_media_rounds_independently(ref: Ref, tmp_path: Pa
     assert checks["warmup-video"]["status"] == "PASS"
     assert checks["round-06-video-c2-in32-out4"]["status"] == "PASS"
     assert checks["round-01-text-c1-in64-out8"]["status"] == "PASS"
+
+
+def test_progress_bars_path_runs(ref: Ref, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import imagekit.cli.accept as accept_cli
+
+    monkeypatch.setattr(accept_cli, "show_progress", lambda json_output: True)
+    result = CliRunner().invoke(app, ["bench", "--base-url", ref.url, "--matrix", str(SMALL),
+                                      "--evidence-dir", str(tmp_path / "ev")])
+    assert result.exit_code == 0, result.output
+    assert "matrix-totals" in result.stdout
+    result = CliRunner().invoke(app, ["accept", "--base-url", ref.url, "--suite", "media",
+                                      "--evidence-dir", str(tmp_path / "ev")])
+    assert result.exit_code == 0, result.output
+    assert "recovery-after-corrupt-media" in result.stdout
