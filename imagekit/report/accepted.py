@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.evidence import AttemptRecord
 from imagekit.results import Status
 
+#: Kinds whose context `name` is the spec's image name (imagekit.build; the image manifest).
+NAMED_KINDS = frozenset({"build", "images-verify"})
 #: Evidence kinds whose checks are the spec's probes (same names as the spec's probe list).
 PROBE_KINDS = frozenset({"probe", "images-verify", "cluster-probe"})
 
@@ -28,13 +30,22 @@ class Accepted(BaseModel):
     source: str
 
 
+def _spec_name(value: object) -> str | None:
+    """A spec image name (`sglang`), not a reference (`127.0.0.1:5001/imagekit/sglang@…`)."""
+    if isinstance(value, str) and value and not any(ch in value for ch in "/:@"):
+        return value
+    return None
+
+
 def image_and_profile(records: list[AttemptRecord]) -> tuple[str | None, str | None]:
-    """The spec image name and profile the latest evidence records (context `image`,
-    `profile`)."""
+    """The spec image name and profile the latest evidence records: imagekit.build records
+    `name` and `profile` in its context; other operations may record `image` and `profile`."""
     image = profile = None
     for record in reversed(records):
-        if image is None and isinstance(record.context.get("image"), str):
-            image = record.context["image"]
+        if image is None:
+            image = _spec_name(record.context.get("name")) \
+                if record.kind in NAMED_KINDS else None
+            image = image or _spec_name(record.context.get("image"))
         if profile is None and isinstance(record.context.get("profile"), str):
             profile = record.context["profile"]
         if image and profile:

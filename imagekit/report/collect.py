@@ -41,6 +41,9 @@ from imagekit.results import Status
 #: Context/data keys whose digest value *is* the image (not its base, not a layer).
 IDENTITY_FIELDS = ("digest", "image_digest", "image_id", "config_digest", "manifest_digest",
                    "registry_digest", "local_digest", "pushed_digest", "staging_digest")
+#: Kinds whose JSON files name the image they are about at top level (imagekit.build's
+#: build.json: image_id + digest), read to link an image ID to its pushed digest.
+IDENTITY_FILE_KINDS = frozenset({"build"})
 #: Kinds that are about the gate itself, not checks of the image.
 GATE_KINDS = frozenset({"gate-override"})
 #: Kinds whose data carries the image manifest's facts (versions, base, fix layers).
@@ -62,15 +65,23 @@ def _digest_of(value: Any) -> str | None:
     return None
 
 
-def identities(record: AttemptRecord) -> set[str]:
-    """Digests that name the image this attempt is about."""
+def identities(record: AttemptRecord, store: EvidenceStore | None = None) -> set[str]:
+    """Digests that name the image this attempt is about: its key, identity fields of its
+    context and — for a build, whose record file names both the image ID and the pushed
+    digest — the top-level identity fields of its JSON files."""
     found = set()
     if record.key.startswith(("sha256:", "sha512:")):
         found.add(record.key)
-    for field in IDENTITY_FIELDS:
-        digest = _digest_of(record.context.get(field))
-        if digest:
-            found.add(digest)
+    documents: list[Any] = [record.context]
+    if store is not None and record.kind in IDENTITY_FILE_KINDS:
+        documents += [doc for name, doc in _json_files(store, record)]
+    for document in documents:
+        if not isinstance(document, dict):
+            continue
+        for field in IDENTITY_FIELDS:
+            digest = _digest_of(document.get(field))
+            if digest:
+                found.add(digest)
     return found
 
 
@@ -97,7 +108,7 @@ def related(store: EvidenceStore, digest: Digest | str,
     """The image's aliases (its digests) and every attempt about it, oldest first."""
     aliases = {str(Digest.parse(str(digest)))}
     records = all_records(store) if records is None else records
-    ids = [(record, identities(record)) for record in records]
+    ids = [(record, identities(record, store)) for record in records]
     changed = True
     while changed:
         changed = False
@@ -208,20 +219,26 @@ def overall_status(current: list[EvidenceLine], required: list[RequiredOutcome])
 
 # -- opportunistic reading of attempt data ---------------------------------------------------
 
-def _json_documents(store: EvidenceStore, record: AttemptRecord) -> Iterator[Any]:
-    """The attempt's context, check data, then each JSON file it kept (parsed, size-capped)."""
-    yield record.context
-    for check in record.checks:
-        if check.data:
-            yield check.data
+def _json_files(store: EvidenceStore, record: AttemptRecord) -> Iterator[tuple[str, Any]]:
+    """(relative path, parsed value) of each JSON file the attempt kept (size-capped)."""
     base = store.path_of(record)
     for entry in record.files:
         if not entry.path.endswith(".json") or entry.size > _MAX_JSON_BYTES:
             continue
         try:
-            yield json.loads((base / entry.path).read_text())
+            yield entry.path, json.loads((base / entry.path).read_text())
         except (OSError, ValueError):
             continue
+
+
+def _json_documents(store: EvidenceStore, record: AttemptRecord) -> Iterator[Any]:
+    """The attempt's context, check data, then each JSON file it kept."""
+    yield record.context
+    for check in record.checks:
+        if check.data:
+            yield check.data
+    for _, document in _json_files(store, record):
+        yield document
 
 
 def _walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict]]:
@@ -426,6 +443,13 @@ def _walk_mine(value: Any, aliases: set[str], inherited: frozenset[str] = frozen
             yield from _walk_mine(item, aliases, inherited)
 
 
+def _pinned_digest(value: Any) -> str | None:
+    """A digest, or the digest of a pinned reference (`repo@sha256:…`)."""
+    if isinstance(value, str) and "@" in value:
+        value = value.rpartition("@")[2]
+    return _digest_of(value)
+
+
 def _versions(value: Any) -> dict[str, str]:
     """{package: version} from a dict, or from a list of {name, version} entries."""
     if isinstance(value, dict):
@@ -452,6 +476,13 @@ def facts_of(store: EvidenceStore, records: list[AttemptRecord],
     name: str | None = None
     source: str | None = None
     for record in ordered:
+        if not versions:    # imagekit.probe writes {package: version} as versions.json
+            for path, document in _json_files(store, record):
+                if path.rsplit("/", 1)[-1] == "versions.json":
+                    versions = {k: v for k, v in _versions(document).items() if v != "None"}
+                    if versions:
+                        source = _relpath(store, record)
+                        break
         for document in _json_documents(store, record):
             for item in _walk_mine(document, aliases):
                 if not versions:
@@ -462,7 +493,7 @@ def facts_of(store: EvidenceStore, records: list[AttemptRecord],
                             break
                 if base is None:
                     base = _digest_of(item.get("base_digest")) or \
-                        _digest_of(item.get("base"))
+                        _pinned_digest(item.get("base"))
                 layers = item.get("fix_layers") or item.get("fixes")
                 if not fixes and isinstance(layers, list) and layers:
                     fixes = [layer if isinstance(layer, str) else
@@ -473,6 +504,7 @@ def facts_of(store: EvidenceStore, records: list[AttemptRecord],
                         name = candidate
         if versions and base and fixes:
             break
+    name = image_and_profile(records)[0] or name
     return ImageFacts(name=name, versions=versions, base_digest=base, fix_layers=fixes,
                       source=source)
 
@@ -524,7 +556,7 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
     # (its checks are not attributed: they may be about the others)
     ids = {id(r) for r in records}
     shared = [r for r in every if id(r) not in ids and r.kind in FACT_KINDS
-              and not identities(r) and mentions(store, r, aliases)]
+              and not identities(r, store) and mentions(store, r, aliases)]
     facts = facts_of(store, sorted([*records, *shared], key=lambda r: (r.started, r.attempt_id)),
                      aliases)
     if name and not facts.name:

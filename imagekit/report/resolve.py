@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from imagekit.errors import ImagekitError, InvalidInput, NotFound
@@ -40,14 +41,19 @@ def _digest_of(value: Any) -> Digest | None:
     return None
 
 
-def resolve_name(name: str) -> Digest:
+def resolve_name(name: str, store: EvidenceStore | None = None) -> Digest:
     try:
         build = importlib.import_module("imagekit.build")
         latest_build = build.latest_build
     except (ImportError, AttributeError):
         raise InvalidInput("cannot resolve an image name: imagekit.build.latest_build is not "
                            "available; give a digest or reference instead", where=name) from None
-    result = latest_build(name)
+    try:
+        accepts_store = "store" in inspect.signature(latest_build).parameters
+    except (TypeError, ValueError):
+        accepts_store = False
+    result = latest_build(name, store=store) if accepts_store and store is not None \
+        else latest_build(name)
     digest = _digest_of(result)
     if digest is None:
         raise NotFound(f"no build of {name!r} with a digest was found", where=name)
@@ -108,7 +114,7 @@ def resolve(text: str, store: EvidenceStore) -> tuple[Digest, str | None]:
     if text.startswith(("sha256:", "sha512:")):
         return Digest.parse(text), None
     if not any(ch in text for ch in "/:@"):
-        return resolve_name(text), text
+        return resolve_name(text, store), text
     reference = ImageReference.parse(text)
     if reference.digest is not None:
         return reference.digest, None

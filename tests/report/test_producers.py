@@ -1,0 +1,97 @@
+"""Evidence in the exact shapes imagekit.build and imagekit.probe write (their own models and
+file names), without an engine: the report links the image ID, the pushed digest and the spec
+name, reads versions.json and the pinned base, applies the profile's acceptances, and a NAME
+resolves through the real `imagekit.build.latest_build`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from imagekit.build import BuildRecord, latest_build
+from imagekit.build.builder import KIND, evidence_name
+from imagekit.oci import Digest, ImageReference
+from imagekit.report import build_report, check_promotable
+from imagekit.report.resolve import resolve
+from imagekit.results import CheckResult, Status
+from tests.report.conftest import fake_digest
+
+SPEC = Path(__file__).resolve().parents[2] / "dockerfiles" / "images.toml"
+
+
+@pytest.fixture(autouse=True)
+def _the_checkouts_spec(monkeypatch) -> None:
+    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(SPEC))
+
+
+def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status.FAIL,
+                     probe_key: str = "image_id") -> BuildRecord:
+    """What build_image + probe_image record for one pushed image (imagekit/build/builder.py,
+    imagekit/probe/runner.py)."""
+    digest, image_id = Digest.parse(fake_digest(f"{name}-m")), Digest.parse(fake_digest(name))
+    base = ImageReference.parse(f"127.0.0.1:5001/imagekit-standins/{name}-base@"
+                                f"{fake_digest(name + '-base')}")
+    record = BuildRecord(
+        name=name, profile="local", engine=name, base=base, cache_key="0" * 64,
+        local_tag=f"imagekit-local/{name}:0000", image_id=image_id,
+        reference=ImageReference.parse(f"127.0.0.1:5001/imagekit/{name}@{digest}"),
+        digest=digest, seconds=35.2, built=dt.datetime.now(dt.timezone.utc))
+    with store.attempt(evidence_name(name), KIND, profile="local", cache_key="0" * 64,
+                       base=str(base), build_args={"BASE_IMAGE": str(base)}) as a:
+        a.write_text("build.log", "#12 DONE 35.2s\n")
+        a.write_json("build-outcome.json", {"ok": True, "returncode": 0, "seconds": 35.2,
+                                            "image_id": str(image_id)})
+        a.write_json("build.json", record)
+        a.add_check(CheckResult(name="build", status=Status.PASS, detail=str(record.reference)))
+    with store.attempt(digest, KIND, name=name, profile="local") as a:
+        a.write_text("build.log", "#12 DONE 35.2s\n")
+        a.write_json("build.json", record)
+        a.add_check(CheckResult(name="build", status=Status.PASS, detail=str(record.reference)))
+    key = image_id if probe_key == "image_id" else digest
+    checks = [CheckResult(name="pip_check", status=Status.PASS,
+                          detail="No broken requirements found."),
+              CheckResult(name="torch_arch", status=torch_arch,
+                          detail="sm_90 not in torch.cuda.get_arch_list() == []")]
+    with store.attempt(key, "probe", image=str(record.reference), probes=["pip_check",
+                                                                          "torch_arch"],
+                       probes_version="1" * 64) as a:
+        a.write_text("probes/pip_check.stdout", "{}\n")
+        a.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
+        a.write_json("versions.json", {"python": "3.11.2", "torch": "2.13.0+cpu",
+                                       "pillow": "11.3.0", "nixl-cu12": "1.2.0", "av": None})
+        for check in checks:
+            a.add_check(check)
+    with store.attempt(digest, "images-verify", name=name, profile="local") as a:
+        a.add_check(CheckResult(name="manifest", status=Status.PASS))
+    return record
+
+
+def test_report_links_build_probe_and_spec(store) -> None:
+    record = _build_and_probe(store)
+    report = build_report(store, record.digest)
+    assert str(record.image_id) in report.aliases            # probe keyed by the image ID
+    assert report.facts.name == "sglang" and report.profile == "local"
+    assert report.facts.versions == {"python": "3.11.2", "torch": "2.13.0+cpu",
+                                     "pillow": "11.3.0", "nixl-cu12": "1.2.0"}
+    assert report.facts.base_digest == str(record.base.digest)
+    [torch_arch] = [c for c in report.checks if c.name == "torch_arch"]
+    assert torch_arch.status is Status.FAIL and "CPU torch build" in torch_arch.accepted
+    decision = check_promotable(store, record.digest)
+    assert decision.allowed, decision.reasons                # accepted by profile local
+
+
+def test_unaccepted_failure_still_refused(store) -> None:
+    record = _build_and_probe(store, "vllm", torch_arch=Status.FAIL)   # local accepts DEFERRED
+    decision = check_promotable(store, record.digest)
+    assert not decision.allowed
+    assert any("probe:torch_arch FAIL" in reason for reason in decision.reasons)
+
+
+def test_name_resolves_through_latest_build(store) -> None:
+    record = _build_and_probe(store, probe_key="digest")
+    assert latest_build("sglang", store=store) == record
+    assert resolve("sglang", store) == (record.digest, "sglang")
+    report = build_report(store, resolve("sglang", store)[0], name="sglang")
+    assert report.status is Status.DEFERRED                     # accepted FAIL = a warning
