@@ -120,20 +120,29 @@ class Promoter:
         assert isinstance(parsed, ImageManifest)
         return [], parsed.blobs()
 
+    def _served(self, dst: _Location, digest: Digest) -> bool:
+        """True when `dst` already serves `digest` (HEAD, then the bytes re-hashed)."""
+        if dst.client.manifest_exists(dst.repository, digest) is None:
+            return False
+        try:
+            return dst.client.get_manifest(dst.repository, digest).digest == digest
+        except NotFound:
+            return False
+
     def _copy_tree(self, src: _Location, dst: _Location, blob: ManifestBlob,
-                   stats: _Stats, pool: ThreadPoolExecutor) -> None:
-        """Children first (blobs, then child manifests), the manifest itself last."""
-        if dst.client.manifest_exists(dst.repository, blob.digest) is not None:
-            present = dst.client.get_manifest(dst.repository, blob.digest)
-            if present.digest == blob.digest:
-                return  # a registry only accepts a manifest whose blobs/children it holds
+                   stats: _Stats, pool: ThreadPoolExecutor, *, checked: bool = False,
+                   reference: str | None = None) -> None:
+        """Children first (blobs, then child manifests), the manifest itself last — pushed
+        under `reference` (a tag) when given, else by digest."""
+        if not checked and self._served(dst, blob.digest):
+            return  # a registry only accepts a manifest whose blobs/children it holds
         children, blobs = self._children(src, blob)
         for child in children:
             self._copy_tree(src, dst, child, stats, pool)
         unique = list({d.digest: d for d in blobs}.values())
         for future in [pool.submit(self._copy_blob, src, dst, d, stats) for d in unique]:
             future.result()
-        dst.client.put_manifest(dst.repository, blob.digest, blob)
+        dst.client.put_manifest(dst.repository, reference or blob.digest, blob)
         stats.add(manifests=1)
 
     def _copy_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
@@ -154,7 +163,7 @@ class Promoter:
         try:
             sent = dst.client.upload_blob(
                 dst.repository, digest, source,
-                on_bytes=lambda n: self.progress.advance(task, n))
+                on_bytes=lambda n: self.progress.advance(task, n), size=descriptor.size)
         finally:
             self.progress.finish(task)
         stats.add(copied=1, bytes_moved=sent)
@@ -163,10 +172,8 @@ class Promoter:
     def _companions(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
                     pool: ThreadPoolExecutor) -> None:
         """cosign-style tags and OCI referrers of `digest`, copied when the source has them."""
-        for suffix in COMPANION_SUFFIXES:
-            tag = f"{digest.algorithm}-{digest.hex}{suffix}"
-            if src.client.manifest_exists(src.repository, tag) is None:
-                continue
+        wanted = {f"{digest.algorithm}-{digest.hex}{suffix}" for suffix in COMPANION_SUFFIXES}
+        for tag in sorted(wanted.intersection(src.client.list_tags(src.repository))):
             blob = src.client.get_manifest(src.repository, tag)
             self._copy_tree(src, dst, blob, stats, pool)
             dst.client.put_manifest(dst.repository, tag, blob)
@@ -181,7 +188,7 @@ class Promoter:
             stats.companions.append(str(referrer))
 
     # -- read back -----------------------------------------------------------------------------
-    def _read_back(self, dst: _Location, root: ManifestBlob) -> str:
+    def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor) -> str:
         """Prove the endpoint serves the digest: manifest by digest (hashed), by tag, blobs."""
         served = dst.client.get_manifest(dst.repository, root.digest)
         if served.digest != root.digest:  # get_manifest already hashed; belt and braces
@@ -193,16 +200,13 @@ class Promoter:
                 raise DigestMismatch(f"tag {dst.reference.tag} resolves to {by_tag.digest}, not "
                                      f"{root.digest}", where=str(dst.reference))
             notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
-        missing = []
-        checked = 0
-        for blob in self._all_blobs(dst, root):
-            checked += 1
-            if not dst.client.blob_exists(dst.repository, blob):
-                missing.append(str(blob))
+        blobs = self._all_blobs(dst, root)
+        present = list(pool.map(lambda d: dst.client.blob_exists(dst.repository, d), blobs))
+        missing = [str(d) for d, ok in zip(blobs, present) if not ok]
         if missing:
             raise NotFound(f"hop serves the manifest but lacks {len(missing)} blob(s): "
                            f"{', '.join(missing[:3])}", where=str(dst.reference))
-        notes.append(f"{checked} blobs present")
+        notes.append(f"{len(blobs)} blobs present")
         return "; ".join(notes)
 
     def _all_blobs(self, dst: _Location, root: ManifestBlob) -> list[Digest]:
@@ -219,18 +223,17 @@ class Promoter:
     def hop(self, src: _Location, dst: _Location, root: ManifestBlob) -> HopRecord:
         started = time.perf_counter()
         stats = _Stats()
+        tag = dst.reference.tag
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
-            before_present = dst.client.manifest_exists(dst.repository, root.digest) is not None
-            self._copy_tree(src, dst, root, stats, pool)
-            if before_present:
+            if self._served(dst, root.digest):
                 stats.add(skipped=len(self._all_blobs(dst, root)))
+                if tag and dst.client.manifest_exists(dst.repository, tag) != root.digest:
+                    dst.client.put_manifest(dst.repository, tag, root)
+                    stats.add(manifests=1)
+            else:
+                self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
             self._companions(src, dst, root.digest, stats, pool)
-        if dst.reference.tag:
-            current = dst.client.manifest_exists(dst.repository, dst.reference.tag)
-            if current != root.digest:
-                dst.client.put_manifest(dst.repository, dst.reference.tag, root)
-                stats.add(manifests=1)
-        read_back = self._read_back(dst, root)
+            read_back = self._read_back(dst, root, pool)
         return HopRecord(
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,

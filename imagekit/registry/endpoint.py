@@ -8,6 +8,7 @@ docker's convention `/etc/docker/certs.d/<host:port>/*.crt`.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import ssl
@@ -52,14 +53,24 @@ def trust_files(registry: str, ca_file: Path | None) -> list[Path]:
 
 
 def ssl_context(registry: str, ca_file: Path | None, insecure: bool) -> ssl.SSLContext:
-    """System trust plus `--ca-file` plus certs.d; no verification only for --insecure."""
+    """System trust plus `--ca-file` plus certs.d; no verification only for --insecure.
+
+    Contexts are cached by their trust files: loading the system store costs ~30 ms, which
+    would otherwise dominate a re-promotion of an image that is already there."""
+    files = () if insecure else tuple(trust_files(registry, ca_file))
+    stamps = tuple((str(p), p.stat().st_mtime_ns) for p in files)
+    return _context(stamps, insecure)
+
+
+@functools.lru_cache(maxsize=32)
+def _context(stamps: tuple[tuple[str, int], ...], insecure: bool) -> ssl.SSLContext:
     context = ssl.create_default_context()
     if insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
-    for path in trust_files(registry, ca_file):
-        context.load_verify_locations(cafile=str(path))
+    for path, _ in stamps:
+        context.load_verify_locations(cafile=path)
     return context
 
 
