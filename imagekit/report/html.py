@@ -114,6 +114,13 @@ def render(report: ImageReport) -> str:
                  ["evidence root", f"<code>{escape(report.evidence_root)}</code>"],
                  ["generated", f"{report.generated:%Y-%m-%d %H:%M:%S} UTC"]])]
 
+    parts.append("<h2>Summary by evidence kind</h2>")
+    parts.append(_table(["kind", "PASS", "FAIL", "DEFERRED", "ERROR", "accepted",
+                         "latest evidence"], [
+        [escape(r["kind"])] + [f'<span class="{k}">{r[k]}</span>' if r[k] else "0"
+                               for k in ("PASS", "FAIL", "DEFERRED", "ERROR")]
+        + [str(r["accepted"]), f'<code class="ev">{escape(r["evidence"])}</code>']
+        for r in report.summary()]))
     parts.append("<h2>Final versions</h2>")
     parts.append(_table(["package", "version"],
                         [[escape(k), f"<code>{escape(v)}</code>"]

@@ -35,7 +35,15 @@ def render(report: ImageReport) -> str:
     out.append(f"- **Evidence root:** `{report.evidence_root}`")
     out.append(f"- **Generated:** {report.generated:%Y-%m-%d %H:%M:%S} UTC\n")
 
-    out.append("## Final versions\n")
+    out.append("## Summary by evidence kind\n")
+    out.append("| kind | PASS | FAIL | DEFERRED | ERROR | accepted | latest evidence |\n"
+               "|---|---|---|---|---|---|---|")
+    for row in report.summary():
+        out.append(f"| {_cell(row['kind'])} | {row['PASS']} | {row['FAIL']} | "
+                   f"{row['DEFERRED']} | {row['ERROR']} | {row['accepted']} | "
+                   f"`{row['evidence']}` |")
+
+    out.append("\n## Final versions\n")
     if facts.versions:
         out.append("| package | version |\n|---|---|")
         out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in sorted(facts.versions.items())]

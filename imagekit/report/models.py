@@ -161,6 +161,20 @@ class ImageReport(BaseModel):
                 seen.append(line.kind)
         return seen
 
+    def summary(self) -> list[dict]:
+        """Per evidence kind: counts of current statuses (accepted ones apart), and the latest
+        attempt directory."""
+        rows = []
+        for kind in self.kinds():
+            lines = [line for line in self.checks if line.kind == kind]
+            row: dict = {"kind": kind, "accepted": sum(1 for x in lines if x.accepted)}
+            for status in Status:
+                row[status.value] = sum(1 for x in lines
+                                        if x.status is status and not x.accepted)
+            row["evidence"] = max(lines, key=lambda x: x.finished).evidence
+            rows.append(row)
+        return rows
+
 
 class GateDecision(BaseModel):
     """Whether a digest may be promoted, and every reason it may not."""

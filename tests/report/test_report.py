@@ -180,3 +180,12 @@ def test_synthetic_evidence_has_the_producers_shapes(rehearsal) -> None:
     [bench] = store.attempts(rehearsal.digest, "bench")
     for entry in bench.files:
         RoundResult.model_validate_json((store.path_of(bench) / entry.path).read_text())
+
+
+def test_summary_by_kind(store) -> None:
+    r = write_rehearsal(store, media_fail=True, torch_arch=Status.DEFERRED)
+    report = build_report(store, r.digest)
+    rows = {row["kind"]: row for row in report.summary()}
+    assert rows["probe"]["PASS"] == 4 and rows["probe"]["DEFERRED"] == 1
+    assert rows["accept-media"]["FAIL"] == 1 and rows["accept-media"]["PASS"] == 1
+    assert "| accept-media | 1 | 1 | 0 | 0 | 0 |" in render(report, "md")
