@@ -52,6 +52,12 @@ def test_relay_staging_production_target_each_hop_verified(pool, reg, repo, stag
                                                                                  "hop-2"]
     hops = json.loads((store.path_of(record) / "result.json").read_text())["hops"]
     assert hops[1]["endpoint"] == f"{reg['target']}/{repo}:v1"
+    # the real passwords were used on both hops and appear nowhere in the evidence
+    from imagekit.infra.credentials import load_credentials
+    creds = load_credentials()
+    recorded = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    for secret in (creds.production.password, creds.target.password):
+        assert secret and secret not in recorded
 
 
 def test_re_promotion_moves_zero_bytes(pool, reg, repo, staged):

@@ -136,3 +136,24 @@ def test_retry_policy_from_env(monkeypatch):
     policy = RetryPolicy.from_env()
     assert policy.attempts == 3 and policy.wait_max == 0.5
     assert os.environ["IMAGEKIT_RETRY_ATTEMPTS"] == "3"
+
+
+def test_progress_sink_draws_bars_and_json_mode_is_quiet():
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from imagekit.cli.app import show_progress
+    from imagekit.cli.registry import RichSink
+
+    out = io.StringIO()
+    with Progress(console=Console(file=out, force_terminal=True, width=100)) as progress:
+        sink = RichSink(progress)
+        task = sink.add("layer 0 sha256:abc", 100)
+        sink.advance(task, 60)
+        progress.refresh()
+        assert progress.tasks[0].completed == 60
+        sink.finish(task)
+    assert "layer 0" in out.getvalue()
+    assert show_progress(True) is False
