@@ -588,6 +588,11 @@ class RegistryClient:
         request = self._http.build_request(method, self._url(location), headers=sent_headers,
                                            content=counted())
         response = self._http.send(request)
+        if response.status_code == 401 and header:
+            # an expired token mid-upload: fetch a fresh one (Unauthorized if really refused)
+            # and let the caller resend this chunk after checking the upload's state
+            self._authenticate(response, self.push_scope(repository))
+            raise RetryableStatus(response)
         if response.status_code in (401, 403):
             raise self._unauthorized(self.push_scope(repository), response.status_code)
         if response.status_code in RETRY_STATUSES:

@@ -185,3 +185,29 @@ def test_plain_http_only_on_loopback_unless_insecure(reg, repo, staged, options)
             assert client.get_manifest(repo, "v1").digest == staged.digest
     with RegistryClient(reg["staging"], options) as client:  # loopback: no flag needed
         assert client.ping() == f"http://{reg['staging']}"
+
+
+def test_token_expiring_mid_upload_is_refreshed_and_the_chunk_resent(options, reg, repo,
+                                                                     monkeypatch):
+    """The target's Bearer token goes bad between chunks (as a short-lived token does during
+    a long upload): the chunk is answered 401, a fresh token is fetched, the upload goes on."""
+    import os as _os
+
+    from imagekit.oci.digest import Digest
+
+    data = _os.urandom(3 << 20)
+    digest = Digest.of_bytes(data)
+    with RegistryClient(reg["target"], options) as client:
+        real_send_part = client._send_part
+        spoiled = []
+
+        def spoil_then_send(*args, **kwargs):
+            if not spoiled:
+                client._tokens = {key: "Bearer expired.token.value" for key in client._tokens}
+                spoiled.append(True)
+            return real_send_part(*args, **kwargs)
+
+        monkeypatch.setattr(client, "_send_part", spoil_then_send)
+        client.upload_blob(repo, digest, lambda: iter([data]), size=len(data))
+        assert spoiled and client.blob_exists(repo, digest)
+        assert all(v != "Bearer expired.token.value" for v in client._tokens.values())
