@@ -13,10 +13,13 @@ finding (the Priority admission plugin's 403 text, "object is being deleted", a 
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from imagekit.errors import ImagekitError, InfraError, InvalidInput, NotFound, TransportError
 
@@ -41,16 +44,20 @@ def default_kubeconfig() -> Path:
     return Path.home() / ".kube" / "config"
 
 
-def _message(exc: Any) -> str:
+def _message(response: httpx.Response) -> str:
     try:
-        body = json.loads(exc.body)
-        return body.get("message") or str(exc.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(getattr(exc, "reason", exc))
+        body = response.json()
+        return body.get("message") or response.reason_phrase
+    except (ValueError, AttributeError):
+        return response.text[:300] or response.reason_phrase
 
 
 class Kube:
-    """A connection to one cluster (kubeconfig file)."""
+    """A connection to one cluster (kubeconfig file).
+
+    The kubeconfig is read by the official client's loader (token, client certificates, CA,
+    inline *-data fields); requests go through httpx, independent of the generated client's
+    calling conventions, which change between its major versions."""
 
     def __init__(self, kubeconfig: Path | str | None = None) -> None:
         try:
@@ -63,16 +70,30 @@ class Kube:
             raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
                              "--kubeconfig", where=str(path))
         self.kubeconfig = path
-        configuration = client.Configuration()
-        config.load_kube_config(config_file=str(path), client_configuration=configuration)
-        configuration.retries = 0
-        self.api = client.ApiClient(configuration)
-        self.core = client.CoreV1Api(self.api)
-        self.scheduling = client.SchedulingV1Api(self.api)
-        self.storage = client.StorageV1Api(self.api)
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(config_file=str(path), client_configuration=cfg)
+        except Exception as exc:  # noqa: BLE001 - the loader raises many kinds
+            raise InvalidInput(f"unusable kubeconfig: {str(exc).splitlines()[0][:200]}",
+                               where=str(path)) from None
+        headers = {"Accept": "application/json"}
+        token = cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization")
+        if token:
+            headers["Authorization"] = token if token.startswith("Bearer ") else \
+                f"Bearer {token}"
+        if not cfg.verify_ssl:
+            verify: Any = False
+        else:
+            verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert \
+                else True
+        cert = (cfg.cert_file, cfg.key_file) if cfg.cert_file and cfg.key_file else None
+        self.host = cfg.host
+        self._http = httpx.Client(base_url=cfg.host, verify=verify, cert=cert,
+                                  headers=headers, timeout=httpx.Timeout(30.0, connect=10.0),
+                                  trust_env=False)
 
     def close(self) -> None:
-        self.api.close()
+        self._http.close()
 
     def __enter__(self) -> "Kube":
         return self
@@ -81,36 +102,43 @@ class Kube:
         self.close()
 
     # ---------------------------------------------------------------- raw calls
+    def _raise_for(self, response: httpx.Response, where: str) -> None:
+        if response.status_code < 400:
+            return
+        message = _message(response)
+        status = response.status_code
+        if status == 403:
+            raise AdmissionRefused(message, where=where)
+        if status == 404:
+            raise NotFound(message, where=where)
+        if status == 409:
+            raise Conflict(message, where=where)
+        if status == 422:
+            raise InvalidInput(message, where=where)
+        raise TransportError(f"API {status}: {message}", where=where)
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: dict | None = None, where: str | None = None,
+                timeout: float | None = None) -> httpx.Response:
+        content_type = "application/merge-patch+json" if method == "PATCH" else \
+            "application/json"
+        try:
+            response = self._http.request(
+                method, path, params=query or None,
+                content=json.dumps(body).encode() if body is not None else None,
+                headers={"Content-Type": content_type} if body is not None else None,
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
+                from None
+        self._raise_for(response, where or path)
+        return response
+
     def call(self, method: str, path: str, body: Any = None, query: dict | None = None,
              where: str | None = None) -> dict:
         """One API request; returns the JSON body as a dict, or raises a mapped error."""
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError as Urllib3Error
-
-        try:
-            response = self.api.call_api(
-                path, method, query_params=list((query or {}).items()), body=body,
-                header_params={"Accept": "application/json",
-                               "Content-Type": "application/merge-patch+json"
-                               if method == "PATCH" else "application/json"},
-                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=30)
-        except ApiException as exc:
-            message = _message(exc)
-            where = where or path
-            if exc.status == 403:
-                raise AdmissionRefused(message, where=where) from None
-            if exc.status == 404:
-                raise NotFound(message, where=where) from None
-            if exc.status == 409:
-                raise Conflict(message, where=where) from None
-            if exc.status == 422:
-                raise InvalidInput(message, where=where) from None
-            raise TransportError(f"API {exc.status}: {message}", where=where) from None
-        except (Urllib3Error, OSError) as exc:
-            raise TransportError(f"cannot reach the API server: {exc}",
-                                 where=self.api.configuration.host) from None
-        data = response[0].data if isinstance(response, tuple) else response.data
-        return json.loads(data) if data else {}
+        response = self.request(method, path, body=body, query=query, where=where)
+        return response.json() if response.content else {}
 
     def get(self, path: str, **query: Any) -> dict:
         return self.call("GET", path, query=query or None)
@@ -171,13 +199,12 @@ class Kube:
         return self.get(path, **query).get("items", [])
 
     def pod_logs(self, namespace: str, name: str, container: str | None = None) -> str:
-        from kubernetes.client.exceptions import ApiException
+        query = {"container": container} if container else None
         try:
-            return self.core.read_namespaced_pod_log(name, namespace, container=container,
-                                                     _preload_content=False).data.decode(
-                                                         errors="replace")
-        except ApiException as exc:
-            return f"(logs unavailable: {_message(exc)})"
+            return self.request("GET", f"{self.pod_path(namespace, name)}/log",
+                                query=query).text
+        except (NotFound, TransportError, InvalidInput) as exc:
+            return f"(logs unavailable: {exc.one_line()})"
 
     def events_for(self, namespace: str, kind: str, name: str) -> list[dict]:
         return self.list(f"/api/v1/namespaces/{namespace}/events",
@@ -194,28 +221,18 @@ class Kube:
             query["fieldSelector"] = field_selector
         if resource_version:
             query["resourceVersion"] = resource_version
-        from kubernetes.client.exceptions import ApiException
         try:
-            response = self.api.call_api(
-                path, "GET", query_params=list(query.items()),
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=timeout_seconds + 10)
-        except ApiException as exc:
-            raise TransportError(f"watch failed: {_message(exc)}", where=path) from None
-        stream = response[0] if isinstance(response, tuple) else response
-        try:
-            buffer = b""
-            for chunk in stream.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+            with self._http.stream("GET", path, params=query,
+                                   timeout=httpx.Timeout(timeout_seconds + 15.0,
+                                                         connect=10.0)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise_for(response, path)
+                for line in response.iter_lines():
                     if line.strip():
                         yield json.loads(line)
-        finally:
-            # close, do not return a half-read stream to the pool: the next request on that
-            # connection would read the rest of this watch
-            stream.close()
-            stream.release_conn()
+        except httpx.HTTPError as exc:
+            raise TransportError(f"watch failed: {exc}", where=path) from None
 
 
 def collection_path(obj: dict) -> str:

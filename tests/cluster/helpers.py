@@ -1,0 +1,35 @@
+"""Helpers of the real-cluster tests."""
+
+from __future__ import annotations
+
+import time
+
+BUSYBOX = "docker.io/library/busybox:1.36"   # imported into containerd by infra, never pulled
+NODE = "127.0.0.1"
+
+
+def busybox_pod(name: str, namespace: str, **spec: object) -> dict:
+    """A Pod on the node that needs no registry; exits 0 on SIGTERM after 3 s (so a delete
+    leaves it Terminating for a moment, like a real server shutting down)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeSelector": {"nvidia.com/gpu.present": "true"},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                      "effect": "NoSchedule"}],
+                     "terminationGracePeriodSeconds": 10,
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "c", "image": BUSYBOX, "imagePullPolicy": "Never",
+                                     "command": ["sh", "-c", "trap 'sleep 3; exit 0' TERM; "
+                                                 "while true; do sleep 1; done"]}],
+                     **spec}}
+
+
+def wait_running(kube, namespace: str, name: str, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = kube.get_pod(namespace, name)
+        if pod and pod.get("status", {}).get("phase") == "Running":
+            return pod
+        time.sleep(0.5)
+    raise AssertionError(f"pod {name} not Running after {timeout}s: "
+                         f"{(pod or {}).get('status')}")

@@ -1,0 +1,297 @@
+"""The record's cluster failures, reproduced on the real local Kubernetes and caught by imagekit:
+admission 403 for preemptionPolicy Never, probe Pod by digest with imageID check, wrong digest,
+ConfigMap switch under a waiting controller, recreate race, node without storage capability."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from imagekit.cluster import manifests
+from imagekit.cluster.kube import AdmissionRefused, Conflict
+from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
+from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
+from imagekit.errors import InvalidInput
+from imagekit.oci import Digest
+from imagekit.results import Status
+
+from .helpers import NODE, busybox_pod, wait_running
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+
+def cli(*args: str, env_extra: dict[str, str] | None = None, timeout: int = 240
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env_extra or {})})
+
+
+def by_name(checks: list) -> dict:
+    return {(c["name"] if isinstance(c, dict) else c.name): c for c in checks}
+
+
+# ------------------------------------------------------------------------------ admission
+
+def test_preemption_never_without_class_is_403_and_precheck_predicts_it(kube, test_ns) -> None:
+    classes_before = {c["metadata"]["name"] for c in
+                      kube.list("/apis/scheduling.k8s.io/v1/priorityclasses")}
+    intent = PodIntent(namespace=test_ns, node_name=NODE,
+                       node_selector={"nvidia.com/gpu.present": "true"},
+                       tolerations=[manifests.GPU_TOLERATION], preemption_policy="Never")
+    predicted = by_name(precheck(kube, intent))["priority_admission"]
+    assert predicted.status is Status.FAIL
+    assert "403" in predicted.detail and "PreemptLowerPriority" in predicted.detail
+
+    with pytest.raises(AdmissionRefused) as refused:
+        kube.create(busybox_pod("never-no-class", test_ns, preemptionPolicy="Never"))
+    message = refused.value.message
+    assert "forbidden" in message and "PreemptionPolicy (Never) must not be provided" in message
+    assert "PreemptLowerPriority" in message          # the rule precheck explained
+    assert kube.get_pod(test_ns, "never-no-class") is None
+    classes_after = {c["metadata"]["name"] for c in
+                     kube.list("/apis/scheduling.k8s.io/v1/priorityclasses")}
+    assert classes_after == classes_before            # nothing was created
+
+
+def test_existing_nonpreempting_class_is_used(kube, test_ns) -> None:
+    """With a class the administrators made (the test plays administrator), precheck passes
+    and the same spec is admitted with priority from the class and policy Never."""
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+          "metadata": {"name": "imagekit-test-nonpreempting"}, "value": 1000,
+          "preemptionPolicy": "Never", "description": "test: administrator-provided"}
+    kube.apply(pc)
+    try:
+        intent = PodIntent(namespace=test_ns, node_name=NODE,
+                           node_selector={"nvidia.com/gpu.present": "true"},
+                           tolerations=[manifests.GPU_TOLERATION], preemption_policy="Never")
+        hint = by_name(precheck(kube, intent))["priority_admission"]
+        assert hint.status is Status.FAIL
+        assert "priorityClassName: imagekit-test-nonpreempting" in hint.detail
+        fixed = intent.model_copy(update={"priority_class_name": "imagekit-test-nonpreempting"})
+        assert by_name(precheck(kube, fixed))["priority_admission"].status is Status.PASS
+        created = kube.create(busybox_pod("with-class", test_ns, preemptionPolicy="Never",
+                                          priorityClassName="imagekit-test-nonpreempting"))
+        assert (created["spec"]["priority"], created["spec"]["preemptionPolicy"]) == \
+            (1000, "Never")
+        delete_and_wait(kube, test_ns, "with-class", timeout=60)
+    finally:
+        kube.delete("/apis/scheduling.k8s.io/v1/priorityclasses/imagekit-test-nonpreempting")
+
+
+# ------------------------------------------------------------------------------ storage, GPUs
+
+def test_node_without_storage_capability_is_reported_as_such(kube, cluster_state) -> None:
+    label = "imagekit.dev/cfs-turbo"
+    result = cli("cluster", "precheck", "--node", NODE, "--selector",
+                 "nvidia.com/gpu.present=true", "--toleration", "nvidia.com/gpu:NoSchedule",
+                 "--storage-label", f"{label}=true", "--json")
+    assert result.returncode == 1, result.stderr
+    checks = by_name(json.loads(result.stdout)["checks"])
+    storage = checks["storage_capability"]
+    assert storage["status"] == "FAIL"
+    assert f"node {NODE} lacks storage capability" in storage["detail"]
+    assert "model missing" not in storage["detail"]
+    assert checks["node_labels"]["status"] == "PASS" and checks["node_taints"]["status"] == "PASS"
+    # the same node once it has the capability (label set as the administrators would)
+    kube.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {label: "true"}}})
+    try:
+        ok = by_name(precheck(kube, PodIntent(node_name=NODE, storage=StorageNeed(
+            label=f"{label}=true"))))["storage_capability"]
+        assert ok.status is Status.PASS
+    finally:
+        kube.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {label: None}}})
+
+
+def test_untolerated_taint_and_free_gpus_reported(kube) -> None:
+    checks = by_name(precheck(kube, PodIntent(node_name=NODE, gpus=1)))
+    assert checks["node_taints"].status is Status.FAIL
+    assert "nvidia.com/gpu=present:NoSchedule" in checks["node_taints"].detail
+    # the node advertises 2 GPUs (extended resource, as a device plugin would)
+    kube.call("PATCH", f"/api/v1/nodes/{NODE}/status",
+              body={"status": {"capacity": {"nvidia.com/gpu": "2"}}})
+    try:
+        def gpus_visible() -> bool:
+            node = kube.get(f"/api/v1/nodes/{NODE}")
+            return node["status"].get("allocatable", {}).get("nvidia.com/gpu") == "2"
+        deadline = time.monotonic() + 30
+        while not gpus_visible() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        intent = PodIntent(node_name=NODE, gpus=2, tolerations=[manifests.GPU_TOLERATION])
+        fits = by_name(precheck(kube, intent))["gpu_capacity"]
+        assert fits.status is Status.PASS and "2 of 2 nvidia.com/gpu free" in fits.detail
+        assert "workload(s) on the node" in fits.detail
+        too_many = by_name(precheck(kube, intent.model_copy(update={"gpus": 3})))["gpu_capacity"]
+        assert too_many.status is Status.FAIL
+    finally:
+        kube.call("PATCH", f"/api/v1/nodes/{NODE}/status",
+                  body={"status": {"capacity": {"nvidia.com/gpu": None},
+                                   "allocatable": {"nvidia.com/gpu": None}}})
+
+
+# ------------------------------------------------------------------------------ probe by digest
+
+PROBE_OK = 'import sys, json\nprint("python", sys.version.split()[0])\n' \
+           'print(json.dumps({"status": "PASS", "detail": "python runs in the image"}))\n'
+
+
+def test_probe_pod_runs_target_image_and_image_id_matches(kube, python_image, tmp_path,
+                                                          cluster_state, test_ns) -> None:
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "python_runs.py").write_text(PROBE_OK)
+    (probes / "stdlib.py").write_text("import json, subprocess, urllib.request, pathlib\n")
+    evidence = tmp_path / "evidence"
+    result = cli("cluster", "probe", str(python_image.reference), "--probes-dir", str(probes),
+                 "--namespace", "imagekit-test", "--json", "--expect-digest",
+                 str(python_image.digest),
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(evidence)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    checks = by_name(doc["checks"])
+    assert doc["digest"] == str(python_image.digest)
+    assert checks["image_id"]["status"] == "PASS"
+    assert checks["image_id"]["data"]["image_id"].endswith("@" + str(python_image.digest))
+    assert checks["probe:python_runs"]["status"] == "PASS"
+    assert checks["probe:stdlib"]["status"] == "PASS"
+    assert checks["cleanup"]["status"] == "PASS"
+    attempt = Path(doc["evidence"])
+    assert "imagekit-probe python_runs" in (attempt / "pod.log").read_text()
+    status = json.loads((attempt / "pod-status.json").read_text())
+    assert status["phase"] == "Succeeded"
+    manifest = json.loads((attempt / "pod-manifest.json").read_text())
+    assert manifest["spec"]["containers"][0]["image"] == str(python_image.pinned).replace(
+        ":probe-1", "")
+    # the credential went to the cluster as a Secret, never into evidence
+    secret_text = subprocess.run(["grep", "-r", "auths", str(attempt)], capture_output=True,
+                                 text=True).stdout
+    assert secret_text == ""
+    pods = kube.list("/api/v1/namespaces/imagekit-test/pods",
+                     labelSelector="imagekit.dev/role=probe")
+    assert pods == []                                   # deleted and really gone
+
+
+def test_wrong_digest_is_caught(kube, python_image, test_ns, tmp_path, cluster_state) -> None:
+    # 1. the tag does not name the digest the build recorded: no Pod is started
+    wrong = Digest.of_bytes(b"not the image we built")
+    result = cli("cluster", "probe", str(python_image.reference), "--namespace", test_ns,
+                 "--json", "--expect-digest", str(wrong),
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
+    assert result.returncode == 1
+    assert by_name(json.loads(result.stdout)["checks"])["expected_digest"]["status"] == "FAIL"
+    # 2. a reference pinned to a digest the registry does not have: refused before any Pod
+    result = cli("cluster", "probe", f"{python_image.reference.name}@{wrong}", "--namespace",
+                 test_ns, env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
+    assert result.returncode == 2 and "manifest not found" in result.stderr
+    # 3. and the cluster itself refuses to run it: containerd checks the pinned digest
+    from imagekit.cluster.probe import pull_secret_for
+    secret = pull_secret_for(kube, test_ns, python_image.reference.registry,
+                             cluster_state.docker_config_dir)
+    assert secret is not None
+    kube.apply(manifests.configmap("wrong-digest", test_ns, manifests.script_files(
+        "probe/probe-runner.sh")))
+    pod = manifests.render("probe-pod.yaml.j2", name="wrong-digest", namespace=test_ns,
+                           image=python_image.reference.with_digest(wrong), node_name=None,
+                           node_selector={}, tolerations=[manifests.GPU_TOLERATION],
+                           pull_secrets=[secret], configmap="wrong-digest",
+                           deadline_seconds=120, memory_limit="256Mi")
+    recreate_pod(kube, pod)
+    try:
+        outcome = wait_for_pod(kube, test_ns, "wrong-digest", timeout=90, stuck_grace=3)
+        assert outcome.stuck_reason in ("ErrImagePull", "ImagePullBackOff"), outcome.pod["status"]
+        events = " ".join(e.get("message", "") for e in kube.events_for(test_ns, "Pod",
+                                                                         "wrong-digest"))
+        assert str(wrong) in events and "not found" in events, events
+    finally:
+        delete_and_wait(kube, test_ns, "wrong-digest", timeout=60)
+        kube.delete(f"/api/v1/namespaces/{test_ns}/configmaps/wrong-digest")
+
+
+# ------------------------------------------------------------------------------ recreate race
+
+def test_recreate_after_immutable_change_waits_until_gone(kube, test_ns) -> None:
+    name = "recreate-me"
+    delete_and_wait(kube, test_ns, name, timeout=60)
+    first = kube.create(busybox_pod(name, test_ns))
+    wait_running(kube, test_ns, name)
+    changed = busybox_pod(name, test_ns)
+    changed["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}
+    # nodeSelector is immutable: an in-place update is refused
+    live = kube.get_pod(test_ns, name)
+    with pytest.raises(InvalidInput, match="(?i)forbidden|immutable|may not change"):
+        kube.replace({**live, "spec": {**live["spec"],
+                                       "nodeSelector": changed["spec"]["nodeSelector"]}})
+    # the record's race: delete returns, the old Pod is still Terminating, create answers 409
+    kube.delete(kube.pod_path(test_ns, name))
+    terminating = kube.get_pod(test_ns, name)
+    assert terminating is not None and terminating["metadata"].get("deletionTimestamp")
+    with pytest.raises(Conflict):
+        kube.create(changed)
+    # the safe way: watch until that uid is gone, then create
+    outcome = recreate_pod(kube, changed, timeout=60)
+    assert outcome.pod["metadata"]["uid"] != first["metadata"]["uid"]
+    assert outcome.replaced_uid == first["metadata"]["uid"]
+    assert outcome.pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": NODE}
+    assert outcome.waited_seconds > 1          # it really waited for the graceful stop
+    wait_running(kube, test_ns, name)
+    delete_and_wait(kube, test_ns, name, timeout=60)
+    assert kube.get_pod(test_ns, name) is None
+
+
+# ------------------------------------------------------------------------------ ConfigMap switch
+
+def _controller_run(kube, ns: str, image, mode: str, secret: str) -> tuple[str, dict]:
+    """Start the controller (scripts from a ConfigMap) waiting for a change; update the
+    ConfigMap while it waits; return (phase, log)."""
+    name = f"controller-{mode}"
+    files = manifests.script_files("controller/controller.py", "controller/smoke.py")
+    files["generation"] = "1\n"
+    cm = manifests.configmap(name, ns, files)
+    kube.apply(cm)
+    pod = manifests.render(
+        "controller-pod.yaml.j2", name=name, namespace=ns, image=image.pinned,
+        node_selector={}, tolerations=[manifests.GPU_TOLERATION], configmap=name,
+        deadline_seconds=240, pull_secrets=[secret],
+        env=[{"name": "WAIT_FOR_CHANGE", "value": "/opt/controller/generation"},
+             {"name": "READY_TIMEOUT", "value": "150"},
+             {"name": "SCRIPT_DIR_MODE", "value": mode}])
+    recreate_pod(kube, pod)
+    return name, cm
+
+
+def test_configmap_switch_while_controller_waits(kube, python_image, cluster_state,
+                                                test_ns) -> None:
+    from imagekit.cluster.probe import pull_secret_for
+
+    ns = test_ns
+    secret = pull_secret_for(kube, ns, python_image.reference.registry,
+                             cluster_state.docker_config_dir)
+    started = {mode: _controller_run(kube, ns, python_image, mode, secret)
+               for mode in ("absolute", "resolve")}
+    try:
+        for mode, (name, _) in started.items():
+            wait_running(kube, ns, name, timeout=120)
+        time.sleep(2)  # both controllers are inside wait_ready() now
+        for mode, (name, cm) in started.items():
+            updated = dict(cm)
+            updated["data"] = {**cm["data"], "generation": "2\n"}
+            kube.apply(updated)                      # the kubelet swaps ..data, drops old dir
+        results = {}
+        for mode, (name, _) in started.items():
+            outcome = wait_for_pod(kube, ns, name, timeout=150)
+            results[mode] = (outcome.phase, kube.pod_logs(ns, name))
+        phase, log = results["absolute"]
+        assert phase == "Succeeded", log
+        assert "SMOKE_OK generation=2" in log and '"status": "PASS"' in log
+        phase, log = results["resolve"]              # the record's bug, reproduced
+        assert phase == "Failed", log
+        assert "No such file or directory" in log and '"phase": "controller"' in log
+    finally:
+        for mode, (name, _) in started.items():
+            delete_and_wait(kube, ns, name, timeout=60)
+            kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{name}")
