@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 from typing import Any
 
 from imagekit.errors import ImagekitError, InvalidInput, NotFound
@@ -60,15 +61,20 @@ def resolve_name(name: str, store: EvidenceStore | None = None) -> Digest:
     return digest
 
 
+#: Keys whose reference value sits next to that image's own digest (a HopRecord's endpoint,
+#: a PromoteResult's source, a BuildRecord's local tag) — not e.g. a build's `base`.
+_REFERENCE_KEYS = ("endpoint", "reference", "ref", "source", "local_tag")
+
+
 def _from_evidence(store: EvidenceStore, texts: set[str]) -> Digest | None:
+    """The digest the newest promote/build evidence records next to this reference."""
     best: tuple[Any, Digest] | None = None
     for record in all_records(store):
-        if record.kind not in ("promote", "build", "verify-copy", "images-verify"):
+        if record.kind not in ("promote", "build"):
             continue
         for document in _json_documents(store, record):
             for _, item in _walk(document):
-                values = {v for v in item.values() if isinstance(v, str)}
-                if not values & texts:
+                if not any(item.get(key) in texts for key in _REFERENCE_KEYS):
                     continue
                 digest = _digest_of(item)
                 if digest is not None and (best is None or record.finished >= best[0]):
@@ -79,14 +85,19 @@ def _from_evidence(store: EvidenceStore, texts: set[str]) -> Digest | None:
 def _registry_options(registry: str):
     """Trust the infra CA and read infra's docker config for infra's loopback registries; the
     registry client's defaults otherwise."""
-    from imagekit.registry import RegistryOptions
+    from imagekit.registry import RegistryOptions, RetryPolicy
 
-    options: dict[str, Any] = {}
+    # one small read for a person waiting: a few quick retries, not a relay's patience
+    retry = RetryPolicy.from_env()
+    retry = retry.model_copy(update={"attempts": min(retry.attempts, 3),
+                                     "wait_max": min(retry.wait_max, 2.0),
+                                     "timeout": min(retry.timeout, 30.0)})
+    options: dict[str, Any] = {"retry": retry, "timeout_s": 30.0}
     try:
         from imagekit.infra.state import load_state
         state = load_state()
     except Exception:  # noqa: BLE001 - no local infra: not one of its registries
-        return RegistryOptions()
+        return RegistryOptions(**options)
     for endpoint in state.registries.values():
         if endpoint.address == registry:
             options["ca_file"] = endpoint.ca_file or state.ca_file
@@ -102,8 +113,16 @@ def _from_registry(reference: ImageReference) -> Digest | None:
         from imagekit.registry import RegistryClient
     except ImportError:
         return None
-    with RegistryClient(reference.registry, _registry_options(reference.registry)) as client:
-        return client.get_manifest(reference.repository, reference.tag or "latest").digest
+    # stamina logs each scheduled retry as a warning; a one-line error is this command's answer
+    quiet = logging.getLogger("stamina")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with RegistryClient(reference.registry,
+                            _registry_options(reference.registry)) as client:
+            return client.get_manifest(reference.repository, reference.tag or "latest").digest
+    finally:
+        quiet.setLevel(level)
 
 
 def resolve(text: str, store: EvidenceStore) -> tuple[Digest, str | None]:

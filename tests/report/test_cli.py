@@ -52,7 +52,8 @@ def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
                  ["report", "sha256:1234"],
                  ["report", fake_digest("unknown")],
                  ["report", rehearsal.digest, "--require", "probe:"],
-                 ["report", "Not A Ref"]):
+                 ["report", "Not A Ref"],
+                 ["report", "127.0.0.1:1/nothing/here:tag"]):      # unreachable registry
         done = ik(*args, evidence=root)
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith("imagekit: error: ") and done.stderr.count("\n") == 1
@@ -121,3 +122,16 @@ def test_report_resolves_a_tag_through_the_registry(infra, store) -> None:
     assert resolve(text, store) == (blob.digest, None)
     write_rehearsal(store)          # evidence about other images does not change the answer
     assert resolve(text, store) == (blob.digest, None)
+
+
+def test_a_base_reference_does_not_resolve_to_the_image_built_on_it(store) -> None:
+    from imagekit.report.resolve import _from_evidence
+    from imagekit.results import CheckResult
+
+    base, local = "127.0.0.1:5001/standins/sglang-base:cu13", "imagekit-local/sglang:0123"
+    with store.attempt("image-sglang", "build") as a:
+        a.write_json("build.json", {"base": base, "local_tag": local,
+                                    "digest": fake_digest("sglang-manifest")})
+        a.add_check(CheckResult(name="build", status="PASS"))
+    assert _from_evidence(store, {base}) is None
+    assert str(_from_evidence(store, {local})) == fake_digest("sglang-manifest")
