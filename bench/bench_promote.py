@@ -106,7 +106,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--layer-mb", type=int, default=150)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     skopeo = shutil.which("skopeo")

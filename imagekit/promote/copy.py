@@ -28,6 +28,7 @@ from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_manifest
 from imagekit.oci.platform import LINUX_AMD64
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
+from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink
 
 #: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …).
@@ -248,6 +249,7 @@ def promote(source: ImageReference, via: list[ImageReference], to: ImageReferenc
             gate=None, on_hop=None, workers: int = 4) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
     copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands."""
+    tune_malloc()
     own_pool = pool is None
     pool = pool or ClientPool()
     try:

