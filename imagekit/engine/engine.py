@@ -89,9 +89,14 @@ class Engine:
     def build(self, context: Path, *, dockerfile: Path | None = None, tags: Sequence[str] = (),
               build_args: Mapping[str, str] | None = None,
               secrets: Mapping[str, Path] | None = None, no_cache: bool = False,
+              network: str | None = "host",
               on_line: Callable[[str], None] | None = None) -> BuildOutcome:
         """Build with BuildKit; `secrets` maps a secret id to a FILE (its content never enters
-        argv). Never raises for a failed build: the outcome carries the code and the full log."""
+        argv). Never raises for a failed build: the outcome carries the code and the full log.
+
+        RUN steps use the host's network by default: they need only the package registries,
+        and this way a build does not depend on the daemon's bridge (docker0), which other
+        tooling on a shared machine may have removed."""
         secret_args = [f"id={sid},src={path}" for sid, path in (secrets or {}).items()]
         lines: list[str] = []
         started = time.monotonic()
@@ -102,6 +107,7 @@ class Engine:
                 stream = self.client.buildx.build(
                     context, file=dockerfile, tags=list(tags), build_args=dict(build_args or {}),
                     secrets=secret_args, cache=not no_cache, load=True, progress="plain",
+                    network=network,
                     metadata_file=metadata, stream_logs=True)
                 for line in stream:
                     lines.append(line.rstrip("\n"))

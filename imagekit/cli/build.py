@@ -1,0 +1,231 @@
+"""`imagekit pin | standins build | build | probe | images verify`: the image phase.
+
+Every command takes `--spec` (default dockerfiles/images.toml) and `--profile` (default: the
+spec's default, `local`), prints one JSON document with `--json`, and exits 0 only when every
+check passed (`images verify`: when every check passed or was accepted by the profile, with the
+reason shown); 1 for a failed check; 2 for bad input or a tool that could not do its job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from imagekit.build import build_image, latest_build, pin
+from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.engine import Engine
+from imagekit.errors import CheckFailed, InvalidInput
+from imagekit.evidence import EvidenceStore
+from imagekit.imagesverify import verify_images
+from imagekit.oci import ImageReference
+from imagekit.probe import ProbePlan, probe_image
+from imagekit.results import CheckResult, Status, exit_code_for
+from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
+from imagekit.standins import build_standins
+
+SpecOpt = typer.Option(None, "--spec", envvar="IMAGEKIT_IMAGES_SPEC",
+                       help="Images spec (default dockerfiles/images.toml).")
+ProfileOpt = typer.Option(None, "--profile", help="Spec profile (default: the spec's, local).")
+EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
+                           help="Evidence store root (default ./.evidence).")
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document (no progress).")
+
+standins_app = typer.Typer(help="Local stand-in bases reproducing the record's broken images.",
+                           no_args_is_help=True)
+images_app = typer.Typer(help="The whole image phase over the spec.", no_args_is_help=True)
+app.add_typer(standins_app, name="standins")
+app.add_typer(images_app, name="images")
+
+
+@contextmanager
+def _progress(json_output: bool, title: str) -> Iterator[Callable[[str], None] | None]:
+    """A spinner showing the latest build step, for people only."""
+    if not show_progress(json_output):
+        yield None
+        return
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err_console, transient=True) as progress:
+        task = progress.add_task(title)
+
+        def on_line(line: str) -> None:
+            if line.startswith("#") and " " in line and not line.split(" ", 1)[1][:1].isdigit():
+                progress.update(task, description=f"{title}: {line[:100]}")
+
+        yield on_line
+
+
+def _checks_table(checks: list[CheckResult]) -> Table:
+    table = Table("check", "status", "detail")
+    for check in checks:
+        table.add_row(check.name, check.status.value, check.detail[:110])
+    return table
+
+
+@app.command("pin")
+@guarded
+def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
+                check: bool = typer.Option(False, "--check",
+                                           help="Only compare: fail when a tag moved."),
+                json_output: bool = JsonOpt) -> None:
+    """Resolve the profile's base (and mirror) tags to digests into its lock file."""
+    images = load_spec(spec)
+    profile_name, lines = pin(images, profile, check=check)
+    checks = [line.check() for line in lines]
+    if not check:
+        checks = [c if c.status is not Status.FAIL or "moved" in c.detail else
+                  c.model_copy(update={"status": Status.PASS, "detail": "pinned " + c.detail})
+                  for c in checks]
+    if json_output:
+        print_json({"profile": profile_name, "lock": str(images.lock_path(profile_name)),
+                    "written": not check and all(line.resolved for line in lines),
+                    "entries": [line.model_dump(mode="json") for line in lines],
+                    "checks": [c.model_dump(mode="json") for c in checks]})
+    else:
+        console.print(_checks_table(checks))
+    code = exit_code_for(checks)
+    if code:
+        raise typer.Exit(code)
+
+
+@standins_app.command("build")
+@guarded
+def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
+                   no_cache: bool = typer.Option(False, "--no-cache"),
+                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
+    """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
+    images = load_spec(spec)
+    with _progress(json_output, "stand-ins") as on_line:
+        records = build_standins(images, Engine(), EvidenceStore(evidence_dir), profile,
+                                 no_cache=no_cache, on_line=on_line)
+    if json_output:
+        print_json({"standins": [r.model_dump(mode="json") for r in records]})
+        return
+    for record in records:
+        console.print(f"{record.standin}: {record.reference}@{record.digest} "
+                      f"({'built' if record.built else 'cached'}, {record.seconds:.0f} s)")
+
+
+@app.command("build")
+@guarded
+def build_command(image: str = typer.Argument(None, help="An image of the spec."),
+                  all_images: bool = typer.Option(False, "--all", help="Every image."),
+                  spec: Path = SpecOpt, profile: str = ProfileOpt,
+                  push: bool = typer.Option(True, "--push/--no-push",
+                                            help="Push to the profile's staging registry."),
+                  no_cache: bool = typer.Option(False, "--no-cache"),
+                  evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
+    """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
+    images = load_spec(spec)
+    if all_images == (image is not None):
+        raise InvalidInput("name one IMAGE or pass --all")
+    names = list(images.images) if all_images else [image]
+    engine, store = Engine(), EvidenceStore(evidence_dir)
+    records = []
+    for name in names:
+        with _progress(json_output, f"build {name}") as on_line:
+            records.append(build_image(images, name, engine, store, profile=profile,
+                                       push=push, no_cache=no_cache, on_line=on_line))
+    if json_output:
+        print_json({"builds": [r.model_dump(mode="json") for r in records]})
+        return
+    for record in records:
+        console.print(f"{record.name}: {record.reference or record.local_tag} "
+                      f"(image ID {record.image_id.short}, {record.seconds:.0f} s)")
+
+
+def _guess_engine(ref: str) -> str | None:
+    found = [engine for engine in KNOWN_ENGINES if engine in ref]
+    return found[0] if len(found) == 1 else None
+
+
+@app.command("probe")
+@guarded
+def probe_command(target: str = typer.Argument(..., help="An image of the spec (its latest "
+                                                         "build) or an image reference."),
+                  spec: Path = SpecOpt, profile: str = ProfileOpt,
+                  engine_name: str = typer.Option(None, "--engine",
+                                                  help="sglang|vllm, for a reference."),
+                  probes: list[str] = typer.Option(None, "--probe",
+                                                   help="Run only these probes."),
+                  find_spec: list[str] = typer.Option(None, "--find-spec",
+                                                      help="Modules find_spec must resolve."),
+                  evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
+    """Run the probes inside an image (`docker run --rm --network none`)."""
+    store = EvidenceStore(evidence_dir)
+    images = load_spec(spec)
+    digest = None
+    if target in images.images:
+        image = images.image(target)
+        record = latest_build(target, profile, store)
+        if record is None:
+            raise InvalidInput(f"image {target!r} has no build yet; run `imagekit build "
+                               f"{target}`", where=str(store.root))
+        run_ref, shown, digest = record.local_tag, str(record.reference or record.local_tag), \
+            record.digest
+        plan = ProbePlan(engine=image.engine, probes=probes or image.probes,
+                         find_spec=find_spec or image.find_spec)
+    else:
+        ref = ImageReference.parse(target)
+        engine_name = engine_name or _guess_engine(target)
+        if engine_name not in KNOWN_ENGINES:
+            raise InvalidInput("cannot tell the engine of this reference; pass --engine "
+                               "sglang|vllm", where=target)
+        for probe in probes or []:
+            if probe not in KNOWN_PROBES:
+                raise InvalidInput(f"unknown probe {probe!r}", where=target)
+        plan = ProbePlan(engine=engine_name, probes=probes or list(KNOWN_PROBES),
+                         find_spec=find_spec or [engine_name])
+        run_ref, shown, digest = target, target, ref.digest
+    report = probe_image(Engine(), store, run_ref, plan, digest=digest, label=target)
+    report = report.model_copy(update={"image": shown})
+    if json_output:
+        print_json(report)
+    else:
+        console.print(f"{report.image} ({report.digest or report.image_id})")
+        console.print(_checks_table(report.checks))
+        console.print(f"status: {report.status.value}   evidence: {report.evidence}")
+    code = exit_code_for(report.checks)
+    if code:
+        raise typer.Exit(code)
+
+
+@images_app.command("verify")
+@guarded
+def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
+                  image: list[str] = typer.Option(None, "--image", help="Only these images."),
+                  no_cache: bool = typer.Option(False, "--no-cache",
+                                                help="Rebuild and re-probe everything."),
+                  evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
+    """Build both images, push to staging, probe, verify-copy mirrors, write the manifest."""
+    images = load_spec(spec)
+    for name in image or []:
+        images.image(name)
+    with _progress(json_output, "images verify") as on_line:
+        report = verify_images(images, Engine(), EvidenceStore(evidence_dir), profile=profile,
+                               names=image or None, no_cache=no_cache, on_line=on_line)
+    if json_output:
+        print_json(report)
+    else:
+        for entry in report.images:
+            console.print(f"[bold]{entry.image}[/bold] {entry.reference} "
+                          f"({'cached' if entry.cached else 'built'})")
+            console.print(f"  image ID {entry.image_id}  base {entry.base}")
+            console.print("  versions: " + ", ".join(f"{k} {v}" for k, v in
+                                                      entry.versions.items() if v))
+            console.print(_checks_table(entry.checks))
+            for accepted in entry.accepted:
+                console.print(f"  accepted {accepted.check} {accepted.status.value}: "
+                              f"{accepted.reason}")
+            console.print(f"  verdict: {entry.verdict.value}")
+        console.print(f"verdict: {report.verdict.value} ({report.seconds:.1f} s)   "
+                      f"manifest: {report.evidence}")
+    if report.verdict is Status.ERROR:
+        raise typer.Exit(2)
+    if report.verdict is not Status.PASS:
+        raise CheckFailed(f"images verify verdict {report.verdict.value}",
+                          where=str(report.evidence))

@@ -1,0 +1,215 @@
+"""`imagekit images verify`: build every image of the spec, push it to staging, probe it inside,
+run verify-copy where the spec names a mirror of the base, and write the image manifest.
+
+Cache: each image's result is keyed by (build key = base digest + Dockerfile dir + build args,
+probe scripts' hash, probe plan, accepted statuses, mirror digest). When the newest record with
+that key is there and the image is still in the daemon and in the staging registry, the record
+is reused without building or probing (a no-op rerun takes seconds); a new, small attempt says
+so. Anything else runs in full and never overwrites an older record.
+
+Verdict: a check's real status is always kept; the profile's `accept` table may accept a named
+non-PASS status (e.g. vLLM's CPU_PASS_GPU_CLI_DEFERRED) for the verdict, with its reason shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable
+
+from imagekit.build import BuildRecord, build_image, build_key
+from imagekit.engine import Engine
+from imagekit.errors import ImagekitError
+from imagekit.evidence import EvidenceStore
+from imagekit.imagesverify.models import AcceptedCheck, ImageEntry, ImagesVerifyReport
+from imagekit.probe import ProbePlan, probes_version, run_probes
+from imagekit.results import CheckResult, Status, overall
+from imagekit.spec import ImagesSpec, ResolvedImage, resolve_image
+
+KIND = "images-verify"
+
+
+def cache_name(profile: str, name: str) -> str:
+    return f"images-verify-{profile}-{name}"
+
+
+def fix_layers(dockerfile_text: str) -> list[str]:
+    """The Dockerfile's RUN instructions (continuations joined): what the fix layers do."""
+    joined = re.sub(r"\\\n", " ", dockerfile_text)
+    layers = []
+    for line in joined.splitlines():
+        stripped = line.strip()
+        if stripped.upper().startswith("RUN "):
+            layers.append(" ".join(stripped.split()))
+    return layers
+
+
+def verify_key(image: ResolvedImage, plan: ProbePlan, accepted: dict[str, object]) -> str:
+    material = json.dumps({
+        "build": build_key(image), "probes": probes_version(),
+        "plan": plan.model_dump(mode="json"), "accept": accepted,
+        "mirror": str(image.mirror_digest) if image.mirror_digest else None, "recipe": 1,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def judge(name: str, checks: list[CheckResult], accept: dict) -> tuple[Status,
+                                                                       list[AcceptedCheck]]:
+    accepted, rest = [], []
+    for check in checks:
+        rule = accept.get(f"{name}.{check.name}")
+        if check.status is not Status.PASS and rule is not None and rule.status == check.status:
+            accepted.append(AcceptedCheck(check=check.name, status=check.status,
+                                          reason=rule.reason))
+        else:
+            rest.append(check)
+    if not rest:
+        return Status.PASS, accepted
+    return overall(rest), accepted
+
+
+def _verify_copy_check(image: ResolvedImage, store: EvidenceStore) -> CheckResult:
+    """verify-copy of the base's mirror through imagekit.verify; DEFERRED when unavailable."""
+    if image.mirror is None:
+        return CheckResult(name="verify_copy", status=Status.DEFERRED,
+                           detail="the spec names no mirror for this base")
+    if image.mirror_digest is None:
+        return CheckResult(name="verify_copy", status=Status.FAIL,
+                           detail=f"mirror {image.mirror} is not pinned in the lock")
+    try:
+        from imagekit.verify import record_evidence, verify_copy
+    except ImportError as exc:  # the registry helper's module may not be there yet
+        return CheckResult(name="verify_copy", status=Status.DEFERRED,
+                           detail=f"imagekit.verify is not available ({exc})")
+    official = image.base_pinned
+    copy = image.mirror.with_digest(image.mirror_digest)
+    try:
+        result = verify_copy(official, copy)
+    except ImagekitError as exc:
+        return CheckResult(name="verify_copy", status=Status.ERROR,
+                           detail=f"verify-copy {official} vs {copy}: {exc.one_line()}")
+    where = record_evidence(store, result)
+    same = result.verdict == "identical-content"
+    return CheckResult(name="verify_copy", status=Status.PASS if same else Status.FAIL,
+                       detail=f"{copy} vs {official}: {result.verdict}; " +
+                       "; ".join(result.summary[:2]),
+                       data={"evidence": where, "config_digest_equal": result.config_digest_equal,
+                             "diff_ids_equal": result.diff_ids_equal})
+
+
+def _cached_entry(store: EvidenceStore, engine: Engine, image: ResolvedImage,
+                  key: str) -> ImageEntry | None:
+    for record in reversed(store.attempts(cache_name(image.profile, image.name), KIND)):
+        if record.context.get("verify_key") != key:
+            continue
+        if record.status is Status.ERROR:
+            return None
+        path = store.path_of(record) / "entry.json"
+        if not path.is_file():
+            return None
+        entry = ImageEntry.model_validate_json(path.read_text())
+        if entry.reference is None or entry.digest is None:
+            return None
+        build = entry.evidence.get("local_tag")
+        if not build or not engine.exists(build):
+            return None
+        if not _in_registry(entry.reference):
+            return None
+        return entry.model_copy(update={"cached": True})
+    return None
+
+
+def _in_registry(reference: str) -> bool:
+    from imagekit.oci import ImageReference
+    from imagekit.registry import ClientPool, RegistryOptions
+    from imagekit.registry.retry import RetryPolicy
+
+    ref = ImageReference.parse(reference)
+    try:
+        with ClientPool(RegistryOptions(retry=RetryPolicy(attempts=2))) as pool:
+            found = pool.get(ref.registry).manifest_exists(ref.repository, ref.identifier)
+    except ImagekitError:
+        return False
+    return found is not None and ref.digest is not None and found == ref.digest
+
+
+def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore, *,
+               profile: str | None, no_cache: bool,
+               on_line: Callable[[str], None] | None = None) -> ImageEntry:
+    image = resolve_image(spec, name, profile)
+    _, prof = spec.profile(profile)
+    image_spec = spec.image(name)
+    plan = ProbePlan(engine=image.engine, probes=image.probes, find_spec=image.find_spec)
+    accept = {k: v for k, v in prof.accept.items() if k.startswith(f"{name}.")}
+    key = verify_key(image, plan, {k: v.model_dump(mode="json") for k, v in accept.items()})
+    if not no_cache:
+        cached = _cached_entry(store, engine, image, key)
+        if cached is not None:
+            with store.attempt(cache_name(image.profile, name), KIND, verify_key=key,
+                               digest=cached.digest, image_id=cached.image_id,
+                               cached=True) as attempt:
+                attempt.write_json("entry.json", cached)
+                for check in cached.checks:
+                    attempt.add_check(check)
+                attempt.finish(cached.verdict, summary=f"{name}: cached result reused "
+                               f"(verify key {key[:12]})")
+            return cached
+    record: BuildRecord = build_image(spec, name, engine, store, profile=profile, push=True,
+                                      no_cache=no_cache, on_line=on_line)
+    with store.attempt(record.digest, "probe", image=str(record.reference),
+                       image_id=str(record.image_id), probes=plan.probes,
+                       probes_version=probes_version()) as probe_attempt:
+        checks, versions = run_probes(engine, record.local_tag, plan, attempt=probe_attempt)
+        probe_attempt.write_json("versions.json", versions)
+        for check in checks:
+            probe_attempt.add_check(check)
+    if image_spec.mirror.get(image.profile) is not None:
+        checks.append(_verify_copy_check(image, store))
+    verdict, accepted = judge(name, checks, accept)
+    entry = ImageEntry(
+        image=name, engine=image.engine, profile=image.profile,
+        reference=str(record.reference) if record.reference else None,
+        digest=str(record.digest) if record.digest else None, image_id=str(record.image_id),
+        base=str(image.base_pinned), base_digest=str(image.base_digest),
+        mirror=str(image.mirror) if image.mirror else None,
+        fix_layers=fix_layers(image.dockerfile.read_text()), build_args=record.build_args,
+        versions=versions, checks=checks, accepted=accepted, status=overall(checks),
+        verdict=verdict, verify_key=key,
+        evidence={"build": record.evidence, "probe": str(probe_attempt.path),
+                  "local_tag": record.local_tag})
+    for subject in (record.digest, cache_name(image.profile, name)):
+        with store.attempt(subject, KIND, verify_key=key, digest=entry.digest,
+                           image_id=entry.image_id, cached=False) as attempt:
+            attempt.write_json("entry.json", entry)
+            for check in checks:
+                attempt.add_check(check)
+            attempt.finish(verdict, summary=f"{name}: verdict {verdict.value}" +
+                           (f" ({len(accepted)} accepted)" if accepted else ""))
+    return entry
+
+
+def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,
+                  profile: str | None = None, names: list[str] | None = None,
+                  no_cache: bool = False,
+                  on_line: Callable[[str], None] | None = None) -> ImagesVerifyReport:
+    started = time.monotonic()
+    profile_name, _ = spec.profile(profile)
+    engine.ping()
+    entries = [verify_one(spec, name, engine, store, profile=profile_name, no_cache=no_cache,
+                          on_line=on_line)
+               for name in (names or list(spec.images))]
+    verdicts = [CheckResult(name=e.image, status=e.verdict) for e in entries]
+    report = ImagesVerifyReport(profile=profile_name, spec=str(spec.root / "images.toml"),
+                                images=entries, verdict=overall(verdicts),
+                                seconds=time.monotonic() - started)
+    with store.attempt(f"images-{profile_name}", "images-manifest",
+                       digests=[e.digest for e in entries]) as attempt:
+        attempt.write_json("manifest.json", report)
+        for entry in entries:
+            attempt.add_check(CheckResult(name=entry.image, status=entry.verdict,
+                                          detail=f"{entry.reference}"))
+        attempt.finish(report.verdict, summary=f"{len(entries)} image(s), verdict "
+                       f"{report.verdict.value}")
+    return report.model_copy(update={"evidence": str(attempt.path)})

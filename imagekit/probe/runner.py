@@ -1,0 +1,135 @@
+"""Run the probes of `probes/` inside an image: `docker run --rm --network none`, the probes
+bind-mounted read-only (the image under test is not changed), entrypoint overridden to python3.
+
+Each probe's last stdout line is its JSON verdict; a probe that exits non-zero or prints no JSON
+is an ERROR (the probe broke, not the image). Raw stdout/stderr of every probe go to evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.engine import Engine, RunOutcome
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import Digest
+from imagekit.results import CheckResult, Status, overall
+
+PROBES_ENV = "IMAGEKIT_PROBES_DIR"
+MOUNT = "/imagekit-probes"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def probes_dir() -> Path:
+    if os.environ.get(PROBES_ENV):
+        return Path(os.environ[PROBES_ENV]).absolute()
+    return _REPO_ROOT / "probes"
+
+
+def probes_version(directory: Path | None = None) -> str:
+    """sha256 of the probe scripts: part of every cache key that covers probe results."""
+    directory = directory or probes_dir()
+    digest = hashlib.sha256()
+    for path in sorted(directory.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+class ProbePlan(BaseModel):
+    """Which probes to run and their arguments (from the spec, or given by hand)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str
+    probes: list[str]
+    find_spec: list[str] = []
+
+    def argv(self, probe: str) -> list[str]:
+        args = [f"{MOUNT}/{probe}.py"]
+        if probe == "find_spec":
+            args += self.find_spec
+        elif probe == "cli_help":
+            args.append(self.engine)
+        return args
+
+
+class ProbeReport(BaseModel):
+    """What `imagekit probe --json` prints."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str
+    digest: str | None
+    image_id: str | None = None
+    status: Status
+    checks: list[CheckResult]
+    versions: dict[str, str | None] = {}
+    evidence: str | None = None
+
+
+def parse_outcome(probe: str, outcome: RunOutcome) -> CheckResult:
+    last = next((line for line in reversed(outcome.stdout.splitlines()) if line.strip()), "")
+    try:
+        result = json.loads(last)
+    except json.JSONDecodeError:
+        result = None
+    if outcome.returncode != 0 or not isinstance(result, dict):
+        why = "could not start (no python3 in the image?)" if outcome.returncode in (125, 126,
+                                                                                     127) \
+            else f"exited {outcome.returncode} without a JSON verdict"
+        tail = " | ".join(outcome.stderr.strip().splitlines()[-3:])[:400]
+        return CheckResult(name=probe, status=Status.ERROR, detail=f"probe {why}: {tail}",
+                           data={"exit_code": outcome.returncode})
+    try:
+        status = Status(result.get("status"))
+    except ValueError:
+        return CheckResult(name=probe, status=Status.ERROR,
+                           detail=f"probe printed an unknown status {result.get('status')!r}")
+    return CheckResult(name=probe, status=status, detail=str(result.get("detail", "")),
+                       data=dict(result.get("data") or {}))
+
+
+def run_probes(engine: Engine, image: str, plan: ProbePlan, *,
+               attempt=None) -> tuple[list[CheckResult], dict[str, str | None]]:
+    """Run every probe of the plan, plus the versions fact-finder. Returns (checks, versions)."""
+    directory = probes_dir()
+    volumes = [(directory, MOUNT, "ro")]
+    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    checks = []
+    for probe in plan.probes:
+        outcome = engine.run(image, plan.argv(probe), entrypoint="python3", network="none",
+                             volumes=volumes, envs=env)
+        if attempt is not None:
+            attempt.write_text(f"probes/{probe}.stdout", outcome.stdout)
+            attempt.write_text(f"probes/{probe}.stderr", outcome.stderr)
+        checks.append(parse_outcome(probe, outcome))
+    outcome = engine.run(image, [f"{MOUNT}/versions.py"], entrypoint="python3",
+                         network="none", volumes=volumes, envs=env)
+    if attempt is not None:
+        attempt.write_text("probes/versions.stdout", outcome.stdout)
+        attempt.write_text("probes/versions.stderr", outcome.stderr)
+    versions_check = parse_outcome("versions", outcome)
+    versions = dict(versions_check.data.get("versions") or {})
+    return checks, versions
+
+
+def probe_image(engine: Engine, store: EvidenceStore, image: str, plan: ProbePlan, *,
+                digest: Digest | None = None, label: str | None = None) -> ProbeReport:
+    """Probe one image and record the attempt under its digest (kind `probe`)."""
+    engine.ping()
+    info = engine.inspect(image) if engine.exists(image) else None
+    key = digest or (info.id if info else None) or f"probe-{label or 'image'}"
+    with store.attempt(key, "probe", image=image, probes=plan.probes,
+                       probes_version=probes_version()) as attempt:
+        checks, versions = run_probes(engine, image, plan, attempt=attempt)
+        attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
+        attempt.write_json("versions.json", versions)
+        for check in checks:
+            attempt.add_check(check)
+    return ProbeReport(image=image, digest=str(digest) if digest else None,
+                       image_id=str(info.id) if info else None, status=overall(checks),
+                       checks=checks, versions=versions, evidence=str(attempt.path))
