@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from imagekit.report.models import ImageReport
+from imagekit.results import Status
 
 _MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "ERROR": "**ERROR**", "DEFERRED": "_DEFERRED_"}
 
@@ -59,9 +60,11 @@ def render(report: ImageReport) -> str:
     if report.required:
         out.append("| requirement | satisfied | status | reason |\n|---|---|---|---|")
         for o in report.required:
+            mark = _MARK[o.status.value] if o.status else "**missing**"
+            if o.satisfied and o.status not in (None, Status.PASS):
+                mark += " (accepted)"
             out.append(f"| {_cell(o.requirement)} | {'yes' if o.satisfied else '**no**'} | "
-                       f"{_MARK[o.status.value] if o.status else '**missing**'} | "
-                       f"{_cell(o.reason)} |")
+                       f"{mark} | {_cell(o.reason)} |")
     else:
         out.append("None configured.")
 

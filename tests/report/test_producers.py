@@ -13,7 +13,7 @@ import pytest
 from imagekit.build import BuildRecord, latest_build
 from imagekit.build.builder import KIND, evidence_name
 from imagekit.oci import Digest, ImageReference
-from imagekit.report import build_report, check_promotable
+from imagekit.report import build_report, check_promotable, render
 from imagekit.report.resolve import resolve
 from imagekit.results import CheckResult, Status
 from tests.report.conftest import fake_digest
@@ -27,7 +27,7 @@ def _the_checkouts_spec(monkeypatch) -> None:
 
 
 def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status.FAIL,
-                     probe_key: str = "image_id") -> BuildRecord:
+                     probe_key: str = "image_id", manifest: bool = True) -> BuildRecord:
     """What build_image + probe_image record for one pushed image (imagekit/build/builder.py,
     imagekit/probe/runner.py)."""
     digest, image_id = Digest.parse(fake_digest(f"{name}-m")), Digest.parse(fake_digest(name))
@@ -63,8 +63,21 @@ def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status
                                        "pillow": "11.3.0", "nixl-cu12": "1.2.0", "av": None})
         for check in checks:
             a.add_check(check)
-    with store.attempt(digest, "images-verify", name=name, profile="local") as a:
-        a.add_check(CheckResult(name="manifest", status=Status.PASS))
+    if not manifest:
+        return record
+    # the image manifest as `imagekit images verify` writes it: keyed by a name, the image's
+    # digests in the context, the facts in entry.json
+    with store.attempt(f"images-verify-local-{name}", "images-verify", verify_key="2" * 64,
+                       digest=str(digest), image_id=str(image_id), cached=False) as a:
+        a.write_json("entry.json", {
+            "image": name, "engine": name, "profile": "local", "digest": str(digest),
+            "image_id": str(image_id), "base": str(base), "base_digest": str(base.digest),
+            "fix_layers": ["RUN python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 "
+                           "pillow==11.3.0 && python3 -m pip check"],
+            "versions": {"python": "3.11.2", "pillow": "11.3.0", "vllm": None},
+            "checks": [c.model_dump(mode="json") for c in checks]})
+        for check in checks:
+            a.add_check(check)
     return record
 
 
@@ -73,11 +86,14 @@ def test_report_links_build_probe_and_spec(store) -> None:
     report = build_report(store, record.digest)
     assert str(record.image_id) in report.aliases            # probe keyed by the image ID
     assert report.facts.name == "sglang" and report.profile == "local"
-    assert report.facts.versions == {"python": "3.11.2", "torch": "2.13.0+cpu",
-                                     "pillow": "11.3.0", "nixl-cu12": "1.2.0"}
+    assert report.facts.versions == {"python": "3.11.2", "pillow": "11.3.0"}  # the manifest's
+    assert report.facts.source.startswith("name/images-verify-local-sglang/")
     assert report.facts.base_digest == str(record.base.digest)
-    [torch_arch] = [c for c in report.checks if c.name == "torch_arch"]
-    assert torch_arch.status is Status.FAIL and "CPU torch build" in torch_arch.accepted
+    assert report.facts.fix_layers[0].startswith("RUN python3 -m pip install")
+    kinds = {c.kind for c in report.checks if c.name == "torch_arch"}
+    assert kinds == {"probe", "images-verify"}
+    for torch_arch in [c for c in report.checks if c.name == "torch_arch"]:
+        assert torch_arch.status is Status.FAIL and "CPU torch build" in torch_arch.accepted
     decision = check_promotable(store, record.digest)
     assert decision.allowed, decision.reasons                # accepted by profile local
 
@@ -95,3 +111,13 @@ def test_name_resolves_through_latest_build(store) -> None:
     assert resolve("sglang", store) == (record.digest, "sglang")
     report = build_report(store, resolve("sglang", store)[0], name="sglang")
     assert report.status is Status.DEFERRED                     # accepted FAIL = a warning
+
+
+def test_versions_from_the_probe_when_no_manifest_yet(store) -> None:
+    record = _build_and_probe(store, manifest=False)
+    report = build_report(store, record.digest, required=["probe:pip_check"])
+    assert report.facts.versions == {"python": "3.11.2", "torch": "2.13.0+cpu",
+                                     "pillow": "11.3.0", "nixl-cu12": "1.2.0"}
+    assert report.facts.base_digest == str(record.base.digest)     # from the build's base
+    assert report.facts.name == "sglang" and report.facts.fix_layers == []
+    assert "## Fix layers\n\nNo evidence." in render(report, "md")
