@@ -55,6 +55,15 @@ def _finish(report: CheckReport, json_output: bool) -> None:
 @guarded
 def serve_command(
     extra: list[str] = typer.Argument(None, help="Extra engine arguments, appended as given."),
+    pod_image: str = typer.Option(None, help="Instead: print the engine server Pod + ConfigMap "
+                                             "(YAML) for this image (repo@sha256:…)."),
+    startup_log: Path = typer.Option(None, help="With --pod-image: size the startupProbe from "
+                                                "this observed startup log."),
+    startup_seconds: int = typer.Option(3600, help="With --pod-image and no log: startupProbe "
+                                                   "budget in seconds."),
+    name: str = typer.Option("engine", help="With --pod-image: Pod name."),
+    namespace: str = typer.Option("default", help="With --pod-image: namespace."),
+    model_claim: str = typer.Option(None, help="With --pod-image: read-only model PVC."),
     json_output: bool = JsonOpt,
 ) -> None:
     """Print the engine serve command from ENGINE, MODEL_PATH, TP, MAX_CONTEXT, MAX_REQUESTS,
@@ -64,6 +73,28 @@ def serve_command(
 
     config = ServeConfig.from_env(os.environ, extra_args=tuple(extra or ()))
     argv = serve_argv(config)
+    if pod_image:
+        import yaml
+
+        from imagekit.launch import parse_startup_log, required_startup_seconds
+        from imagekit.launch.budget import ProbeBudget
+        from imagekit.launch.pod import engine_pod
+
+        seconds = startup_seconds
+        if startup_log is not None:
+            if not startup_log.is_file():
+                raise InvalidInput("startup log not found", where=str(startup_log))
+            seconds = required_startup_seconds(parse_startup_log(
+                startup_log.read_text(errors="replace"), engine=config.engine.value)
+            ).required_seconds
+        pod, configmap = engine_pod(config, pod_image, ProbeBudget.covering(seconds),
+                                    name=name, namespace=namespace, model_claim=model_claim)
+        if json_output:
+            print_json({"configmap": configmap, "pod": pod})
+        else:
+            console.print(yaml.safe_dump_all([configmap, pod], sort_keys=False), markup=False,
+                          soft_wrap=True)
+        return
     if os.environ.get("EXECUTE") == "1":
         os.execvp(argv[0], argv)
     if json_output:

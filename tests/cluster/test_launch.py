@@ -250,3 +250,23 @@ def test_bad_cluster_input_is_one_line_exit_2(args: list[str], message: str, tmp
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("imagekit: error: ") and message in lines[0]
+
+
+def test_engine_pod_env_reproduces_the_serve_command() -> None:
+    from imagekit.launch.pod import engine_pod
+
+    config = ServeConfig.build(engine="sglang", max_context=8192, max_requests=4, tp=8)
+    need = required_startup_seconds(parse_startup_log(record_first_start()))
+    budget = ProbeBudget.covering(need.required_seconds)
+    pod, configmap = engine_pod(config, "127.0.0.1:5003/imagekit/sglang-fixed@sha256:" + "a" * 64,
+                                budget, name="m3", namespace="serve", model_claim="m3-weights")
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["EXECUTE"] == "1"
+    printed = launch_sh({k: v for k, v in env.items() if k != "EXECUTE"})
+    assert shlex.split(printed.stdout) == serve_argv(config)
+    assert configmap["data"]["launch.sh"] == LAUNCH.read_text()
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= need.required_seconds > 1800
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert "127.0.0.1:30000/health" in container["readinessProbe"]["exec"]["command"][-1]

@@ -1,0 +1,56 @@
+"""The engine server Pod: launch.sh from a ConfigMap, the serve settings as env, a startupProbe
+sized from observed startup phases, an exec readinessProbe.
+
+The env carries exactly launch.sh's variables (so `imagekit serve-command` with the same env
+prints what the Pod will run); EXECUTE=1 makes launch.sh exec the engine. Probes are exec
+(python3 urllib against 127.0.0.1): they work on nodes without a Pod network and need no curl
+in the image.
+"""
+
+from __future__ import annotations
+
+from imagekit.cluster import manifests
+from imagekit.launch.budget import ProbeBudget
+from imagekit.launch.command import ServeConfig, readiness_path
+from imagekit.oci import ImageReference
+
+
+def serve_env(config: ServeConfig) -> list[dict[str, str]]:
+    env = {"ENGINE": config.engine.value, "MODEL_PATH": config.model_path, "TP": str(config.tp),
+           "MAX_CONTEXT": str(config.max_context), "MAX_REQUESTS": str(config.max_requests),
+           "DISABLE_PIECEWISE_CUDA_GRAPH": "1" if config.disable_piecewise_cuda_graph else "0",
+           "HOST": config.host, "PORT": str(config.effective_port)}
+    if config.served_model_name:
+        env["SERVED_MODEL_NAME"] = config.served_model_name
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def health_command(config: ServeConfig) -> list[str]:
+    url = f"http://127.0.0.1:{config.effective_port}{readiness_path(config.engine)}"
+    return ["python3", "-c", f"import urllib.request as u; u.urlopen({url!r}, timeout=4)"]
+
+
+def engine_pod(config: ServeConfig, image: ImageReference | str, startup: ProbeBudget, *,
+               name: str, namespace: str, node_selector: dict[str, str] | None = None,
+               tolerations: list[dict] | None = None, priority_class_name: str | None = None,
+               pull_secrets: list[str] | None = None, model_claim: str | None = None,
+               deadline_seconds: int = 7 * 24 * 3600) -> tuple[dict, dict]:
+    """(Pod, ConfigMap) for one engine server; the image must be pinned by digest."""
+    if config.extra_args:
+        from imagekit.errors import InvalidInput
+        raise InvalidInput("extra engine arguments cannot travel through launch.sh's env; "
+                           "put them in the image or the template")
+    configmap = manifests.configmap(f"{name}-launch", namespace,
+                                    manifests.script_files("launch.sh"),
+                                    labels={"imagekit.dev/role": "engine-server"})
+    pod = manifests.render(
+        "engine-server.yaml.j2", name=name, namespace=namespace, image=image,
+        engine=config.engine.value, node_selector=node_selector or {},
+        tolerations=tolerations if tolerations is not None else [manifests.GPU_TOLERATION],
+        priority_class_name=priority_class_name, pull_secrets=pull_secrets or [],
+        env=[*serve_env(config), {"name": "EXECUTE", "value": "1"}],
+        port=config.effective_port, gpus=config.tp, startup=startup,
+        health_command=health_command(config), configmap=configmap["metadata"]["name"],
+        deadline_seconds=deadline_seconds, model_claim=model_claim,
+        model_mount=config.model_path)
+    return pod, configmap
