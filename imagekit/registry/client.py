@@ -32,6 +32,7 @@ from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.registry import auth as _auth
 from imagekit.registry.credentials import Credential, CredentialSource
+from imagekit.registry.journal import UploadJournal
 from imagekit.registry.endpoint import (
     api_host,
     is_loopback,
@@ -57,6 +58,8 @@ class RegistryOptions(BaseModel):
     chunk_size: int = 128 * MIB
     read_size: int = 64 * 1024  # larger makes httpx re-chunk (measured: 2 MiB is 5x slower)
     timeout_s: float = 120.0
+    #: Where interrupted uploads are remembered for a rerun (None: the default directory).
+    upload_journal: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class RegistryClient:
         self._basic: str | None = None
         self._tokens: dict[tuple[str, ...], str] = {}
         self._challenge: _auth.Challenge | None = None
+        self._journal = UploadJournal(self.options.upload_journal)
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -662,12 +666,23 @@ class RegistryClient:
 
     def _upload_once(self, repository: str, digest: Digest, size: int,
                      source: Iterator[bytes], on_bytes: Callable[[int], None]) -> None:
-        location = self._start_upload(repository)
+        start = 0
+        location = None
+        remembered = self._journal.get(self.registry, repository, digest)
+        if remembered is not None:
+            status = self._upload_status(repository, self._url(remembered[0]))
+            if status is not None and status[1] == remembered[1] and 0 < status[1] <= size:
+                location, start = status  # resume where the interrupted run stopped
+            self._journal.drop(self.registry, repository, digest)
+        if location is None:
+            location = self._start_upload(repository)
         try:
-            self._upload_parts(repository, digest, size, iter(source), on_bytes, location)
-        except (_RestartUpload, KeyboardInterrupt):
-            raise
+            self._upload_parts(repository, digest, size, iter(source), on_bytes, location,
+                               start)
+        except (_RestartUpload, KeyboardInterrupt, TransportError):
+            raise  # the session may be resumable (journal) or is gone already
         except BaseException:
+            self._journal.drop(self.registry, repository, digest)
             try:  # a failed source (e.g. DigestMismatch): cancel the session, commit nothing
                 self.request("DELETE", location, scopes=self.push_scope(repository),
                              retry=False).close()
@@ -677,10 +692,19 @@ class RegistryClient:
 
     def _upload_parts(self, repository: str, digest: Digest, size: int,
                       source: Iterator[bytes], on_bytes: Callable[[int], None],
-                      location: str) -> None:
+                      location: str, start: int = 0) -> None:
         where = f"{self.registry}/{repository}@{digest}"
         leftover = [b""]
-        offset = 0
+        skipped = 0
+        while skipped < start:  # bytes the registry already holds: hashed, not sent again
+            data = next(source, b"")
+            if not data:
+                raise DigestMismatch(f"blob ended before its descriptor's {size} bytes",
+                                     where=where)
+            if skipped + len(data) > start:
+                data, leftover[0] = data[:start - skipped], data[start - skipped:]
+            skipped += len(data)
+        offset = start
         while offset < size:
             length = min(self.options.chunk_size, size - offset)
             kept: list[bytes] = []
@@ -714,7 +738,10 @@ class RegistryClient:
             location = self._send_part(repository, digest, location, offset, length, body,
                                        kept, refill, on_bytes)
             offset += length
+            if offset < size:
+                self._journal.put(self.registry, repository, digest, location, offset)
         if leftover[0] or next(source, b""):  # drains the source: its digest check runs here
             raise DigestMismatch(f"blob is longer than its descriptor's {size} bytes",
                                  where=where)
         self._commit(repository, digest, location)
+        self._journal.drop(self.registry, repository, digest)

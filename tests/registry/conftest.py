@@ -22,7 +22,7 @@ def reg(infra):
 
 
 @pytest.fixture(autouse=True)
-def _docker_env(request, monkeypatch):
+def _docker_env(request, monkeypatch, tmp_path_factory):
     """Registry tests see the infra's docker config and fast retries, like a user with
     DOCKER_CONFIG set would; the CLI reads the same."""
     if "infra" in request.fixturenames:
@@ -31,6 +31,7 @@ def _docker_env(request, monkeypatch):
     monkeypatch.setenv("IMAGEKIT_RETRY_WAIT_INITIAL", "0.01")
     monkeypatch.setenv("IMAGEKIT_RETRY_WAIT_MAX", "0.05")
     monkeypatch.setenv("IMAGEKIT_RETRY_AFTER_MAX", "0.1")
+    monkeypatch.setenv("IMAGEKIT_UPLOAD_JOURNAL", str(tmp_path_factory.mktemp("journal")))
 
 
 @pytest.fixture

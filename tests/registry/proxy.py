@@ -6,6 +6,8 @@
 - `lie=True`: blob GET bodies have one byte flipped (a relay that corrupts content).
 - `cut_after_commits=N`: after N committed blob uploads (PUT …?digest= answered 201) every
   further request is reset — a network cut in the middle of a promote.
+- `cut_after_patches=N`: the same after N acknowledged upload chunks (PATCH answered 202) — a
+  cut in the middle of one blob. Set the attribute to None to heal the network.
 
 Runs in a thread (ThreadingHTTPServer); `stats` counts what it did.
 """
@@ -30,7 +32,8 @@ class _Reset(Exception):
 
 class FaultProxy:
     def __init__(self, upstream: str, *, faults: float = 0.0, lie: bool = False,
-                 cut_after_commits: int | None = None, seed: int = 7,
+                 cut_after_commits: int | None = None, cut_after_patches: int | None = None,
+                 seed: int = 7,
                  bind: str = "127.0.0.1") -> None:
         self.upstream_host, port = upstream.rsplit(":", 1)
         self.upstream_port = int(port)
@@ -41,6 +44,8 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.stats: Counter[str] = Counter()
         self.commits = 0
+        self.cut_after_patches = cut_after_patches
+        self.patches = 0
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -111,7 +116,9 @@ class FaultProxy:
         length = int(handler.headers.get("content-length") or 0)
         body = handler.rfile.read(length) if length else b""
         with self.lock:
-            cut = self.cut_after_commits is not None and self.commits >= self.cut_after_commits
+            cut = (self.cut_after_commits is not None and
+                   self.commits >= self.cut_after_commits) or \
+                (self.cut_after_patches is not None and self.patches >= self.cut_after_patches)
         if cut:
             self._count("cut")
             raise _Reset()
@@ -151,6 +158,9 @@ class FaultProxy:
                     "digest=" in handler.path and response.status == 201:
                 with self.lock:
                     self.commits += 1
+            if handler.command == "PATCH" and response.status == 202:
+                with self.lock:
+                    self.patches += 1
             handler.send_response(response.status)
             for key, value in response.getheaders():
                 if key.lower() in HOP_BY_HOP:

@@ -184,3 +184,29 @@ def test_all_platforms_copies_the_index_and_companion_tags(pool, reg, repo, stag
                      R(f"{reg['target']}/{repo}:amd"), pool=pool)
     assert single.digest == str(staged.digest) and single.platform == "linux/amd64"
     assert pool.get(reg["target"]).manifest_exists(repo, index.digest) is None
+
+
+def test_upload_cut_mid_blob_resumes_in_a_new_process_from_the_journal(options, reg, repo,
+                                                                        tmp_path):
+    """A 5 MiB blob in 1 MiB chunks; the network is cut after 2 acknowledged chunks. A fresh
+    client (as a rerun in a new process would have) resumes from byte 2 MiB: it re-reads and
+    re-hashes the source but sends only the 3 MiB the registry does not hold."""
+    import os as _os
+
+    data = _os.urandom(5 << 20)
+    digest = Digest.of_bytes(data)
+    journal = tmp_path / "journal"
+    opts = options.model_copy(update={"upload_journal": journal,
+                                      "retry": FAST_RETRY.model_copy(update={"attempts": 2})})
+    with FaultProxy(reg["staging"], cut_after_patches=2) as proxy:
+        from imagekit.registry import RegistryClient
+        with RegistryClient(proxy.address, opts) as client, pytest.raises(TransportError):
+            client.upload_blob(repo, digest, lambda: iter([data]), size=len(data))
+        assert proxy.patches == 2 and len(list(journal.glob("*.json"))) == 1
+        proxy.cut_after_patches = None  # the network is back
+        with RegistryClient(proxy.address, opts) as client:
+            sent = client.upload_blob(repo, digest, lambda: iter([data]), size=len(data))
+            assert sent == 3 << 20
+            assert client.blob_exists(repo, digest)
+            assert client.get_blob_bytes(repo, digest) == data
+    assert list(journal.glob("*.json")) == []
