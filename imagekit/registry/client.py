@@ -241,6 +241,12 @@ class RegistryClient:
                      credential: Credential | None) -> str:
         if not challenge.realm:
             raise TransportError("Bearer challenge without a realm", where=self.registry)
+        realm = httpx.URL(challenge.realm)
+        if credential is not None and realm.scheme != "https" and \
+                not is_loopback(realm.netloc.decode()) and not self._insecure:
+            raise TransportError(f"token realm {challenge.realm} is plain HTTP; credentials are "
+                                 "not sent there (use --insecure for this registry to allow it)",
+                                 where=self.registry)
         params: list[tuple[str, str]] = []
         if challenge.service:
             params.append(("service", challenge.service))
