@@ -27,8 +27,10 @@ def report_command(
     subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST",
                                   help="An image of the spec (its latest build), a reference, "
                                        "or a digest."),
-    fmt: str = typer.Option("md", "--format", "-f", help="md, json, junit, intoto or html."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
+    fmt: str = typer.Option("md", "--format", "-f",
+                            help="md, json, junit, intoto, html, or all (needs --out DIR)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout "
+                             "(a directory with --format all)."),
     require: list[str] = Require,
     profile: str = Profile,
     evidence_dir: Path = EvidenceDir,
@@ -36,15 +38,23 @@ def report_command(
     """Report everything the evidence says about one image: versions, base, fix layers, each
     check with its evidence path, digests at every endpoint, GPU preflight, acceptance."""
     from imagekit.report import build_report, render
-    from imagekit.report.render import FORMATS
+    from imagekit.report.render import FORMATS, write_all
     from imagekit.report.resolve import resolve
 
-    if fmt not in FORMATS:
-        raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
+    if fmt not in (*FORMATS, "all"):
+        raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
+    if fmt == "all" and out is None:
+        raise InvalidInput("--format all writes one file per format: give --out DIR")
     store = EvidenceStore(evidence_dir)
     digest, name = resolve(subject, store)
     report = build_report(store, digest, required=require or None, requested=subject, name=name,
                           profile=profile)
+    if fmt == "all":
+        written = write_all(report, out)
+        for path in written.values():
+            err_console.print(f"{report.subject} ({report.status.value}) → {path}",
+                              markup=False)
+        return
     text = render(report, fmt)
     if out is None:
         sys.stdout.write(text)

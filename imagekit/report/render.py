@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from imagekit.errors import InvalidInput
 from imagekit.report import html, intoto, junit, markdown
@@ -23,3 +24,25 @@ def render(report: ImageReport, fmt: str) -> str:
     if fmt == "html":
         return html.render(report)
     raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+#: File suffix of each format when every format is written at once.
+SUFFIXES = {"md": ".md", "json": ".json", "junit": ".junit.xml", "intoto": ".intoto.json",
+            "html": ".html"}
+
+
+def write_all(report: ImageReport, directory: Path | str, stem: str | None = None
+              ) -> dict[str, Path]:
+    """Every format into `directory` as `<stem><suffix>` (stem: the image name and the digest's
+    first 12 hex). Existing files are replaced: reports are derived, evidence is not."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if stem is None:
+        hex_part = report.subject.partition(":")[2][:12]
+        stem = f"{report.facts.name}-{hex_part}" if report.facts.name else hex_part
+    written = {}
+    for fmt, suffix in SUFFIXES.items():
+        target = directory / f"{stem}{suffix}"
+        target.write_text(render(report, fmt))
+        written[fmt] = target
+    return written

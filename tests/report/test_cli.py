@@ -135,3 +135,17 @@ def test_a_base_reference_does_not_resolve_to_the_image_built_on_it(store) -> No
         a.add_check(CheckResult(name="build", status="PASS"))
     assert _from_evidence(store, {base}) is None
     assert str(_from_evidence(store, {local})) == fake_digest("sglang-manifest")
+
+
+def test_report_all_formats_into_a_directory(rehearsal, tmp_path) -> None:
+    root = rehearsal.store.root
+    assert ik("report", rehearsal.digest, "--format", "all", evidence=root).returncode == 2
+    done = ik("report", rehearsal.digest, "--format", "all", "--out", str(tmp_path / "r"),
+              evidence=root)
+    assert done.returncode == 0, done.stderr
+    stem = "sglang-" + rehearsal.digest.removeprefix("sha256:")[:12]
+    names = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert names == sorted(f"{stem}{s}" for s in (".md", ".json", ".junit.xml", ".intoto.json",
+                                                  ".html"))
+    junitparser.JUnitXml.fromfile(str(tmp_path / "r" / f"{stem}.junit.xml"))
+    assert json.loads((tmp_path / "r" / f"{stem}.intoto.json").read_text())["subject"]
