@@ -32,16 +32,20 @@ EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
 
 
+def _say(text: str) -> None:
+    """Plain text for people: no markup, no :emoji: codes (a probe named `a` is not 🅰)."""
+    console.print(text, markup=False, emoji=False, soft_wrap=True)
+
+
 def _print_report(report: CheckReport, json_output: bool) -> None:
     if json_output:
         print_json(report)
     else:
         for check in report.checks:
-            console.print(f"{check.status.value:8} {check.name}: {check.detail}", markup=False,
-                          soft_wrap=True)
-        console.print(f"{report.status.value} {report.subject}", markup=False)
+            _say(f"{check.status.value:8} {check.name}: {check.detail}")
+        _say(f"{report.status.value} {report.subject}")
         if report.evidence:
-            console.print(f"evidence: {report.evidence}", markup=False)
+            _say(f"evidence: {report.evidence}")
 
 
 def _finish(report: CheckReport, json_output: bool) -> None:
@@ -92,15 +96,14 @@ def serve_command(
         if json_output:
             print_json({"configmap": configmap, "pod": pod})
         else:
-            console.print(yaml.safe_dump_all([configmap, pod], sort_keys=False), markup=False,
-                          soft_wrap=True)
+            _say(yaml.safe_dump_all([configmap, pod], sort_keys=False))
         return
     if os.environ.get("EXECUTE") == "1":
         os.execvp(argv[0], argv)
     if json_output:
         print_json({"argv": argv, "config": config.model_dump(mode="json")})
     else:
-        console.print(shlex.join(argv), markup=False, soft_wrap=True)
+        _say(shlex.join(argv))
 
 
 @launch_log_app.command("parse")
@@ -151,21 +154,20 @@ def launch_log_parse(
         print_json(doc)
     else:
         s = report.summary()
-        console.print(f"weight load: {s['weight_load_seconds_min']}–{s['weight_load_seconds_max']}"
-                      f" s over ranks {s['ranks']}", markup=False)
-        console.print(f"cuda graph: {s['cuda_graph_seconds']} s, bs {s['cuda_graph_batch_sizes']}",
-                      markup=False)
-        console.print(f"piecewise: began={s['piecewise_began']} buckets={s['piecewise_buckets']} "
-                      f"seconds={s['piecewise_seconds']}", markup=False)
+        _say(f"weight load: {s['weight_load_seconds_min']}–{s['weight_load_seconds_max']}"
+                      f" s over ranks {s['ranks']}")
+        _say(f"cuda graph: {s['cuda_graph_seconds']} s, bs {s['cuda_graph_batch_sizes']}")
+        _say(f"piecewise: began={s['piecewise_began']} buckets={s['piecewise_buckets']} "
+                      f"seconds={s['piecewise_seconds']}")
         for moe in report.moe_config_missing:
-            console.print(f"MoE tuning config missing (default kernel config used; performance "
-                          f"hint): device={moe.device} E={moe.E} N={moe.N}", markup=False)
-        console.print(f"startup needs {need.required_seconds} s"
+            _say(f"MoE tuning config missing (default kernel config used; performance "
+                          f"hint): device={moe.device} E={moe.E} N={moe.N}")
+        _say(f"startup needs {need.required_seconds} s"
                       f"{'' if need.complete else ' at least'}; suggested startupProbe "
                       f"periodSeconds={suggested.period_seconds} "
-                      f"failureThreshold={suggested.failure_threshold}", markup=False)
+                      f"failureThreshold={suggested.failure_threshold}")
         if check:
-            console.print(f"{check.status.value} {check.name}: {check.detail}", markup=False)
+            _say(f"{check.status.value} {check.name}: {check.detail}")
     if check is not None and not check.status.is_pass:
         raise typer.Exit(exit_code_for([check]))
 

@@ -44,21 +44,44 @@ def test_ns(kube) -> str:
 
 
 @pytest.fixture(scope="session")
-def target_client(cluster_state):
+def python_layer() -> bytes:
+    from .images import build_layer
+
+    return build_layer()
+
+
+def _client(state, name: str):
     from imagekit.registry import RegistryClient, RegistryOptions
 
-    target = cluster_state.registry("target")
-    with RegistryClient(target.address, RegistryOptions(
-            ca_file=target.ca_file or cluster_state.ca_file,
-            docker_config=cluster_state.docker_config_dir)) as client:
+    endpoint = state.registry(name)
+    return RegistryClient(endpoint.address, RegistryOptions(
+        ca_file=endpoint.ca_file or state.ca_file, docker_config=state.docker_config_dir,
+        insecure=frozenset({endpoint.address}) if endpoint.scheme == "http" else frozenset()))
+
+
+@pytest.fixture(scope="session")
+def target_client(cluster_state):
+    with _client(cluster_state, "target") as client:
         yield client
 
 
 @pytest.fixture(scope="session")
-def python_image(cluster_state, target_client):
+def python_image(cluster_state, target_client, python_layer):
     """busybox + python3 from this machine, pushed to the target registry (by tag)."""
-    from .images import build_layer, push_image
+    from .images import push_image
 
     target = cluster_state.registry("target")
     return push_image(target_client, target.address, "imagekit-test/python", "probe-1",
-                      build_layer())
+                      python_layer)
+
+
+@pytest.fixture(scope="session")
+def push_to(cluster_state, python_layer):
+    """push_to(registry_name, tag, indent=None) -> PushedImage of the python image there."""
+    from .images import push_image
+
+    def push(name: str, tag: str, indent: int | None = None):
+        with _client(cluster_state, name) as client:
+            return push_image(client, cluster_state.registry(name).address,
+                              "imagekit-test/python", tag, python_layer, indent=indent)
+    return push

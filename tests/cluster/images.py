@@ -121,8 +121,9 @@ class PushedImage:
 
 
 def push_image(client: RegistryClient, registry: str, repository: str, tag: str,
-               layer_tar: bytes, label: str = "") -> PushedImage:
-    """Push one single-layer image (gzip layer) and return its digests."""
+               layer_tar: bytes, label: str = "", indent: int | None = None) -> PushedImage:
+    """Push one single-layer image (gzip layer) and return its digests. `indent` re-serialises
+    the same manifest (same config and layers, other bytes, other digest)."""
     compressed_io = io.BytesIO()
     with gzip.GzipFile(fileobj=compressed_io, mode="wb", mtime=0, compresslevel=1) as gz:
         gz.write(layer_tar)
@@ -145,7 +146,7 @@ def push_image(client: RegistryClient, registry: str, repository: str, tag: str,
                    "digest": str(config_digest), "size": len(config)},
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
                     "digest": str(layer_digest), "size": len(compressed)}]},
-        sort_keys=True).encode()
+        sort_keys=True, indent=indent).encode()
     digest = Digest.of_bytes(manifest)
     client.put_manifest(repository, tag, ManifestBlob(manifest, OCI_MANIFEST, digest))
     return PushedImage(ImageReference.parse(f"{registry}/{repository}:{tag}"), digest,

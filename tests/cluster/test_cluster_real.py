@@ -295,3 +295,38 @@ def test_configmap_switch_while_controller_waits(kube, python_image, cluster_sta
         for mode, (name, _) in started.items():
             delete_and_wait(kube, ns, name, timeout=60)
             kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{name}")
+
+
+@pytest.mark.parametrize("registry", ["staging", "production"])
+def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path) -> None:
+    """plain HTTP (staging) and TLS + basic auth (production), besides target's bearer."""
+    image = push_to(registry, "probe-1")
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "python_runs.py").write_text(PROBE_OK)
+    result = cli("cluster", "probe", str(image.reference), "--probes-dir", str(probes),
+                 "--namespace", "imagekit-test", "--json",
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = by_name(json.loads(result.stdout)["checks"])
+    assert checks["image_id"]["status"] == "PASS"
+    assert checks["image_id"]["data"]["image_id"].endswith("@" + str(image.digest))
+
+
+def test_reserialised_manifest_is_the_same_image(push_to, python_image, tmp_path) -> None:
+    """Same config and layers under another manifest digest: whatever imageID containerd
+    reports, the check passes only because the config digests agree (README constraint 4)."""
+    twin = push_to("target", "probe-twin", indent=2)
+    assert twin.digest != python_image.digest and twin.config_digest == python_image.config_digest
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "python_runs.py").write_text(PROBE_OK)
+    result = cli("cluster", "probe", str(twin.reference), "--probes-dir", str(probes),
+                 "--namespace", "imagekit-test", "--json",
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    check = by_name(json.loads(result.stdout)["checks"])["image_id"]
+    assert check["status"] == "PASS"
+    if not check["data"]["image_id"].endswith("@" + str(twin.digest)):
+        assert "deduplicated" in check["detail"]
+        assert check["data"]["pinned_config"] == str(twin.config_digest)
