@@ -74,13 +74,17 @@ def ours(gz: Path, threaded: bool = True) -> str:
     return diff_id(file_chunks(str(gz))(), "gzip", threaded_hash=threaded)[0].hex
 
 
-def best(func, rounds: int) -> tuple[float, object]:
-    times, value = [], None
+def best_interleaved(funcs: list, rounds: int) -> list[tuple[float, object]]:
+    """Best time of each function over `rounds`, run in turn (ours, peer, ours, peer …) so
+    that load from other work on the machine falls on both alike."""
+    times: list[list[float]] = [[] for _ in funcs]
+    values: list[object] = [None] * len(funcs)
     for _ in range(rounds):
-        started = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - started)
-    return min(times), value
+        for index, func in enumerate(funcs):
+            started = time.perf_counter()
+            values[index] = func()
+            times[index].append(time.perf_counter() - started)
+    return [(min(t), v) for t, v in zip(times, values)]
 
 
 def main() -> int:
@@ -88,7 +92,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--size-mb", type=int, default=200)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     size = args.size_mb << 20
@@ -97,8 +101,8 @@ def main() -> int:
     multi = [make_layer(CACHE / f"multi-{args.size_mb}m-{i}.tar", size // args.layers, 10 + i)
              for i in range(args.layers)]
 
-    peer_s, peer_hex = best(lambda: shell_pipeline(single), args.rounds)
-    ours_s, ours_hex = best(lambda: ours(single), args.rounds)
+    (peer_s, peer_hex), (ours_s, ours_hex) = best_interleaved(
+        [lambda: shell_pipeline(single), lambda: ours(single)], args.rounds)
     if peer_hex != ours_hex:
         raise SystemExit(f"diffID disagreement: ours {ours_hex} vs shell {peer_hex}")
 
@@ -117,9 +121,8 @@ def main() -> int:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(shell_pipeline, multi))
 
-    m_peer_s, m_peer = best(peer_multi_sequential, args.rounds)
-    m_par_s, _ = best(peer_multi_parallel, args.rounds)
-    m_ours_s, m_ours = best(ours_multi, args.rounds)
+    (m_peer_s, m_peer), (m_par_s, _), (m_ours_s, m_ours) = best_interleaved(
+        [peer_multi_sequential, peer_multi_parallel, ours_multi], args.rounds)
     if m_peer != m_ours:
         raise SystemExit("diffID disagreement on the multi-layer image")
 

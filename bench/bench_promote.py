@@ -110,6 +110,15 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     skopeo = shutil.which("skopeo")
+    if skopeo is None and os.geteuid() == 0:  # the peer is a Debian package: install it
+        subprocess.run(["apt-get", "install", "-y", "-q", "skopeo"], check=False,
+                       stdout=subprocess.DEVNULL, env={**os.environ,
+                                                      "DEBIAN_FRONTEND": "noninteractive"})
+        skopeo = shutil.which("skopeo")
+    if not Path(REGISTRY_BIN).exists() and os.geteuid() == 0:
+        subprocess.run(["apt-get", "install", "-y", "-q", "docker-registry"], check=False,
+                       stdout=subprocess.DEVNULL, env={**os.environ,
+                                                      "DEBIAN_FRONTEND": "noninteractive"})
     if skopeo is None:
         raise SystemExit("skopeo is not installed (apt-get install -y skopeo): the peer is "
                          "required, this benchmark does not report without it")
