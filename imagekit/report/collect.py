@@ -271,21 +271,25 @@ def _registry_names() -> dict[str, str]:
 
 
 def endpoints_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[EndpointDigest]:
-    """Per-hop digests from promote attempts: dicts with a digest and an endpoint/reference
-    (imagekit.promote's HopRecord: endpoint = the reference pushed to, registry = host:port).
+    """The digest at every endpoint: where the build pushed it (build.json `reference`), the
+    promotion's source and each hop (imagekit.promote's HopRecord: endpoint = the reference
+    pushed to, registry = host:port, verified = read back and hashed there).
 
-    The latest attempt wins per reference; a hop not verified is listed as such.
+    The latest attempt wins per reference; a hop not verified is listed as such; a push or a
+    source that was not read back has verified = None (unknown), never True.
     """
     names: dict[str, str] | None = None
     found: dict[str, EndpointDigest] = {}
     for record in records:
-        if record.kind != "promote":
+        if record.kind not in ("promote", "build"):
             continue
         where = _relpath(store, record)
         for document in _json_documents(store, record):
             for _, item in _walk(document):
                 digest = _digest_of(item.get("digest"))
                 reference = item.get("reference") or item.get("ref") or item.get("endpoint")
+                if record.kind == "promote" and not reference and "hops" in item:
+                    reference = item.get("source")            # PromoteResult.source
                 if not digest or not isinstance(reference, str) or not reference:
                     continue
                 registry = item.get("registry")
@@ -298,6 +302,10 @@ def endpoints_of(store: EvidenceStore, records: list[AttemptRecord]) -> list[End
                     label = item["endpoint"]          # an endpoint given by name
                 verified = item.get("verified")
                 moved = item.get("bytes_moved")
+                known = found.get(reference)
+                if known is not None and known.evidence == where and \
+                        known.verified is not None and not isinstance(verified, bool):
+                    continue                  # the same attempt already said more about it
                 found[reference] = EndpointDigest(
                     endpoint=label, reference=reference, digest=digest,
                     verified=verified if isinstance(verified, bool) else None,

@@ -121,3 +121,10 @@ def test_versions_from_the_probe_when_no_manifest_yet(store) -> None:
     assert report.facts.base_digest == str(record.base.digest)     # from the build's base
     assert report.facts.name == "sglang" and report.facts.fix_layers == []
     assert "## Fix layers\n\nNo evidence." in render(report, "md")
+
+
+def test_the_push_to_staging_is_an_endpoint_not_verified(store) -> None:
+    record = _build_and_probe(store)
+    [staging] = build_report(store, record.digest).endpoints
+    assert staging.reference == str(record.reference) and staging.digest == str(record.digest)
+    assert staging.verified is None          # pushed, not read back: unknown, never "yes"

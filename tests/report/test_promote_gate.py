@@ -77,7 +77,8 @@ def test_promote_is_gated_then_forced_with_reason(infra, tmp_path) -> None:
     assert report.returncode == 0, report.stderr
     statement = json.loads(report.stdout)
     names = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
-    assert names == {f"{production}/{repository}:{tag}": digest.hex,
+    assert names == {f"{staging}/{repository}:{tag}": digest.hex,       # the source
+                     f"{production}/{repository}:{tag}": digest.hex,
                      f"{target}/{repository}:{tag}": digest.hex}
     assert statement["predicate"]["result"] == "FAILED"         # forcing is not passing
     markdown = subprocess.run([sys.executable, "-m", "imagekit", "report", str(digest)],
