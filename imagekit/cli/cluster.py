@@ -324,3 +324,55 @@ def cluster_precheck(
     with Kube(_kubeconfig(kubeconfig)) as kube:
         checks = precheck(kube, intent)
     _finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)
+
+
+@cluster_app.command("gpu-preflight")
+@guarded
+def cluster_gpu_preflight(
+    reference: str = typer.Argument(..., help="Image by tag or digest."),
+    namespace: str = typer.Option("imagekit", help="Namespace for the Pod."),
+    selector: list[str] = typer.Option(None, "--selector", help="nodeSelector key=value."),
+    toleration: list[str] = typer.Option(
+        None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu)."),
+    gpus: int = typer.Option(8, help="nvidia.com/gpu to request."),
+    priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
+    preemption_policy: str = typer.Option(None, help="preemptionPolicy to state in the spec."),
+    storage_label: str = typer.Option(None, help="Node label key[=value] the volume needs."),
+    storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
+    script: Path = typer.Option(None, help="Script run in the Pod with python3 (e.g. "
+                                           "gpu_checks/preflight.py)."),
+    submit: bool = typer.Option(False, "--submit", help="Submit when the precheck is clean "
+                                                        "(default: precheck only)."),
+    timeout: float = typer.Option(900, help="Seconds to wait for the Pod."),
+    kubeconfig: Path = KubeconfigOpt,
+    evidence_dir: Path = EvidenceDir,
+    json_output: bool = JsonOpt,
+) -> None:
+    """Render the GPU preflight Pod pinned by digest, precheck that exact spec, and only with
+    --submit and no finding run it (logs to evidence, then delete and wait until gone)."""
+    from imagekit.cluster.kube import Kube
+    from imagekit.cluster.manifests import GPU_TOLERATION
+    from imagekit.cluster.precheck import StorageNeed
+    from imagekit.cluster.preflight import PreflightOptions, run_preflight
+    from imagekit.oci import ImageReference
+
+    if preemption_policy not in (None, "Never", "PreemptLowerPriority"):
+        raise InvalidInput("preemption policy must be Never or PreemptLowerPriority",
+                           where=preemption_policy)
+    if script is not None and not script.is_file():
+        raise InvalidInput("preflight script not found", where=str(script))
+    ref = ImageReference.parse(reference)
+    client, docker_config = _registry_client(ref.registry)
+    with client:
+        digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
+    storage = StorageNeed(label=storage_label, csi_driver=storage_driver) \
+        if storage_label or storage_driver else None
+    options = PreflightOptions(
+        namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
+        tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION], gpus=gpus,
+        priority_class_name=priority_class, preemption_policy=preemption_policy,
+        storage=storage, script=script, timeout_s=timeout, docker_config_dir=docker_config)
+    with Kube(_kubeconfig(kubeconfig)) as kube:
+        report = run_preflight(kube, ref.with_digest(digest), options,
+                               EvidenceStore(evidence_dir), submit)
+    _finish(report, json_output)

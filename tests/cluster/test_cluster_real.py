@@ -330,3 +330,41 @@ def test_reserialised_manifest_is_the_same_image(push_to, python_image, tmp_path
     if not check["data"]["image_id"].endswith("@" + str(twin.digest)):
         assert "deduplicated" in check["detail"]
         assert check["data"]["pinned_config"] == str(twin.config_digest)
+
+
+def test_gpu_preflight_is_refused_before_submission_then_runs(kube, python_image, tmp_path,
+                                                              test_ns) -> None:
+    ref = str(python_image.reference)
+    script = tmp_path / "preflight_standin.py"
+    script.write_text("print('PREFLIGHT_STANDIN_OK')\n")
+    common = ["cluster", "gpu-preflight", ref, "--namespace", test_ns, "--selector",
+              "nvidia.com/gpu.present=true", "--gpus", "1", "--script", str(script), "--json"]
+    env = {"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")}
+    # preemptionPolicy Never without a class, on a node without free GPUs: refused, nothing made
+    result = cli(*common, "--preemption-policy", "Never", "--submit", env_extra=env)
+    assert result.returncode == 1, result.stderr
+    checks = by_name(json.loads(result.stdout)["checks"])
+    assert checks["priority_admission"]["status"] == "FAIL"
+    assert checks["gpu_capacity"]["status"] == "FAIL"
+    assert checks["submission"]["status"] == "FAIL"
+    assert kube.list(f"/api/v1/namespaces/{test_ns}/pods",
+                     labelSelector="imagekit.dev/role=gpu-preflight") == []
+    # the node advertises one GPU (as a device plugin would): clean precheck, the Pod runs
+    kube.call("PATCH", f"/api/v1/nodes/{NODE}/status",
+              body={"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and kube.get(f"/api/v1/nodes/{NODE}")["status"].get(
+                "allocatable", {}).get("nvidia.com/gpu") != "1":
+            time.sleep(0.5)
+        result = cli(*common, "--submit", env_extra=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        doc = json.loads(result.stdout)
+        checks = by_name(doc["checks"])
+        assert checks["preflight_pod"]["status"] == "PASS"
+        assert checks["cleanup"]["status"] == "PASS"
+        assert "PREFLIGHT_STANDIN_OK" in (Path(doc["evidence"]) / "pod.log").read_text()
+    finally:
+        kube.call("PATCH", f"/api/v1/nodes/{NODE}/status",
+                  body={"status": {"capacity": {"nvidia.com/gpu": None},
+                                   "allocatable": {"nvidia.com/gpu": None}}})

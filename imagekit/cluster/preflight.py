@@ -1,0 +1,119 @@
+"""GPU preflight Pod: precheck first, submit only when nothing stands in the way.
+
+The record's GPU pre-check ran each fixed image on the target node with all eight GPUs. Before
+such a Pod is submitted, `precheck` must pass on the very spec that would be submitted (not on
+a description of it): node, labels, taints, storage, free GPUs, Priority admission. A finding
+means nothing is created — no Pod, no PriorityClass, nothing evicted.
+"""
+
+from __future__ import annotations
+
+import secrets as _secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imagekit.cluster import manifests
+from imagekit.cluster.kube import Kube
+from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
+from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
+from imagekit.cluster.probe import ensure_namespace, pull_secret_for
+from imagekit.errors import ImagekitError
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import ImageReference
+from imagekit.results import CheckReport, CheckResult, Status
+
+
+@dataclass
+class PreflightOptions:
+    namespace: str = "imagekit"
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
+    gpus: int = 8
+    priority_class_name: str | None = None
+    preemption_policy: str | None = None
+    storage: StorageNeed | None = None
+    script: Path | None = None          # mounted as /imagekit/<name>; run with python3
+    command: list[str] | None = None    # default: python3 /imagekit/<script name>
+    timeout_s: float = 900.0
+    docker_config_dir: Path | None = None
+
+
+def render_preflight(pinned: ImageReference, options: PreflightOptions, name: str
+                     ) -> tuple[dict, dict]:
+    files = {}
+    if options.script is not None:
+        files[options.script.name] = options.script.read_text()
+    command = options.command or (["python3", f"/imagekit/{options.script.name}"]
+                                  if options.script else ["nvidia-smi", "-L"])
+    configmap = manifests.configmap(f"{name}-scripts", options.namespace, files,
+                                    labels={"imagekit.dev/role": "gpu-preflight"})
+    pod = manifests.render(
+        "gpu-preflight-pod.yaml.j2", name=name, namespace=options.namespace, image=pinned,
+        node_selector=options.node_selector, tolerations=options.tolerations,
+        priority_class_name=options.priority_class_name,
+        preemption_policy=options.preemption_policy, command=command, gpus=options.gpus,
+        configmap=configmap["metadata"]["name"], deadline_seconds=int(options.timeout_s) + 60)
+    return pod, configmap
+
+
+def run_preflight(kube: Kube, pinned: ImageReference, options: PreflightOptions,
+                  store: EvidenceStore, submit: bool) -> CheckReport:
+    """Precheck the rendered Pod; with `submit` and a clean precheck, run it and keep its log."""
+    assert pinned.digest is not None
+    name = f"gpu-preflight-{pinned.digest.hex[:12]}-{_secrets.token_hex(2)}"
+    pod, configmap = render_preflight(pinned, options, name)
+    intent = PodIntent.from_pod(pod, storage=options.storage)
+    with store.attempt(pinned.digest, "gpu-preflight", reference=str(pinned),
+                       namespace=options.namespace, pod=name, submit=submit) as attempt:
+        attempt.write_json("pod-manifest.json", pod)
+        checks = precheck(kube, intent)
+        blocked = [c for c in checks if not c.status.is_pass]
+        if blocked or not submit:
+            note = (f"not submitted: {len(blocked)} precheck finding(s); nothing was created"
+                    if blocked else "precheck clean; dry run (no --submit), nothing created")
+            checks.append(CheckResult(name="submission", status=Status.DEFERRED if not blocked
+                                      else Status.FAIL, detail=note))
+        else:
+            checks.extend(_submit(kube, pod, configmap, options, attempt))
+        for check in checks:
+            attempt.add_check(check)
+    return CheckReport.of(str(pinned), checks, digest=str(pinned.digest),
+                          evidence=str(attempt.path))
+
+
+def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, attempt
+            ) -> list[CheckResult]:
+    ns, name = options.namespace, pod["metadata"]["name"]
+    ensure_namespace(kube, ns)
+    ref = ImageReference.parse(pod["spec"]["containers"][0]["image"])
+    secret = pull_secret_for(kube, ns, ref.registry, options.docker_config_dir)
+    if secret:
+        pod["spec"]["imagePullSecrets"] = [{"name": secret}]
+    kube.apply(configmap)
+    checks: list[CheckResult] = []
+    started = time.monotonic()
+    try:
+        recreate_pod(kube, pod)
+        outcome = wait_for_pod(kube, ns, name, timeout=options.timeout_s)
+        attempt.write_json("pod-status.json", outcome.pod.get("status", {}))
+        log = kube.pod_logs(ns, name)
+        attempt.write_text("pod.log", log)
+        if outcome.stuck_reason:
+            status, detail = Status.FAIL, f"stuck in {outcome.stuck_reason}: " \
+                f"{outcome.stuck_message or ''}"
+        elif outcome.timed_out:
+            status, detail = Status.ERROR, f"no outcome after {options.timeout_s:.0f}s"
+        else:
+            status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
+            detail = f"preflight Pod {outcome.phase} after {time.monotonic() - started:.1f}s"
+        checks.append(CheckResult(name="preflight_pod", status=status, detail=detail))
+    finally:
+        try:
+            waited = delete_and_wait(kube, ns, name, timeout=120)
+            checks.append(CheckResult(name="cleanup", status=Status.PASS,
+                                      detail=f"pod deleted and gone after {waited:.1f}s"))
+        except ImagekitError as exc:
+            checks.append(CheckResult(name="cleanup", status=Status.ERROR, detail=exc.one_line()))
+        kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{configmap['metadata']['name']}")
+    return checks
