@@ -19,7 +19,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;
 max-width:1500px}
 table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;
 font-size:.9rem;text-align:left;vertical-align:top}th{background:#f3f3f3}
-code{font-size:.85rem}td{overflow-wrap:anywhere}code.ev{display:inline-block;min-width:26em}.PASS{color:#176b17}.FAIL,.ERROR,.missing{color:#b00020;font-weight:bold}
+code{font-size:.85rem}td{overflow-wrap:anywhere}td:nth-child(-n+2){white-space:nowrap}code.ev{display:inline-block;min-width:26em}.PASS{color:#176b17}.FAIL,.ERROR,.missing{color:#b00020;font-weight:bold}
 .DEFERRED{color:#8a6d00;font-style:italic}.none{color:#777}figure{margin:1rem 0}
 """
 
