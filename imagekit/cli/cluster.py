@@ -236,6 +236,16 @@ def _parse_tolerations(values: list[str] | None) -> list[dict]:
     return out
 
 
+def _probe_plan(values: list[str] | None) -> list[tuple[str, list[str]]] | None:
+    if not values:
+        return None
+    plan = []
+    for value in values:
+        name, _, args = value.partition("=")
+        plan.append((name, [a for a in args.split(",") if a] if args else []))
+    return plan
+
+
 @cluster_app.command("probe")
 @guarded
 def cluster_probe(
@@ -245,6 +255,9 @@ def cluster_probe(
     toleration: list[str] = typer.Option(
         None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu)."),
     probes_dir: Path = typer.Option(Path("probes"), help="Directory of in-image probes (*.py)."),
+    probe: list[str] = typer.Option(
+        None, "--probe", help="Run only these probes, NAME or NAME=ARG,ARG (repeatable; "
+                              "e.g. find_spec=nixl,sglang cli_help=sglang). Default: all."),
     timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
     expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
     kubeconfig: Path = KubeconfigOpt,
@@ -264,7 +277,8 @@ def cluster_probe(
     options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
-                           docker_config_dir=docker_config, expect_digest=expected)
+                           docker_config_dir=docker_config, expect_digest=expected,
+                           plan=_probe_plan(probe))
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, EvidenceStore(evidence_dir))
     _finish(report, json_output)

@@ -48,6 +48,9 @@ class ProbeOptions:
     docker_config_dir: Path | None = None  # where config.json (registry credentials) lives
     keep_pod: bool = False
     expect_digest: Digest | None = None  # e.g. from the build record: the tag must name this
+    #: which probes run, with their arguments (e.g. ("find_spec", ["nixl", "sglang"])); None:
+    #: every probes/*.py not starting with "_", without arguments
+    plan: list[tuple[str, list[str]]] | None = None
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -137,13 +140,25 @@ def _probe_check(name: str, rc: int, body: list[str]) -> CheckResult:
                        data={"rc": rc, "tail": tail})
 
 
-def probe_files(probes_dir: Path | None) -> dict[str, str]:
+def probe_files(probes_dir: Path | None,
+                plan: list[tuple[str, list[str]]] | None = None) -> dict[str, str]:
+    """The ConfigMap's files: the runner, every probes/*.py (helpers like _common.py too, the
+    probes import them), and probe-plan.txt when a plan is given."""
     files = manifests.script_files(RUNNER)
     if probes_dir is not None and probes_dir.is_dir():
         for path in sorted(probes_dir.glob("*.py")):
-            if path.name.startswith("_"):
-                continue
             files[path.name] = path.read_text()
+    if plan is not None:
+        lines = []
+        for name, args in plan:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or \
+                    any(not a or any(ch.isspace() for ch in a) for a in args):
+                raise InvalidInput("probe names and arguments cannot be empty or hold spaces",
+                                   where=f"{name} {args}")
+            if f"{name}.py" not in files:
+                raise InvalidInput(f"no probe named {name} in {probes_dir}", where=name)
+            lines.append(" ".join([name, *args]))
+        files["probe-plan.txt"] = "\n".join(lines) + "\n"
     return files
 
 
@@ -187,7 +202,7 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
     def fetch(d: Digest) -> bytes:
         return registry_client.get_manifest(ref.repository, d).data
 
-    files = probe_files(options.probes_dir)
+    files = probe_files(options.probes_dir, options.plan)
     suffix = _secrets.token_hex(3)
     name = f"probe-{digest.hex[:12]}-{suffix}"
     with store.attempt(digest, "cluster-probe", reference=str(ref), pinned=str(pinned),

@@ -368,3 +368,21 @@ def test_gpu_preflight_is_refused_before_submission_then_runs(kube, python_image
         kube.call("PATCH", f"/api/v1/nodes/{NODE}/status",
                   body={"status": {"capacity": {"nvidia.com/gpu": None},
                                    "allocatable": {"nvidia.com/gpu": None}}})
+
+
+def test_project_probes_run_in_the_pod_with_their_arguments(python_image, tmp_path) -> None:
+    """The project's probes/ (with their _common.py helper) mounted by ConfigMap: find_spec
+    finds json and reports the missing nixl — the record's "entry point gone" check, in a Pod."""
+    repo_probes = Path(__file__).resolve().parents[2] / "probes"
+    result = cli("cluster", "probe", str(python_image.reference), "--probes-dir",
+                 str(repo_probes), "--probe", "find_spec=json,nixl", "--probe", "versions",
+                 "--namespace", "imagekit-test", "--json",
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    checks = by_name(json.loads(result.stdout)["checks"])
+    assert checks["image_id"]["status"] == "PASS"
+    assert checks["probe:find_spec"]["status"] == "FAIL"
+    assert "nixl" in checks["probe:find_spec"]["detail"]
+    assert checks["probe:find_spec"]["data"]["result"]["data"]["missing"] == ["nixl"]
+    assert checks["probe:versions"]["status"] == "PASS"
+    assert set(checks) >= {"resolve", "pod_completed", "cleanup"}

@@ -180,3 +180,18 @@ def test_containerd_hosts_toml_has_top_level_settings_and_empty_host_table(tmp_p
     target = tomllib.loads((tmp_path / "certs.d/127.0.0.1:5003/hosts.toml").read_text())
     assert (tmp_path / "certs.d/127.0.0.1:5003/ca.crt").read_text() == "CA"
     assert target["ca"] == str(tmp_path / "certs.d/127.0.0.1:5003/ca.crt")
+
+
+def test_probe_files_mount_helpers_and_write_the_plan(tmp_path) -> None:
+    from imagekit.cluster.probe import probe_files
+
+    (tmp_path / "_common.py").write_text("X = 1\n")
+    (tmp_path / "find_spec.py").write_text("import _common\n")
+    files = probe_files(tmp_path, [("find_spec", ["nixl", "sglang"])])
+    assert {"_common.py", "find_spec.py", "probe-runner.sh"} <= set(files)
+    assert files["probe-plan.txt"] == "find_spec nixl sglang\n"
+    assert "probe-plan.txt" not in probe_files(tmp_path)
+    with pytest.raises(InvalidInput, match="no probe named nope"):
+        probe_files(tmp_path, [("nope", [])])
+    with pytest.raises(InvalidInput, match="spaces"):
+        probe_files(tmp_path, [("find_spec", ["a b"])])
