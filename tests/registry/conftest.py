@@ -8,11 +8,10 @@ import uuid
 
 import pytest
 
-from imagekit.registry import ClientPool, RegistryOptions, RetryPolicy
-from tests.registry.images import BuiltImage, layer_tar, push_image
+from imagekit.registry import ClientPool, RegistryOptions
+from .images import BuiltImage, layer_tar, push_image
+from .settings import FAST_RETRY
 
-FAST_RETRY = RetryPolicy(attempts=10, wait_initial=0.01, wait_max=0.3, wait_jitter=0.01,
-                         retry_after_max=0.1, timeout=120)
 
 
 @pytest.fixture(scope="session")

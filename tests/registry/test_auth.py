@@ -19,8 +19,8 @@ from imagekit.infra.credentials import load_credentials
 from imagekit.oci import ImageReference
 from imagekit.promote import promote
 from imagekit.registry import ClientPool, RegistryClient, RegistryOptions
-from tests.registry.conftest import FAST_RETRY
-from tests.registry.proxy import FaultProxy
+from .settings import FAST_RETRY
+from .proxy import FaultProxy
 
 pytestmark = pytest.mark.registry
 

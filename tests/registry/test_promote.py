@@ -16,9 +16,9 @@ from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.promote import promote, run_promote
 from imagekit.registry import ClientPool, ManifestBlob
-from tests.registry.conftest import FAST_RETRY
-from tests.registry.images import config_for, layer_tar, push_blob, push_image, push_index
-from tests.registry.proxy import FaultProxy
+from .settings import FAST_RETRY
+from .images import config_for, layer_tar, push_blob, push_image, push_index
+from .proxy import FaultProxy
 
 pytestmark = pytest.mark.registry
 

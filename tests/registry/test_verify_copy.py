@@ -15,7 +15,7 @@ from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.registry import ManifestBlob
 from imagekit.verify import record_evidence, verify_copy
-from tests.registry.images import config_for, layer_tar, push_blob, push_image, push_index
+from .images import config_for, layer_tar, push_blob, push_image, push_index
 
 pytestmark = pytest.mark.registry
 
