@@ -24,9 +24,12 @@ Require = typer.Option(None, "--require",
 @app.command("report")
 @guarded
 def report_command(
-    subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST",
+    subject: str = typer.Argument(None, metavar="NAME|REF|DIGEST",
                                   help="An image of the spec (its latest build), a reference, "
                                        "or a digest."),
+    all_images: bool = typer.Option(False, "--all-images",
+                                    help="Every image of the spec (latest build of the "
+                                         "profile) into --out DIR; exit 1 if one is missing."),
     fmt: str = typer.Option("md", "--format", "-f",
                             help="md, json, junit, intoto, html, or all (needs --out DIR)."),
     out: Path = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout "
@@ -43,9 +46,25 @@ def report_command(
 
     if fmt not in (*FORMATS, "all"):
         raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
-    if fmt == "all" and out is None:
-        raise InvalidInput("--format all writes one file per format: give --out DIR")
+    if (fmt == "all" or all_images) and out is None:
+        raise InvalidInput("--format all and --all-images write files: give --out DIR")
+    if all_images == (subject is not None):
+        raise InvalidInput("give either NAME|REF|DIGEST or --all-images")
     store = EvidenceStore(evidence_dir)
+    if all_images:
+        from imagekit.report.batch import reports_for_spec
+
+        results = reports_for_spec(store, out, fmt=fmt, profile=profile,
+                                   required=require or None)
+        for item in results:
+            if item.missing:
+                err_console.print(f"{item.image}: no report: {item.missing}", markup=False)
+            else:
+                err_console.print(f"{item.image} {item.digest} ({item.status.value}) → "
+                                  f"{', '.join(item.files)}", markup=False)
+        if any(item.missing for item in results):
+            raise typer.Exit(CheckFailed.exit_code)
+        return
     digest, name = resolve(subject, store)
     report = build_report(store, digest, required=require or None, requested=subject, name=name,
                           profile=profile)

@@ -42,7 +42,8 @@ def _digest_of(value: Any) -> Digest | None:
     return None
 
 
-def resolve_name(name: str, store: EvidenceStore | None = None) -> Digest:
+def resolve_name(name: str, store: EvidenceStore | None = None, *,
+                 profile: str | None = None) -> Digest:
     try:
         build = importlib.import_module("imagekit.build")
         latest_build = build.latest_build
@@ -50,11 +51,15 @@ def resolve_name(name: str, store: EvidenceStore | None = None) -> Digest:
         raise InvalidInput("cannot resolve an image name: imagekit.build.latest_build is not "
                            "available; give a digest or reference instead", where=name) from None
     try:
-        accepts_store = "store" in inspect.signature(latest_build).parameters
+        parameters = inspect.signature(latest_build).parameters
     except (TypeError, ValueError):
-        accepts_store = False
-    result = latest_build(name, store=store) if accepts_store and store is not None \
-        else latest_build(name)
+        parameters = {}
+    kwargs: dict[str, Any] = {}
+    if store is not None and "store" in parameters:
+        kwargs["store"] = store
+    if profile is not None and "profile" in parameters:
+        kwargs["profile"] = profile
+    result = latest_build(name, **kwargs)
     digest = _digest_of(result)
     if digest is None:
         raise NotFound(f"no build of {name!r} with a digest was found", where=name)

@@ -53,7 +53,10 @@ def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
                  ["report", fake_digest("unknown")],
                  ["report", rehearsal.digest, "--require", "probe:"],
                  ["report", "Not A Ref"],
-                 ["report", "127.0.0.1:1/nothing/here:tag"]):      # unreachable registry
+                 ["report", "127.0.0.1:1/nothing/here:tag"],       # unreachable registry
+                 ["report", "--all-images"],                         # needs --out DIR
+                 ["report", rehearsal.digest, "--all-images", "--out", "/tmp/x"],
+                 ["report"]):
         done = ik(*args, evidence=root)
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith("imagekit: error: ") and done.stderr.count("\n") == 1

@@ -128,3 +128,17 @@ def test_the_push_to_staging_is_an_endpoint_not_verified(store) -> None:
     [staging] = build_report(store, record.digest).endpoints
     assert staging.reference == str(record.reference) and staging.digest == str(record.digest)
     assert staging.verified is None          # pushed, not read back: unknown, never "yes"
+
+
+def test_reports_for_every_spec_image(store, tmp_path) -> None:
+    from imagekit.report.batch import reports_for_spec
+
+    record = _build_and_probe(store, "sglang")
+    results = {r.image: r for r in reports_for_spec(store, tmp_path / "out", profile="local")}
+    assert set(results) == {"sglang", "vllm"}
+    assert results["sglang"].digest == str(record.digest)
+    assert results["sglang"].status is Status.DEFERRED and len(results["sglang"].files) == 5
+    assert all(Path(f).is_file() for f in results["sglang"].files)
+    assert results["vllm"].missing and "no build of 'vllm'" in results["vllm"].missing
+    html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
+    assert [Path(f).suffix for r in html for f in r.files] == [".html"]

@@ -1,0 +1,66 @@
+"""Reports of every image of the images spec at once (its latest build each), for a rehearsal's
+or a release's artefacts directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import InvalidInput, NotFound
+from imagekit.evidence import EvidenceStore
+from imagekit.report.collect import build_report
+from imagekit.report.render import FORMATS, SUFFIXES, render, write_all
+from imagekit.report.resolve import resolve_name
+from imagekit.results import Status
+
+
+class SpecReport(BaseModel):
+    """One image of the spec: its report's verdict and files, or why there is none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str
+    digest: str | None = None
+    status: Status | None = None
+    files: list[str] = []
+    missing: str | None = None
+
+
+def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
+                     profile: str | None = None, required: Iterable[str] | None = None
+                     ) -> list[SpecReport]:
+    """Write `fmt` (or all formats) for the latest build of each spec image into `out`. An image
+    without a build, or whose build has no evidence, is listed with why (`missing`)."""
+    if fmt not in (*FORMATS, "all"):
+        raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
+    from imagekit.spec import load_spec
+
+    spec = load_spec()
+    profile_name, _ = spec.profile(profile)
+    out = Path(out)
+    results = []
+    for name in spec.images:
+        try:
+            digest = resolve_name(name, store, profile=profile_name)
+        except NotFound as exc:
+            results.append(SpecReport(image=name, missing=exc.one_line()))
+            continue
+        try:
+            report = build_report(store, digest, required=required, requested=name, name=name,
+                                  profile=profile_name)
+        except NotFound as exc:
+            results.append(SpecReport(image=name, digest=str(digest), missing=exc.one_line()))
+            continue
+        if fmt == "all":
+            paths = list(write_all(report, out).values())
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            hex_part = report.subject.partition(":")[2][:12]
+            path = out / f"{name}-{hex_part}{SUFFIXES[fmt]}"
+            path.write_text(render(report, fmt))
+            paths = [path]
+        results.append(SpecReport(image=name, digest=report.subject, status=report.status,
+                                  files=[str(p) for p in paths]))
+    return results
