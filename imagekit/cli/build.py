@@ -181,7 +181,11 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
         plan = ProbePlan(engine=engine_name, probes=probes or list(KNOWN_PROBES),
                          find_spec=find_spec or [engine_name])
         run_ref, shown, digest = target, target, ref.digest
-    report = probe_image(Engine(), store, run_ref, plan, digest=digest, label=target)
+    engine = Engine()
+    if digest is None and target not in images.images and engine.exists(target):
+        # a tag: the manifest digest the daemon recorded for this repository, if it has one
+        digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
+    report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
     report = report.model_copy(update={"image": shown})
     if json_output:
         print_json(report)

@@ -78,9 +78,12 @@ def parse_outcome(probe: str, outcome: RunOutcome) -> CheckResult:
     except json.JSONDecodeError:
         result = None
     if outcome.returncode != 0 or not isinstance(result, dict):
-        why = "could not start (no python3 in the image?)" if outcome.returncode in (125, 126,
-                                                                                     127) \
-            else f"exited {outcome.returncode} without a JSON verdict"
+        if outcome.returncode == 125:
+            why = "could not start: docker could not run the container"
+        elif outcome.returncode in (126, 127):
+            why = "could not start: no runnable python3 in the image"
+        else:
+            why = f"exited {outcome.returncode} without a JSON verdict"
         tail = " | ".join(outcome.stderr.strip().splitlines()[-3:])[:400]
         return CheckResult(name=probe, status=Status.ERROR, detail=f"probe {why}: {tail}",
                            data={"exit_code": outcome.returncode})
