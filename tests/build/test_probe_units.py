@@ -61,3 +61,31 @@ def test_accepted_status_must_match_exactly_and_keeps_the_real_status() -> None:
     assert verdict is Status.FAIL and accepted == []
     verdict, _ = judge("sglang", checks, accept)  # another image's acceptance does not apply
     assert verdict is Status.DEFERRED
+
+
+def _run_probe_with_fake_torch(tmp_path: Path, arch: list[str], cuda: str | None) -> dict:
+    """torch_arch's verdict logic against a stand-in `torch` module (the real CUDA torch is on
+    the GPU machine: there torch 2.11.0+cu130 listed sm_90 and the probe said PASS)."""
+    import json
+    import os
+    import subprocess
+
+    fake = tmp_path / f"fake-{len(arch)}-{cuda}"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(
+        "import types\n__version__ = '9.9.9'\n"
+        f"cuda = types.SimpleNamespace(get_arch_list=lambda: {arch!r})\n"
+        f"version = types.SimpleNamespace(cuda={cuda!r})\n")
+    done = subprocess.run([sys.executable, str(PROBES / "torch_arch.py")], capture_output=True,
+                          text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(fake)})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_torch_arch_verdicts(tmp_path: Path) -> None:
+    hopper = _run_probe_with_fake_torch(tmp_path, ["sm_80", "sm_90", "sm_100"], "13.0")
+    assert hopper["status"] == "PASS"
+    cpu = _run_probe_with_fake_torch(tmp_path, [], None)
+    assert cpu["status"] == "FAIL" and "CPU build" in cpu["detail"]
+    ampere = _run_probe_with_fake_torch(tmp_path, ["sm_80"], "12.1")
+    assert ampere["status"] == "FAIL" and "sm_90 not in" in ampere["detail"]
