@@ -142,3 +142,31 @@ def latest_build(name: str, profile: str | None = None,
         if profile is None or build.profile == profile:
             return build
     return None
+
+
+def ensure_build(name: str, profile: str | None = None, *, store: EvidenceStore | None = None,
+                 engine: Engine | None = None, spec: ImagesSpec | None = None) -> BuildRecord:
+    """A pushed build of `name` whose base is the lock's current one: the latest if it is still
+    current and still in the daemon, else a new build (on a stand-in profile the stand-ins are
+    made first when the lock lacks them). For operations and tests that need the fixed image."""
+    from imagekit.errors import SpecError
+    from imagekit.spec import load_spec
+
+    spec = spec or load_spec()
+    store = store or EvidenceStore()
+    engine = engine or Engine()
+    profile_name, prof = spec.profile(profile)
+    try:
+        image = resolve_image(spec, name, profile_name)
+    except SpecError:
+        if not prof.standins:
+            raise
+        from imagekit.standins import build_standins
+
+        build_standins(spec, engine, store, profile_name)
+        image = resolve_image(spec, name, profile_name)
+    found = latest_build(name, profile_name, store)
+    if found is not None and found.digest is not None and found.cache_key == build_key(image) \
+            and engine.exists(found.local_tag):
+        return found
+    return build_image(spec, name, engine, store, profile=profile_name, push=True)

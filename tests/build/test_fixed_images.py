@@ -167,3 +167,11 @@ def test_probe_cli_prints_image_digest_checks(verified, session_store, monkeypat
     assert statuses["cli_help"] == "DEFERRED" and statuses["av_roundtrip"] == "PASS"
     assert done.returncode == 1  # a DEFERRED is not a pass
     assert all({"name", "status", "detail"} <= set(c) for c in document["checks"])
+
+
+def test_ensure_build_reuses_the_current_build(spec, engine, session_store, verified) -> None:
+    from imagekit.build import ensure_build
+
+    record = ensure_build("vllm", "local", store=session_store, engine=engine, spec=spec)
+    assert str(record.digest) == verified[1]["vllm"].digest
+    assert record.reference is not None and record.reference.digest == record.digest
