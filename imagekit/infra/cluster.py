@@ -123,6 +123,10 @@ def ensure_built(log: Path) -> None:
     ensure_packages(PACKAGES, log=log)
     if binaries_present():
         return
+    import sys
+    sys.stderr.write(f"imagekit: building Kubernetes v1.20.2 from Debian source (first time "
+                     f"only, ~5–20 min on 2 cores); log: {log}\n")
+    sys.stderr.flush()
     _run(["bash", str(SCRIPTS / "build.sh")], "building Kubernetes v1.20.2 from Debian source",
          log=log, env={"K8S_BIN": str(K8S_BIN)})
     if not binaries_present():
