@@ -76,10 +76,11 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
     images = load_spec(spec)
     profile_name, lines = pin(images, profile, check=check)
     checks = [line.check() for line in lines]
-    if not check:
-        checks = [c if c.status is not Status.FAIL or "moved" in c.detail else
-                  c.model_copy(update={"status": Status.PASS, "detail": "pinned " + c.detail})
-                  for c in checks]
+    if not check:  # writing: a resolved tag is pinned, whether it was new, equal or moved
+        checks = [CheckResult(name=f"{line.image}.{line.role}", status=Status.PASS,
+                              detail=f"pinned {line.tag}@{line.resolved}" +
+                              (f" (was {line.locked})" if line.moved else ""))
+                  if line.resolved is not None else c for line, c in zip(lines, checks)]
     if json_output:
         print_json({"profile": profile_name, "lock": str(images.lock_path(profile_name)),
                     "written": not check and all(line.resolved for line in lines),
