@@ -47,20 +47,26 @@ def test_report_resolves_a_tag_from_promotion_evidence(rehearsal) -> None:
 
 
 def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
-    root = rehearsal.store.root
-    for args in (["report", rehearsal.digest, "--format", "pdf"],
-                 ["report", "sha256:1234"],
-                 ["report", fake_digest("unknown")],
-                 ["report", rehearsal.digest, "--require", "probe:"],
-                 ["report", "Not A Ref"],
-                 ["report", "127.0.0.1:1/nothing/here:tag"],       # unreachable registry
-                 ["report", "--all-images"],                         # needs --out DIR
-                 ["report", rehearsal.digest, "--all-images", "--out", "/tmp/x"],
-                 ["report"]):
-        done = ik(*args, evidence=root)
-        assert done.returncode == 2, (args, done.stderr)
-        assert done.stderr.startswith("imagekit: error: ") and done.stderr.count("\n") == 1
-        assert done.stdout == ""
+    import os
+
+    env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(rehearsal.store.root)}
+    cases = (["report", rehearsal.digest, "--format", "pdf"],
+             ["report", "sha256:1234"],
+             ["report", fake_digest("unknown")],
+             ["report", rehearsal.digest, "--require", "probe:"],
+             ["report", "Not A Ref"],
+             ["report", "127.0.0.1:1/nothing/here:tag"],       # unreachable registry
+             ["report", "--all-images"],                         # needs --out DIR
+             ["report", rehearsal.digest, "--all-images", "--out", "/tmp/x"],
+             ["report"])
+    running = [(args, subprocess.Popen([sys.executable, "-m", "imagekit", *args], cwd=REPO,
+                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)) for args in cases]     # in parallel
+    for args, process in running:
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 2, (args, stderr)
+        assert stderr.startswith("imagekit: error: ") and stderr.count("\n") == 1, (args, stderr)
+        assert stdout == ""
 
 
 def test_report_by_name_uses_latest_build(rehearsal, monkeypatch) -> None:
