@@ -113,6 +113,8 @@ def launch_log_parse(
     engine: str = typer.Option("sglang", help="sglang or vllm."),
     startup_probe_seconds: int = typer.Option(
         None, help="The startupProbe budget to judge (failureThreshold × periodSeconds)."),
+    expect_prefill_graphs: str = typer.Option(
+        None, help="disabled|enabled: check the log against DISABLE_PIECEWISE_CUDA_GRAPH."),
     subject: str = typer.Option(None, help="Evidence key (image digest or name); with it the "
                                            "raw log and the parsed phases go to evidence."),
     evidence_dir: Path = EvidenceDir,
@@ -131,21 +133,31 @@ def launch_log_parse(
     report = parse_startup_log(text, engine=engine)
     need = required_startup_seconds(report)
     suggested = ProbeBudget.covering(need.required_seconds)
-    check = startup_budget_check(report, startup_probe_seconds) \
-        if startup_probe_seconds is not None else None
+    from imagekit.launch.startup_log import prefill_graphs_check
+
+    if expect_prefill_graphs not in (None, "disabled", "enabled"):
+        raise InvalidInput("--expect-prefill-graphs is disabled or enabled",
+                           where=expect_prefill_graphs)
+    checks = []
+    if startup_probe_seconds is not None:
+        checks.append(startup_budget_check(report, startup_probe_seconds))
+    if expect_prefill_graphs is not None:
+        checks.append(prefill_graphs_check(report, expect_prefill_graphs == "disabled"))
+    check = checks[0] if checks else None
     doc = {"startup": report.summary(), "required": need.model_dump(),
            "suggested_startup_probe": {**suggested.model_dump(),
                                        "total_seconds": suggested.total_seconds},
-           "check": check.model_dump(mode="json") if check else None, "evidence": None}
+           "check": check.model_dump(mode="json") if check else None,
+           "checks": [c.model_dump(mode="json") for c in checks], "evidence": None}
     if subject:
         store = EvidenceStore(evidence_dir)
         with store.attempt(subject, "engine-startup", engine=engine, log=str(log)) as attempt:
             attempt.write_text("startup.log", text)
             attempt.write_json("startup.json", report)
             attempt.write_json("required.json", need)
-            if check:
-                attempt.add_check(check)
-            else:
+            for each in checks:
+                attempt.add_check(each)
+            if not checks:
                 from imagekit.results import CheckResult, Status
                 attempt.add_check(CheckResult(name="startup_log_parsed", status=Status.PASS,
                                               detail=f"{report.lines} lines parsed"))
@@ -166,10 +178,10 @@ def launch_log_parse(
                       f"{'' if need.complete else ' at least'}; suggested startupProbe "
                       f"periodSeconds={suggested.period_seconds} "
                       f"failureThreshold={suggested.failure_threshold}")
-        if check:
-            _say(f"{check.status.value} {check.name}: {check.detail}")
-    if check is not None and not check.status.is_pass:
-        raise typer.Exit(exit_code_for([check]))
+        for each in checks:
+            _say(f"{each.status.value} {each.name}: {each.detail}")
+    if checks and exit_code_for(checks):
+        raise typer.Exit(exit_code_for(checks))
 
 
 # ------------------------------------------------------------------------------ cluster

@@ -35,6 +35,7 @@ _PIECEWISE_END = re.compile(r"Capture piecewise CUDA graph end\. Time elapsed: (
 _MOE_MISSING = re.compile(
     r"Config file not found at (?P<path>\S*?E=(?P<e>\d+),N=(?P<n>\d+),"
     r"device_name=(?P<device>[^,/\s]+?)(?:,[^/\s]*)?\.json)")
+_PREFILL_ARG = re.compile(r"cuda_graph_backend_prefill=['\"]?(?P<value>[A-Za-z0-9_-]+)")
 _SGLANG_READY = re.compile(r"The server is fired up and ready to roll")
 _VLLM_LOAD = re.compile(r"(?:Model loading|Loading weights) took .*?(?P<s>[\d.]+) (?:seconds|s)\b")
 _VLLM_GRAPH = re.compile(r"Graph capturing finished in (?P<s>[\d.]+) secs?")
@@ -92,6 +93,8 @@ class StartupReport(BaseModel):
     moe_config_missing: list[MoeConfigMissing] = []
     ready: bool = False
     lines: int = 0
+    #: the prefill graph backend as the engine printed its own server args, when it did
+    prefill_backend: str | None = None
 
     @property
     def weight_load_seconds(self) -> float | None:
@@ -122,6 +125,7 @@ class StartupReport(BaseModel):
             "piecewise_seconds": self.piecewise.seconds,
             "moe_config_missing": [m.model_dump() for m in self.moe_config_missing],
             "ready": self.ready,
+            "prefill_backend": self.prefill_backend,
         }
 
 
@@ -140,6 +144,7 @@ def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> Sta
     piece_began, piece_tokens, piece_seconds = False, [], None
     moe: dict[tuple[str, int, int], MoeConfigMissing] = {}
     ready = False
+    prefill_backend = None
     count = 0
     for raw in lines:
         count += 1
@@ -185,6 +190,8 @@ def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> Sta
                 key = (m["device"], int(m["e"]), int(m["n"]))
                 moe.setdefault(key, MoeConfigMissing(device=m["device"], E=int(m["e"]),
                                                      N=int(m["n"]), path=m["path"]))
+            if m := _PREFILL_ARG.search(msg):
+                prefill_backend = m["value"]
             if _SGLANG_READY.search(msg) or _VLLM_READY.search(msg):
                 ready = True
     # graphs captured before their "bs" line was seen get the batch sizes of any rank
@@ -198,4 +205,38 @@ def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> Sta
         piecewise=PiecewiseCapture(began=piece_began, num_tokens=piece_tokens,
                                    seconds=piece_seconds),
         moe_config_missing=list(moe.values()),
-        ready=ready, lines=count)
+        ready=ready, lines=count, prefill_backend=prefill_backend)
+
+
+def prefill_graphs_check(report: StartupReport, expect_disabled: bool) -> CheckResult:
+    """Did the running engine do what DISABLE_PIECEWISE_CUDA_GRAPH asked? The flag on the
+    command line is not proof (the record: the old flag is only mapped onto the new one); the
+    startup log is. Disabled means no piecewise capture began and, where the engine printed
+    its server args, the prefill backend says disabled."""
+    from imagekit.results import CheckResult, Status
+
+    data = {"expect_disabled": expect_disabled, "piecewise_began": report.piecewise.began,
+            "prefill_backend": report.prefill_backend}
+    if expect_disabled:
+        if report.piecewise.began:
+            return CheckResult(name="prefill_graphs", status=Status.FAIL, data=data,
+                               detail="piecewise (prefill) CUDA graph capture ran although it "
+                                      "was to be disabled")
+        if report.prefill_backend not in (None, "disabled"):
+            return CheckResult(name="prefill_graphs", status=Status.FAIL, data=data,
+                               detail=f"server args show cuda_graph_backend_prefill="
+                                      f"{report.prefill_backend}, not disabled")
+        if not (report.ready or report.cuda_graph):
+            return CheckResult(name="prefill_graphs", status=Status.DEFERRED, data=data,
+                               detail="the log ends before graph capture: cannot tell yet")
+        return CheckResult(name="prefill_graphs", status=Status.PASS, data=data,
+                           detail="no piecewise capture in the log"
+                                  + (", server args say disabled" if report.prefill_backend
+                                     else ""))
+    if report.piecewise.began:
+        return CheckResult(name="prefill_graphs", status=Status.PASS, data=data,
+                           detail=f"piecewise capture ran over {len(report.piecewise.num_tokens)}"
+                                  " token buckets")
+    return CheckResult(name="prefill_graphs", status=Status.DEFERRED if not report.ready
+                       else Status.FAIL, data=data,
+                       detail="no piecewise capture in the log although it was enabled")

@@ -270,3 +270,34 @@ def test_engine_pod_env_reproduces_the_serve_command() -> None:
     assert startup["periodSeconds"] * startup["failureThreshold"] >= need.required_seconds > 1800
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
     assert "127.0.0.1:30000/health" in container["readinessProbe"]["exec"]["command"][-1]
+
+
+def test_runtime_log_must_confirm_prefill_graphs_disabled() -> None:
+    from imagekit.launch.startup_log import prefill_graphs_check
+
+    first = parse_startup_log(record_first_start())          # piecewise capture began
+    assert prefill_graphs_check(first, expect_disabled=True).status is Status.FAIL
+    assert prefill_graphs_check(first, expect_disabled=False).status is Status.PASS
+    second = parse_startup_log(
+        "[2026-05-12 10:00:00] server_args=ServerArgs(model_path='/models/model', tp_size=8, "
+        "context_length=8192, max_running_requests=4, cuda_graph_backend_prefill='disabled', "
+        "cuda_graph_max_bs=4)\n"
+        "[2026-05-12 10:13:35 TP0] Capture cuda graph end. Time elapsed: 45.02 s. mem "
+        "usage=0.41 GB. avail mem=19.90 GB.\n"
+        "[2026-05-12 10:13:50] The server is fired up and ready to roll!\n")
+    assert second.prefill_backend == "disabled"
+    ok = prefill_graphs_check(second, expect_disabled=True)
+    assert ok.status is Status.PASS and "server args say disabled" in ok.detail
+    early = parse_startup_log("[2026-05-12 10:00:00 TP0] Load weight begin. avail mem=94 GB\n")
+    assert prefill_graphs_check(early, expect_disabled=True).status is Status.DEFERRED
+
+
+def test_launch_log_cli_prefill_check(tmp_path: Path) -> None:
+    log = tmp_path / "start1.log"
+    log.write_text(record_first_start())
+    result = subprocess.run(
+        [sys.executable, "-m", "imagekit", "launch-log", "parse", str(log),
+         "--expect-prefill-graphs", "disabled"], capture_output=True, text=True, timeout=60,
+        env={"PATH": os.environ["PATH"], "IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
+    assert result.returncode == 1
+    assert "FAIL prefill_graphs: piecewise (prefill) CUDA graph capture ran" in result.stdout
