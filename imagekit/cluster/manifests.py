@@ -81,3 +81,24 @@ def script_files(*relative: str) -> dict[str, str]:
         path = MANIFESTS_DIR / rel
         out[path.name] = path.read_text()
     return out
+
+
+def controller_bundle(name: str, namespace: str, image: ImageReference | str,
+                      scripts: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                      *, node_selector: dict[str, str] | None = None,
+                      tolerations: list[dict] | None = None, pull_secrets: list[str] | None = None,
+                      deadline_seconds: int = 6 * 3600) -> tuple[dict, dict]:
+    """(Pod, ConfigMap) of the acceptance controller: manifests/controller/controller.py plus
+    `scripts` (sub-scripts it starts, e.g. the acceptance suite; SUBSCRIPTS in `env` names the
+    order), all from one ConfigMap mounted at /opt/controller."""
+    files = script_files("controller/controller.py", "controller/smoke.py")
+    files.update(scripts or {})
+    cm = configmap(f"{name}-scripts", namespace, files,
+                   labels={"imagekit.dev/role": "acceptance-controller"})
+    pod = render("controller-pod.yaml.j2", name=name, namespace=namespace, image=image,
+                 node_selector=node_selector or {},
+                 tolerations=tolerations if tolerations is not None else [GPU_TOLERATION],
+                 pull_secrets=pull_secrets or [], configmap=cm["metadata"]["name"],
+                 env=[{"name": k, "value": v} for k, v in (env or {}).items()],
+                 deadline_seconds=deadline_seconds)
+    return pod, cm

@@ -195,3 +195,13 @@ def test_probe_files_mount_helpers_and_write_the_plan(tmp_path) -> None:
         probe_files(tmp_path, [("nope", [])])
     with pytest.raises(InvalidInput, match="spaces"):
         probe_files(tmp_path, [("find_spec", ["a b"])])
+
+
+def test_controller_bundle_carries_controller_and_subscripts() -> None:
+    pod, cm = manifests.controller_bundle("acc", "n", IMAGE, {"suite.py": "print('x')\n"},
+                                          {"SUBSCRIPTS": "smoke.py,suite.py",
+                                           "READY_URL": "http://127.0.0.1:30000/health"})
+    assert {"controller.py", "smoke.py", "suite.py"} <= set(cm["data"])
+    assert pod["spec"]["volumes"][0]["configMap"]["name"] == cm["metadata"]["name"]
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["SUBSCRIPTS"] == "smoke.py,suite.py"
