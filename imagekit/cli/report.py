@@ -36,6 +36,8 @@ def report_command(
                              "(a directory with --format all)."),
     require: list[str] = Require,
     profile: str = Profile,
+    record: bool = typer.Option(False, "--record", help="Also archive every format as an "
+                                "evidence attempt of kind `report` (append-only)."),
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Report everything the evidence says about one image: versions, base, fix layers, each
@@ -68,6 +70,11 @@ def report_command(
     digest, name = resolve(subject, store)
     report = build_report(store, digest, required=require or None, requested=subject, name=name,
                           profile=profile)
+    if record:
+        from imagekit.report.render import record_report
+
+        where = record_report(store, report)
+        err_console.print(f"archived in {where}", markup=False)
     if fmt == "all":
         written = write_all(report, out)
         for path in written.values():

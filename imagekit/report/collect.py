@@ -44,8 +44,8 @@ IDENTITY_FIELDS = ("digest", "image_digest", "image_id", "config_digest", "manif
 #: Kinds whose JSON files name the image they are about at top level (imagekit.build's
 #: build.json: image_id + digest), read to link an image ID to its pushed digest.
 IDENTITY_FILE_KINDS = frozenset({"build"})
-#: Kinds that are about the gate itself, not checks of the image.
-GATE_KINDS = frozenset({"gate-override"})
+#: Kinds that are about the gate or the report itself, not checks of the image.
+GATE_KINDS = frozenset({"gate-override", "report"})
 #: Kinds whose data carries the image manifest's facts (versions, base, fix layers).
 FACT_KINDS = frozenset({"images-verify", "build", "probe"})
 #: A check line standing for an attempt that recorded no checks (e.g. it raised).

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from imagekit.errors import InvalidInput
+from imagekit.evidence import EvidenceStore
 from imagekit.report import html, intoto, junit, markdown
 from imagekit.report.models import ImageReport
 
@@ -46,3 +47,19 @@ def write_all(report: ImageReport, directory: Path | str, stem: str | None = Non
         target.write_text(render(report, fmt))
         written[fmt] = target
     return written
+
+
+REPORT_KIND = "report"
+
+
+def record_report(store: EvidenceStore, report: ImageReport) -> Path:
+    """Archive every format of `report` as a new evidence attempt of kind `report`, keyed by the
+    digest (append-only like all evidence; never a check, never gate input). Returns its
+    directory."""
+    with store.attempt(report.subject, REPORT_KIND, status=report.status.value,
+                       requested=report.requested, profile=report.profile) as attempt:
+        for fmt, suffix in SUFFIXES.items():
+            attempt.write_text(f"report{suffix}", render(report, fmt))
+        attempt.finish(report.status, summary=f"report of {report.subject}: "
+                                               f"{report.status.value}")
+    return attempt.path

@@ -64,3 +64,20 @@ def test_finished_attempt_files_cannot_be_rewritten(store) -> None:
     attempt.write_text("note.txt", "x")
     with pytest.raises(EvidenceError):
         attempt.write_text("note.txt", "y")
+
+
+def test_recorded_report_is_archived_not_judged(store) -> None:
+    from imagekit.report.render import SUFFIXES, record_report
+
+    r = write_rehearsal(store, media_fail=True)
+    before = _snapshot(store.root)
+    first = build_report(store, r.digest)
+    path = record_report(store, first)
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        ["attempt.json", *(f"report{s}" for s in SUFFIXES.values())])
+    after = _snapshot(store.root)
+    assert all(after[p] == d for p, d in before.items() if p != "index.jsonl")
+    again = build_report(store, r.digest)
+    assert [c.test_name for c in again.checks] == [c.test_name for c in first.checks]
+    assert again.status is first.status is Status.FAIL
+    assert "report" not in {c.kind for c in again.checks + again.history}

@@ -26,9 +26,11 @@ def ik(*args: str, evidence: Path | None = None) -> subprocess.CompletedProcess:
 
 def test_report_formats_to_stdout_and_file(rehearsal, tmp_path) -> None:
     root = rehearsal.store.root
-    done = ik("report", rehearsal.digest, "--format", "json", evidence=root)
+    done = ik("report", rehearsal.digest, "--format", "json", "--record", evidence=root)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["subject"] == rehearsal.digest
+    [archived] = rehearsal.store.attempts(rehearsal.digest, "report")
+    assert "report.intoto.json" in {f.path for f in archived.files}
     out = tmp_path / "junit.xml"
     done = ik("report", rehearsal.digest, "--format", "junit", "--out", str(out),
               "--require", "probe:pip_check", evidence=root)
