@@ -7,9 +7,10 @@ from imagekit.build.builder import (
     ensure_build,
     latest_build,
 )
+from imagekit.build.engine_choice import default_engine
 from imagekit.build.pin import PinLine, pin
 from imagekit.build.records import BuildRecord
 
 __all__ = ["BuildFailed", "BuildRecord", "PinLine", "build_image", "build_key", "ensure_build",
-           "latest_build",
+           "default_engine", "latest_build",
            "pin"]

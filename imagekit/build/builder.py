@@ -154,7 +154,10 @@ def ensure_build(name: str, profile: str | None = None, *, store: EvidenceStore 
 
     spec = spec or load_spec()
     store = store or EvidenceStore()
-    engine = engine or Engine()
+    if engine is None:
+        from imagekit.build.engine_choice import default_engine
+
+        engine = default_engine()
     profile_name, prof = spec.profile(profile)
     try:
         image = resolve_image(spec, name, profile_name)

@@ -16,9 +16,8 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from imagekit.build import build_image, latest_build, pin
+from imagekit.build import build_image, default_engine, latest_build, pin
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
-from imagekit.engine import Engine
 from imagekit.errors import CheckFailed, InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.imagesverify import verify_images
@@ -101,7 +100,7 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
     images = load_spec(spec)
     with _progress(json_output, "stand-ins") as on_line:
-        records = build_standins(images, Engine(), EvidenceStore(evidence_dir), profile,
+        records = build_standins(images, default_engine(), EvidenceStore(evidence_dir), profile,
                                  no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
@@ -125,7 +124,7 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
     if all_images == (image is not None):
         raise InvalidInput("name one IMAGE or pass --all")
     names = list(images.images) if all_images else [image]
-    engine, store = Engine(), EvidenceStore(evidence_dir)
+    engine, store = default_engine(), EvidenceStore(evidence_dir)
     records = []
     for name in names:
         with _progress(json_output, f"build {name}") as on_line:
@@ -182,7 +181,7 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
         plan = ProbePlan(engine=engine_name, probes=probes or list(KNOWN_PROBES),
                          find_spec=find_spec or [engine_name])
         run_ref, shown, digest = target, target, ref.digest
-    engine = Engine()
+    engine = default_engine()
     if digest is None and target not in images.images and engine.exists(target):
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
@@ -211,7 +210,7 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     for name in image or []:
         images.image(name)
     with _progress(json_output, "images verify") as on_line:
-        report = verify_images(images, Engine(), EvidenceStore(evidence_dir), profile=profile,
+        report = verify_images(images, default_engine(), EvidenceStore(evidence_dir), profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json(report)
