@@ -156,9 +156,10 @@ def chromium() -> str:
     found = shutil.which("chromium")
     if found is None and os.geteuid() == 0:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+        wait = ["-o", "DPkg::Lock::Timeout=600"]       # other setup may hold the dpkg lock
+        install = ["apt-get", *wait, "install", "-y", "--no-install-recommends", "chromium"]
         if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True)
+            subprocess.run(["apt-get", *wait, "update"], env=env, capture_output=True)
             subprocess.run(install, env=env, capture_output=True)
         found = shutil.which("chromium")
     if found is None:
