@@ -24,7 +24,7 @@ class ImageEntry(BaseModel):
     profile: str
     reference: str | None
     digest: str | None
-    image_id: str
+    image_id: str | None
     base: str
     base_digest: str
     mirror: str | None = None

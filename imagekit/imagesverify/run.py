@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable
 
-from imagekit.build import BuildRecord, build_image, build_key
+from imagekit.build import BuildFailed, BuildRecord, build_image, build_key
 from imagekit.engine import Engine
 from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore
@@ -156,8 +156,19 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
                 attempt.finish(cached.verdict, summary=f"{name}: cached result reused "
                                f"(verify key {key[:12]})")
             return cached
-    record: BuildRecord = build_image(spec, name, engine, store, profile=profile, push=True,
-                                      no_cache=no_cache, on_line=on_line)
+    try:
+        record: BuildRecord = build_image(spec, name, engine, store, profile=profile, push=True,
+                                          no_cache=no_cache, on_line=on_line)
+    except BuildFailed as exc:
+        # the build's own attempt keeps the full log; the manifest says the image failed
+        failed = CheckResult(name="build", status=Status.FAIL, detail=exc.one_line())
+        return ImageEntry(
+            image=name, engine=image.engine, profile=image.profile, reference=None, digest=None,
+            image_id=None, base=str(image.base_pinned), base_digest=str(image.base_digest),
+            mirror=str(image.mirror) if image.mirror else None,
+            fix_layers=fix_layers(image.dockerfile.read_text()), checks=[failed],
+            status=Status.FAIL, verdict=Status.FAIL, verify_key=key,
+            evidence={"build_log": exc.where or ""})
     with store.attempt(record.digest, "probe", image=str(record.reference),
                        image_id=str(record.image_id), probes=plan.probes,
                        probes_version=probes_version()) as probe_attempt:

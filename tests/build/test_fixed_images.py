@@ -175,3 +175,26 @@ def test_ensure_build_reuses_the_current_build(spec, engine, session_store, veri
     record = ensure_build("vllm", "local", store=session_store, engine=engine, spec=spec)
     assert str(record.digest) == verified[1]["vllm"].digest
     assert record.reference is not None and record.reference.digest == record.digest
+
+
+def test_a_failed_build_fails_the_run_but_not_the_other_image(spec, engine, session_store,
+                                                              standins, tmp_path) -> None:
+    import shutil
+
+    from imagekit.imagesverify import verify_images
+    from imagekit.spec import load_spec
+
+    root = tmp_path / "dockerfiles"
+    shutil.copytree(spec.root, root, ignore=shutil.ignore_patterns("standins"))
+    shutil.copy(FIXTURES / "sglang-unfixed-check" / "Dockerfile", root / "sglang" / "Dockerfile")
+    report = verify_images(load_spec(root / "images.toml"), engine, session_store,
+                           profile="local")
+    entries = {entry.image: entry for entry in report.images}
+    assert report.verdict is Status.FAIL
+    assert entries["sglang"].verdict is Status.FAIL and entries["sglang"].digest is None
+    (build,) = entries["sglang"].checks
+    assert build.name == "build" and build.status is Status.FAIL
+    assert "build of sglang failed" in build.detail
+    log = Path(entries["sglang"].evidence["build_log"]).read_text()
+    assert "nixl 1.2.0 requires nixl-cu12, which is not installed." in log
+    assert entries["vllm"].verdict is Status.PASS
