@@ -168,3 +168,61 @@ def chromium() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return found
+
+
+SPEC_TEXT = """
+version = 1
+default_profile = "local"
+
+[images.sglang]
+engine = "sglang"
+dockerfile = "sglang/Dockerfile"
+repository = "imagekit/sglang"
+probes = ["pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arch"]
+
+[images.sglang.base]
+local = "127.0.0.1:5001/imagekit-standins/sglang-base:cu13-standin"
+production = "docker.io/lmsysorg/sglang:v0.5.5-cu130"
+
+[images.vllm]
+engine = "vllm"
+dockerfile = "vllm/Dockerfile"
+repository = "imagekit/vllm"
+probes = ["pip_check", "av_roundtrip", "cli_help", "torch_arch"]
+
+[images.vllm.base]
+local = "127.0.0.1:5001/imagekit-standins/vllm-base:standin"
+production = "docker.io/vllm/vllm-openai:v0.11.0"
+
+[profiles.local]
+lock = "images.local.lock"
+standins = true
+staging = "127.0.0.1:5001"
+production = "127.0.0.1:5002"
+target = "127.0.0.1:5003"
+
+[profiles.local.accept]
+"sglang.torch_arch" = { status = "FAIL", reason = "the stand-in carries the machine's CPU \
+torch build (no sm_90)" }
+"vllm.torch_arch" = { status = "DEFERRED", reason = "the vLLM stand-in carries no torch" }
+
+[profiles.production]
+lock = "images.lock"
+staging = "relay.example.internal/staging"
+production = "relay.example.internal/production"
+target = "registry.target.example.internal/llm"
+"""
+
+
+@pytest.fixture()
+def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small images spec (the checkout's shape and `local` acceptances), so these tests do
+    not change when the real spec's entries do."""
+    root = tmp_path / "spec"
+    for name in ("sglang", "vllm"):
+        (root / name).mkdir(parents=True)
+        (root / name / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
+    path = root / "images.toml"
+    path.write_text(SPEC_TEXT)
+    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(path))
+    return path

@@ -5,7 +5,6 @@ status stays visible in every format."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,12 +12,9 @@ from imagekit.report import build_report, check_promotable, render
 from imagekit.results import Status
 from tests.report.conftest import write_rehearsal
 
-SPEC = Path(__file__).resolve().parents[2] / "dockerfiles" / "images.toml"
-
-
 @pytest.fixture(autouse=True)
-def _the_checkouts_spec(monkeypatch) -> None:
-    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(SPEC))
+def _spec(spec_file) -> None:
+    """Acceptances come from the test's own small spec (tests/report/conftest.py)."""
 
 
 def test_accepted_fail_is_a_warning_with_its_reason(store) -> None:

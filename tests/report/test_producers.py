@@ -18,12 +18,9 @@ from imagekit.report.resolve import resolve
 from imagekit.results import CheckResult, Status
 from tests.report.conftest import fake_digest
 
-SPEC = Path(__file__).resolve().parents[2] / "dockerfiles" / "images.toml"
-
-
 @pytest.fixture(autouse=True)
-def _the_checkouts_spec(monkeypatch) -> None:
-    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(SPEC))
+def _spec(spec_file) -> None:
+    """Acceptances come from the test's own small spec (tests/report/conftest.py)."""
 
 
 def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status.FAIL,
