@@ -130,8 +130,8 @@ def predict_priority_admission(intent: PodIntent, classes: list[dict]
                 value, policy)
     if intent.preemption_policy and intent.preemption_policy != policy:
         never = [c["metadata"]["name"] for c in classes if c.get("preemptionPolicy") == "Never"]
-        hint = (f"use an existing non-preempting class: priorityClassName: {never[0]}"
-                if never else "no PriorityClass with preemptionPolicy Never exists; ask the "
+        hint = (f"use an existing non-preempting class: priorityClassName: "
+                f"{' or '.join(sorted(never))}" if never else "no PriorityClass with preemptionPolicy Never exists; ask the "
                 "cluster administrators for one, or drop preemptionPolicy and run at default "
                 "priority 0 after checking the node's workloads and free GPUs")
         return (CheckResult(name="priority_admission", status=Status.FAIL, data=data,

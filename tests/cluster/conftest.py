@@ -35,12 +35,17 @@ def kube(cluster_state):
 
 
 @pytest.fixture(scope="session")
-def test_ns(kube) -> str:
+def test_ns(kube):
+    """A namespace of this session (two sessions at once do not share Pod names); deleted at
+    the end (the namespace controller removes what is left in it)."""
+    import secrets
+
     from imagekit.cluster.probe import ensure_namespace
 
-    name = "imagekit-test"
+    name = f"imagekit-test-{secrets.token_hex(3)}"
     ensure_namespace(kube, name)
-    return name
+    yield name
+    kube.call("DELETE", f"/api/v1/namespaces/{name}")
 
 
 @pytest.fixture(scope="session")

@@ -62,8 +62,9 @@ def test_preemption_never_without_class_is_403_and_precheck_predicts_it(kube, te
 def test_existing_nonpreempting_class_is_used(kube, test_ns) -> None:
     """With a class the administrators made (the test plays administrator), precheck passes
     and the same spec is admitted with priority from the class and policy Never."""
+    pc_name = f"{test_ns}-nonpreempting"
     pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-          "metadata": {"name": "imagekit-test-nonpreempting"}, "value": 1000,
+          "metadata": {"name": pc_name}, "value": 1000,
           "preemptionPolicy": "Never", "description": "test: administrator-provided"}
     kube.apply(pc)
     try:
@@ -72,16 +73,16 @@ def test_existing_nonpreempting_class_is_used(kube, test_ns) -> None:
                            tolerations=[manifests.GPU_TOLERATION], preemption_policy="Never")
         hint = by_name(precheck(kube, intent))["priority_admission"]
         assert hint.status is Status.FAIL
-        assert "priorityClassName: imagekit-test-nonpreempting" in hint.detail
-        fixed = intent.model_copy(update={"priority_class_name": "imagekit-test-nonpreempting"})
+        assert "priorityClassName: " in hint.detail and pc_name in hint.detail
+        fixed = intent.model_copy(update={"priority_class_name": pc_name})
         assert by_name(precheck(kube, fixed))["priority_admission"].status is Status.PASS
         created = kube.create(busybox_pod("with-class", test_ns, preemptionPolicy="Never",
-                                          priorityClassName="imagekit-test-nonpreempting"))
+                                          priorityClassName=pc_name))
         assert (created["spec"]["priority"], created["spec"]["preemptionPolicy"]) == \
             (1000, "Never")
         delete_and_wait(kube, test_ns, "with-class", timeout=60)
     finally:
-        kube.delete("/apis/scheduling.k8s.io/v1/priorityclasses/imagekit-test-nonpreempting")
+        kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc_name}")
 
 
 # ------------------------------------------------------------------------------ storage, GPUs
@@ -148,7 +149,7 @@ def test_probe_pod_runs_target_image_and_image_id_matches(kube, python_image, tm
     (probes / "stdlib.py").write_text("import json, subprocess, urllib.request, pathlib\n")
     evidence = tmp_path / "evidence"
     result = cli("cluster", "probe", str(python_image.reference), "--probes-dir", str(probes),
-                 "--namespace", "imagekit-test", "--json", "--expect-digest",
+                 "--namespace", test_ns, "--json", "--expect-digest",
                  str(python_image.digest),
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(evidence)})
     assert result.returncode == 0, result.stdout + result.stderr
@@ -171,7 +172,7 @@ def test_probe_pod_runs_target_image_and_image_id_matches(kube, python_image, tm
     secret_text = subprocess.run(["grep", "-r", "auths", str(attempt)], capture_output=True,
                                  text=True).stdout
     assert secret_text == ""
-    pods = kube.list("/api/v1/namespaces/imagekit-test/pods",
+    pods = kube.list(f"/api/v1/namespaces/{test_ns}/pods",
                      labelSelector="imagekit.dev/role=probe")
     assert pods == []                                   # deleted and really gone
 
@@ -298,14 +299,14 @@ def test_configmap_switch_while_controller_waits(kube, python_image, cluster_sta
 
 
 @pytest.mark.parametrize("registry", ["staging", "production"])
-def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path) -> None:
+def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path, test_ns) -> None:
     """plain HTTP (staging) and TLS + basic auth (production), besides target's bearer."""
     image = push_to(registry, "probe-1")
     probes = tmp_path / "probes"
     probes.mkdir()
     (probes / "python_runs.py").write_text(PROBE_OK)
     result = cli("cluster", "probe", str(image.reference), "--probes-dir", str(probes),
-                 "--namespace", "imagekit-test", "--json",
+                 "--namespace", test_ns, "--json",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")})
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(json.loads(result.stdout)["checks"])
@@ -313,7 +314,8 @@ def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path) -
     assert checks["image_id"]["data"]["image_id"].endswith("@" + str(image.digest))
 
 
-def test_reserialised_manifest_is_the_same_image(push_to, python_image, tmp_path) -> None:
+def test_reserialised_manifest_is_the_same_image(push_to, python_image, tmp_path,
+                                                test_ns) -> None:
     """Same config and layers under another manifest digest: whatever imageID containerd
     reports, the check passes only because the config digests agree (README constraint 4)."""
     twin = push_to("target", "probe-twin", indent=2)
@@ -322,7 +324,7 @@ def test_reserialised_manifest_is_the_same_image(push_to, python_image, tmp_path
     probes.mkdir()
     (probes / "python_runs.py").write_text(PROBE_OK)
     result = cli("cluster", "probe", str(twin.reference), "--probes-dir", str(probes),
-                 "--namespace", "imagekit-test", "--json",
+                 "--namespace", test_ns, "--json",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")})
     assert result.returncode == 0, result.stdout + result.stderr
     check = by_name(json.loads(result.stdout)["checks"])["image_id"]
@@ -370,13 +372,14 @@ def test_gpu_preflight_is_refused_before_submission_then_runs(kube, python_image
                                    "allocatable": {"nvidia.com/gpu": None}}})
 
 
-def test_project_probes_run_in_the_pod_with_their_arguments(python_image, tmp_path) -> None:
+def test_project_probes_run_in_the_pod_with_their_arguments(python_image, tmp_path,
+                                                            test_ns) -> None:
     """The project's probes/ (with their _common.py helper) mounted by ConfigMap: find_spec
     finds json and reports the missing nixl — the record's "entry point gone" check, in a Pod."""
     repo_probes = Path(__file__).resolve().parents[2] / "probes"
     result = cli("cluster", "probe", str(python_image.reference), "--probes-dir",
                  str(repo_probes), "--probe", "find_spec=json,nixl", "--probe", "versions",
-                 "--namespace", "imagekit-test", "--json",
+                 "--namespace", test_ns, "--json",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
     assert result.returncode == 1, result.stdout + result.stderr
     checks = by_name(json.loads(result.stdout)["checks"])
