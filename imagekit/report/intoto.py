@@ -8,6 +8,7 @@ attempt.json, so the attestation binds to the exact evidence.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
@@ -56,8 +57,10 @@ def _configuration(report: ImageReport) -> list[dict]:
         seen[line.evidence] = {"name": f"{line.evidence}/attempt.json", "digest": digest,
                                "mediaType": "application/json",
                                "annotations": {"kind": line.kind, "key": line.key}}
-    required = {"name": "required-checks",
-                "content": ",".join(o.requirement for o in report.required) or "none",
+    # ResourceDescriptor.content is bytes: base64 in JSON (the spec's protobuf JSON mapping)
+    listed = (",".join(o.requirement for o in report.required) or "none").encode()
+    required = {"name": "required-checks", "content": base64.b64encode(listed).decode(),
+                "digest": {"sha256": hashlib.sha256(listed).hexdigest()},
                 "mediaType": "text/plain"}
     return [required, *seen.values()]
 

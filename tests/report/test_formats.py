@@ -3,6 +3,7 @@ parsed by junitparser."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 
@@ -13,7 +14,8 @@ from imagekit.report import build_report, render
 from imagekit.results import CheckResult, Status
 from tests.report.conftest import write_rehearsal
 
-# The in-toto Statement v1 and ResourceDescriptor v1 rules (attestation spec/v1), and the
+# Checked twice: by in-toto's own bindings (`_official_validate`) and by this JSON Schema of the
+# in-toto Statement v1 and ResourceDescriptor v1 rules (attestation spec/v1), and the
 # test-result v0.1 predicate (spec/predicates/test-result.md), as a JSON Schema.
 _DIGEST_SET = {"type": "object", "minProperties": 1,
                "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]+$"}}
@@ -54,10 +56,44 @@ STATEMENT_SCHEMA = {
 }
 
 
+def _official_validate(text: str) -> None:
+    """in-toto's own Python bindings (protobuf): strict JSON parse of the Statement and of the
+    test-result predicate (unknown fields and wrong types are errors), then their validate()."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
+    from in_toto_attestation.v1 import statement_pb2
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+    from in_toto_attestation.v1.statement import Statement
+
+    Statement.copy_from_pb(json_format.Parse(text, statement_pb2.Statement())).validate()
+    predicate = json_format.ParseDict(json.loads(text)["predicate"],
+                                      test_result_pb2.TestResult())
+    for descriptor in predicate.configuration:
+        ResourceDescriptor.copy_from_pb(descriptor).validate()
+
+
 def _statement(store, digest, **kw) -> dict:
-    statement = json.loads(render(build_report(store, digest, **kw), "intoto"))
+    text = render(build_report(store, digest, **kw), "intoto")
+    statement = json.loads(text)
     jsonschema.validate(statement, STATEMENT_SCHEMA)
+    _official_validate(text)
     return statement
+
+
+def test_official_bindings_reject_a_broken_statement(rehearsal) -> None:
+    import pytest
+    from google.protobuf import json_format
+
+    text = render(build_report(rehearsal.store, rehearsal.digest), "intoto")
+    _official_validate(text)
+    broken = json.loads(text)
+    broken["predicate"]["configuration"][0]["content"] = "not base64!"
+    with pytest.raises(json_format.ParseError):
+        _official_validate(json.dumps(broken))
+    broken = json.loads(text)
+    broken["subject"] = []
+    with pytest.raises(ValueError):
+        _official_validate(json.dumps(broken))
 
 
 def test_intoto_subjects_are_endpoint_digests(rehearsal) -> None:
@@ -73,14 +109,14 @@ def test_intoto_subjects_are_endpoint_digests(rehearsal) -> None:
 
 def test_intoto_configuration_binds_the_evidence(rehearsal) -> None:
     statement = _statement(rehearsal.store, rehearsal.digest)
-    records = [c for c in statement["predicate"]["configuration"] if "digest" in c]
+    records = [c for c in statement["predicate"]["configuration"] if "annotations" in c]
     assert records, "every attempt the verdict came from is listed"
     for entry in records:
         data = (rehearsal.store.root / entry["name"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["digest"]["sha256"]
     [required] = [c for c in statement["predicate"]["configuration"]
                   if c["name"] == "required-checks"]
-    assert required["content"] == "probe,images-verify"
+    assert base64.b64decode(required["content"]) == b"probe,images-verify"
 
 
 def test_intoto_warned_and_failed(store) -> None:
