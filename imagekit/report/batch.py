@@ -63,4 +63,28 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
             paths = [path]
         results.append(SpecReport(image=name, digest=report.subject, status=report.status,
                                   files=[str(p) for p in paths]))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "index.md").write_text(index_markdown(results, profile_name, out))
     return results
+
+
+def index_markdown(results: list[SpecReport], profile: str, out: Path) -> str:
+    """One table over the spec's images: verdict, digest and each image's report files."""
+    lines = [f"# Image reports (profile {profile})", "",
+             "| image | status | digest | reports |", "|---|---|---|---|"]
+    for item in results:
+        if item.missing:
+            lines.append(f"| {item.image} | **missing** | | {item.missing} |")
+            continue
+        links = ", ".join(f"[{_format_of(f)}]({Path(f).relative_to(out)})"
+                          if Path(f).is_relative_to(out) else f for f in item.files)
+        lines.append(f"| {item.image} | {item.status.value if item.status else ''} | "
+                     f"`{item.digest}` | {links} |")
+    return "\n".join(lines) + "\n"
+
+
+def _format_of(path: str) -> str:
+    for fmt, suffix in sorted(SUFFIXES.items(), key=lambda kv: -len(kv[1])):
+        if path.endswith(suffix):
+            return fmt
+    return Path(path).suffix.lstrip(".")

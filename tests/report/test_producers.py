@@ -137,5 +137,8 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
     assert results["sglang"].status is Status.DEFERRED and len(results["sglang"].files) == 5
     assert all(Path(f).is_file() for f in results["sglang"].files)
     assert results["vllm"].missing and "no build of 'vllm'" in results["vllm"].missing
+    index = (tmp_path / "out" / "index.md").read_text()
+    assert f"| sglang | DEFERRED | `{record.digest}` |" in index
+    assert "| vllm | **missing** |" in index
     html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
     assert [Path(f).suffix for r in html for f in r.files] == [".html"]
