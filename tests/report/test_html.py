@@ -70,7 +70,7 @@ def test_real_gpu_preflight_records_plot(store, chromium, tmp_path) -> None:
     samples = sorted((repo / "gpu_checks" / "samples").glob("*h200x2.json"))
     assert samples, "gpu_checks/samples/*h200x2.json is the real two-GPU record"
     r = write_rehearsal(store, preflight=False)
-    record_preflight(samples[0], store, digest=Digest.parse(r.digest))
+    record_preflight(samples[-1], store, digest=Digest.parse(r.digest))
     report = build_report(store, r.digest)
     [preflight] = report.preflight
     assert preflight.world_size == 2 and preflight.backend == "nccl"
@@ -88,7 +88,9 @@ def test_single_gpu_preflight_plots_algbw_not_zero_busbw(store) -> None:
     from imagekit.oci import Digest
 
     repo = Path(__file__).resolve().parents[2]
-    [sample] = sorted((repo / "gpu_checks" / "samples").glob("*h200x1.json"))
+    samples = sorted((repo / "gpu_checks" / "samples").glob("*h200x1.json"))
+    assert samples, "gpu_checks/samples/*h200x1.json is the real one-GPU record"
+    sample = samples[-1]
     r = write_rehearsal(store, preflight=False)
     record_preflight(sample, store, digest=Digest.parse(r.digest))
     report = build_report(store, r.digest)
