@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from imagekit.errors import NotFound
+from imagekit.errors import EvidenceError, NotFound
 from imagekit.evidence import AttemptRecord, EvidenceStore
 from imagekit.oci.digest import Digest
 from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
@@ -86,10 +86,17 @@ def identities(record: AttemptRecord, store: EvidenceStore | None = None) -> set
 
 
 def all_records(store: EvidenceStore) -> list[AttemptRecord]:
+    """Every finished attempt in the store. An attempt.json that cannot be read is an error
+    (EvidenceError naming the key), never silently skipped: the verdict would be incomplete."""
     records = []
     for key in store.keys():
-        # keys() says `name:<slug>` but attempts() wants the bare slug for names
-        records.extend(store.attempts(key.removeprefix("name:")))
+        try:
+            # keys() says `name:<slug>` but attempts() wants the bare slug for names
+            records.extend(store.attempts(key.removeprefix("name:")))
+        except (ValueError, OSError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise EvidenceError(f"unreadable evidence ({first})",
+                                where=str(store.root / key.replace(":", "/", 1))) from None
     return records
 
 

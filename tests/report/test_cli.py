@@ -160,3 +160,15 @@ def test_report_all_formats_into_a_directory(rehearsal, tmp_path) -> None:
                                                   ".html"))
     junitparser.JUnitXml.fromfile(str(tmp_path / "r" / f"{stem}.junit.xml"))
     assert json.loads((tmp_path / "r" / f"{stem}.intoto.json").read_text())["subject"]
+
+
+def test_unreadable_evidence_is_a_one_line_error(rehearsal) -> None:
+    broken = rehearsal.store.root / "sha256" / rehearsal.digest.removeprefix("sha256:") / \
+        "probe" / "20990101T000000.000000Z-ffffff"
+    broken.mkdir(parents=True)
+    (broken / "attempt.json").write_text("{not json")
+    for args in (["report", rehearsal.digest], ["gate", rehearsal.digest]):
+        done = ik(*args, evidence=rehearsal.store.root)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("imagekit: error: unreadable evidence")
+        assert done.stderr.count("\n") == 1
