@@ -12,6 +12,7 @@ import re
 from html import escape
 
 from imagekit.report import svg
+from imagekit.report.gate import decide
 from imagekit.report.models import ImageReport, LatencySeries
 
 _CSS = """
@@ -114,6 +115,15 @@ def render(report: ImageReport) -> str:
                  ["evidence root", f"<code>{escape(report.evidence_root)}</code>"],
                  ["generated", f"{report.generated:%Y-%m-%d %H:%M:%S} UTC"]])]
 
+    decision = decide(report)
+    parts.append("<h2>Promotion gate</h2>")
+    parts.append(f'<p class="gate">{_status("PASS" if decision.allowed else "FAIL")} '
+                 f'{"allowed" if decision.allowed else "refused"}</p>')
+    if decision.reasons or decision.warnings:
+        parts.append("<ul>" + "".join(f'<li><span class="FAIL">refused</span>: {escape(r)}</li>'
+                                      for r in decision.reasons)
+                     + "".join(f'<li><span class="DEFERRED">warning</span>: {escape(w)}</li>'
+                               for w in decision.warnings) + "</ul>")
     parts.append("<h2>Summary by evidence kind</h2>")
     parts.append(_table(["kind", "PASS", "FAIL", "DEFERRED", "ERROR", "accepted",
                          "latest evidence"], [

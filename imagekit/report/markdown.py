@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from imagekit.report.gate import decide
 from imagekit.report.models import ImageReport
 from imagekit.results import Status
 
@@ -36,7 +37,13 @@ def render(report: ImageReport) -> str:
     out.append(f"- **Evidence root:** `{report.evidence_root}`")
     out.append(f"- **Generated:** {report.generated:%Y-%m-%d %H:%M:%S} UTC\n")
 
-    out.append("## Summary by evidence kind\n")
+    decision = decide(report)
+    out.append("## Promotion gate\n")
+    out.append("**Allowed**" if decision.allowed else "**Refused**")
+    out += [f"- refused: {_cell(r)}" for r in decision.reasons]
+    out += [f"- warning: {_cell(w)}" for w in decision.warnings]
+
+    out.append("\n## Summary by evidence kind\n")
     out.append("| kind | PASS | FAIL | DEFERRED | ERROR | accepted | latest evidence |\n"
                "|---|---|---|---|---|---|---|")
     for row in report.summary():

@@ -110,3 +110,15 @@ def test_enforce_allows_clean_digest_without_recording(rehearsal) -> None:
 def test_record_override_needs_reason(rehearsal) -> None:
     with pytest.raises(InvalidInput):
         record_override(rehearsal.store, rehearsal.digest, "")
+
+
+def test_report_shows_the_gate_verdict(store) -> None:
+    from imagekit.report import render
+
+    r = write_rehearsal(store, media_fail=True, torch_arch=Status.DEFERRED)
+    report = build_report(store, r.digest, required=["probe:pip_check"])
+    text = render(report, "md")
+    assert "## Promotion gate\n\n**Refused**" in text
+    assert "- refused: accept-media:corrupted-media-status FAIL" in text
+    assert "- warning: probe:torch_arch DEFERRED" in text
+    assert "refused</span>: accept-media:corrupted-media-status" in render(report, "html")
