@@ -165,7 +165,9 @@ def render(report: ImageReport) -> str:
     parts.append("<h2>Promotion endpoints</h2>")
     parts.append(_table(["endpoint", "reference", "digest", "verified", "bytes moved"], [
         [escape(e.endpoint), f"<code>{escape(e.reference)}</code>",
-         f"<code>{escape(e.digest)}</code>",
+         f"<code>{escape(e.digest)}</code>"
+         + ("" if e.digest in (report.subject, *report.aliases)
+            else ' <span class="FAIL">(not the image digest)</span>'),
          {True: "yes", False: '<span class="FAIL">no</span>', None: "unknown"}[e.verified],
          "" if e.bytes_moved is None else str(e.bytes_moved)] for e in report.endpoints])
         if report.endpoints else _none("No evidence (not promoted)."))

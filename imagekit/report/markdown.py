@@ -99,8 +99,10 @@ def render(report: ImageReport) -> str:
         for e in report.endpoints:
             verified = {True: "yes", False: "**no**", None: "unknown"}[e.verified]
             moved = "" if e.bytes_moved is None else _size(e.bytes_moved)
-            out.append(f"| {_cell(e.endpoint)} | `{_cell(e.reference)}` | `{e.digest}` | "
-                       f"{verified} | {moved} |")
+            differs = "" if e.digest in (report.subject, *report.aliases) else \
+                " **(not the image digest)**"
+            out.append(f"| {_cell(e.endpoint)} | `{_cell(e.reference)}` | `{e.digest}`{differs} "
+                       f"| {verified} | {moved} |")
     else:
         out.append("No evidence (not promoted).")
 

@@ -189,3 +189,17 @@ def test_summary_by_kind(store) -> None:
     assert rows["probe"]["PASS"] == 4 and rows["probe"]["DEFERRED"] == 1
     assert rows["accept-media"]["FAIL"] == 1 and rows["accept-media"]["PASS"] == 1
     assert "| accept-media | 1 | 1 | 0 | 0 | 0 |" in render(report, "md")
+
+
+def test_an_endpoint_serving_another_digest_is_marked(store) -> None:
+    r = write_rehearsal(store, promote=False)
+    other = fake_digest("re-encoded")
+    with store.attempt(r.digest, "promote") as a:
+        a.write_json("result.json", {"source": "127.0.0.1:5001/x:t", "digest": r.digest,
+                                     "hops": [{"endpoint": "127.0.0.1:5003/x:t",
+                                               "registry": "127.0.0.1:5003", "digest": other,
+                                               "verified": True}]})
+        a.add_check(P("hop-1"))
+    text = render(build_report(store, r.digest), "md")
+    assert f"`{other}` **(not the image digest)**" in text
+    assert f"`{r.digest}` **(not" not in text
