@@ -42,6 +42,39 @@ MODELS: tuple[str, ...] = (
     "imagekit.report.models.ImageFacts",
     "imagekit.report.models.OverrideRecord",
     "imagekit.report.accepted.Accepted",
+    "imagekit.report.batch.SpecReport",
+    # the images spec, its lock, builds and the image manifest
+    "imagekit.spec.models.ImagesSpec",
+    "imagekit.spec.models.ResolvedImage",
+    "imagekit.spec.lock.LockFile",
+    "imagekit.build.records.BuildRecord",
+    "imagekit.build.pin.PinLine",
+    "imagekit.standins.build.StandinRecord",
+    "imagekit.probe.runner.ProbeReport",
+    "imagekit.imagesverify.models.ImageEntry",
+    "imagekit.imagesverify.models.ImagesVerifyReport",
+    # registry operations
+    "imagekit.verify.copy.VerifyCopyResult",
+    "imagekit.promote.copy.PromoteResult",
+    # GPU preflight
+    "imagekit.gpu.record.PreflightRecord",
+    "imagekit.gpu.evidence.RecordedPreflight",
+    # acceptance
+    "imagekit.acceptance.models.Exchange",
+    "imagekit.acceptance.models.Sample",
+    "imagekit.acceptance.models.RoundResult",
+    "imagekit.acceptance.matrix.Matrix",
+    "imagekit.acceptance.engines.EngineConfig",
+    # cluster and launch
+    "imagekit.cluster.precheck.PodIntent",
+    "imagekit.launch.command.ServeConfig",
+    "imagekit.launch.budget.ProbeBudget",
+    "imagekit.launch.startup_log.StartupReport",
+    # local infrastructure state
+    "imagekit.infra.state.InfraState",
+    "imagekit.infra.state.ComponentStatus",
+    "imagekit.infra.processes.TrackedProcess",
+    "imagekit.infra.token_service.TokenServiceConfig",
 )
 
 
