@@ -50,7 +50,8 @@ GATE_KINDS = frozenset({"gate-override", "report"})
 FACT_KINDS = frozenset({"images-verify", "build", "probe"})
 #: A check line standing for an attempt that recorded no checks (e.g. it raised).
 ATTEMPT_LINE = "attempt"
-_MAX_JSON_BYTES = 8 * 1024 * 1024
+#: Bigger JSON files are raw exchanges (e.g. base64 media), never a summary this module reads.
+_MAX_JSON_BYTES = 2 * 1024 * 1024
 _PERCENTILE = re.compile(r"^p(\d{1,2}(?:\.\d+)?|100)$")
 
 
