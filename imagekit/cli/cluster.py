@@ -258,6 +258,48 @@ def _probe_plan(values: list[str] | None) -> list[tuple[str, list[str]]] | None:
     return plan
 
 
+def _spec_image(ref, spec_path: Path | None):
+    """(spec, image name, ImageSpec) for the spec image whose repository `ref` names."""
+    if spec_path is None or not spec_path.is_file():
+        return None
+    from imagekit.spec import load_spec
+
+    spec = load_spec(spec_path)
+    for name, image in spec.images.items():
+        if ref.repository == image.repository or ref.repository.endswith("/" + image.repository):
+            return spec, name, image
+    return None
+
+
+def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
+    """The spec's probes for that image, with find_spec's modules and cli_help's engine."""
+    if found is None:
+        return None
+    _, _, image = found
+    return [(probe, list(image.find_spec) if probe == "find_spec" else
+             [image.engine] if probe == "cli_help" else []) for probe in image.probes]
+
+
+def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[dict]]:
+    """Exit code after the profile's accepted statuses (e.g. the stand-in's CPU torch has no
+    sm_90: torch_arch FAIL accepted locally). Accepted checks keep their real status in the
+    report and evidence; only the verdict takes the acceptance, shown with its reason."""
+    if found is None:
+        return exit_code_for(report.checks), []
+    from imagekit.imagesverify import judge
+    from imagekit.results import CheckResult, Status
+
+    spec, name, _ = found
+    profile_name, prof = spec.profile(profile)
+    renamed = [c.model_copy(update={"name": c.name.removeprefix("probe:")})
+               for c in report.checks]
+    verdict, accepted = judge(name, renamed, prof.accept)
+    rows = [{"check": f"probe:{a.check}", "status": a.status.value, "reason": a.reason,
+             "profile": profile_name} for a in accepted]
+    return exit_code_for([CheckResult(name="verdict", status=verdict)]) \
+        if verdict is not Status.PASS else 0, rows
+
+
 @cluster_app.command("probe")
 @guarded
 def cluster_probe(
@@ -269,7 +311,12 @@ def cluster_probe(
     probes_dir: Path = typer.Option(Path("probes"), help="Directory of in-image probes (*.py)."),
     probe: list[str] = typer.Option(
         None, "--probe", help="Run only these probes, NAME or NAME=ARG,ARG (repeatable; "
-                              "e.g. find_spec=nixl,sglang cli_help=sglang). Default: all."),
+                              "e.g. find_spec=nixl,sglang cli_help=sglang). Default: the "
+                              "spec's probes for this repository, else all without arguments."),
+    spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec",
+                                   help="Images spec giving each repository's probes."),
+    profile: str = typer.Option(None, help="Spec profile whose accepted statuses apply "
+                                           "(default: the spec's default profile)."),
     timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
     expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
     kubeconfig: Path = KubeconfigOpt,
@@ -285,15 +332,29 @@ def cluster_probe(
 
     ref = ImageReference.parse(reference)
     expected = Digest.parse(expect_digest) if expect_digest else None
+    found = _spec_image(ref, spec_file)
     client, docker_config = _registry_client(ref.registry)
     options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
                            docker_config_dir=docker_config, expect_digest=expected,
-                           plan=_probe_plan(probe))
+                           plan=_probe_plan(probe) or _plan_from_spec(found))
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, EvidenceStore(evidence_dir))
-    _finish(report, json_output)
+    code, accepted = _judge(report, found, profile)
+    if json_output:
+        print_json({**report.model_dump(mode="json"), "accepted": accepted,
+                    "exit_code": code})
+    else:
+        _print_report(report, False)
+        for row in accepted:
+            _say(f"ACCEPTED {row['check']} {row['status']} in profile {row['profile']}: "
+                 f"{row['reason']}")
+        if accepted:
+            _say(f"verdict {'PASS' if code == 0 else 'not PASS'} with {len(accepted)} "
+                 "accepted check(s)")
+    if code:
+        raise typer.Exit(code)
 
 
 @cluster_app.command("precheck")

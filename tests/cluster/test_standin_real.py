@@ -55,18 +55,12 @@ def fixed_sglang_in_target(cluster_state, tmp_path_factory):
 
 def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
                                                test_ns) -> None:
+    """By tag, with the spec's probes for imagekit/sglang (found from the repository); the
+    stand-in's CPU torch FAILs torch_arch for real, which the local profile accepts."""
     reference, digest, image = fixed_sglang_in_target
-    plan = [p for p in image.probes if p != "torch_arch"]  # CPU torch: accepted FAIL locally
-    args = []
-    for probe in plan:
-        if probe == "find_spec":
-            args += ["--probe", "find_spec=" + ",".join(image.find_spec)]
-        elif probe == "cli_help":
-            args += ["--probe", f"cli_help={image.engine}"]
-        else:
-            args += ["--probe", probe]
     result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
-                 "--namespace", test_ns, "--timeout", "600", "--json", *args,
+                 "--namespace", test_ns, "--timeout", "600", "--json",
+                 "--spec", str(REPO / "dockerfiles" / "images.toml"), "--profile", "local",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
@@ -74,7 +68,16 @@ def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
     assert doc["digest"] == digest
     assert checks["image_id"]["status"] == "PASS"
     assert checks["image_id"]["data"]["image_id"].endswith("@" + digest)
-    for probe in plan:
-        assert checks[f"probe:{probe}"]["status"] == "PASS", checks[f"probe:{probe}"]
+    for probe in image.probes:
+        expected = "FAIL" if probe == "torch_arch" else "PASS"
+        assert checks[f"probe:{probe}"]["status"] == expected, checks[f"probe:{probe}"]
+    assert doc["accepted"] == [{"check": "probe:torch_arch", "status": "FAIL",
+                                "reason": doc["accepted"][0]["reason"], "profile": "local"}]
+    assert "sm_90" in doc["accepted"][0]["reason"]
     assert "nixl" in json.dumps(checks["probe:find_spec"]["data"])
     assert checks["cleanup"]["status"] == "PASS"
+    # without the profile's acceptance the real FAIL decides the exit code
+    strict = cli("cluster", "probe", str(reference), "--namespace", test_ns, "--json",
+                 "--spec", str(REPO / "dockerfiles" / "images.toml"), "--profile", "production",
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
+    assert strict.returncode == 1, strict.stdout + strict.stderr
