@@ -463,3 +463,45 @@ def cluster_gpu_preflight(
         report = run_preflight(kube, ref.with_digest(digest), options,
                                EvidenceStore(evidence_dir), submit)
     _finish(report, json_output)
+
+
+@cluster_app.command("recreate")
+@guarded
+def cluster_recreate(
+    pod_file: Path = typer.Argument(..., help="Pod manifest (YAML or JSON)."),
+    timeout: float = typer.Option(120, help="Seconds to wait for the old Pod to be gone."),
+    kubeconfig: Path = KubeconfigOpt,
+    json_output: bool = JsonOpt,
+) -> None:
+    """Replace a Pod whose immutable fields (nodeSelector…) change: delete the old one (that
+    uid only), watch until it is really gone, then create — 409s are looked at, not retried
+    blindly."""
+    import yaml
+
+    from imagekit.cluster.kube import Kube
+    from imagekit.cluster.pods import recreate_pod
+
+    if not pod_file.is_file():
+        raise InvalidInput("pod file not found", where=str(pod_file))
+    try:
+        pod = yaml.safe_load(pod_file.read_text())
+    except yaml.YAMLError as exc:
+        raise InvalidInput(f"pod file is not YAML: {str(exc).splitlines()[0]}",
+                           where=str(pod_file)) from None
+    if not isinstance(pod, dict) or pod.get("kind") != "Pod" or \
+            not pod.get("metadata", {}).get("name"):
+        raise InvalidInput("pod file must hold one named Pod", where=str(pod_file))
+    with Kube(_kubeconfig(kubeconfig)) as kube:
+        outcome = recreate_pod(kube, pod, timeout=timeout)
+    doc = {"pod": pod["metadata"]["name"],
+           "namespace": outcome.pod["metadata"].get("namespace"),
+           "uid": outcome.pod["metadata"]["uid"], "replaced_uid": outcome.replaced_uid,
+           "waited_seconds": round(outcome.waited_seconds, 2), "conflicts": outcome.conflicts}
+    if json_output:
+        print_json(doc)
+    else:
+        replaced = f"replaced uid {doc['replaced_uid']} after {doc['waited_seconds']} s" \
+            if doc["replaced_uid"] else "no previous Pod"
+        _say(f"created {doc['namespace']}/{doc['pod']} uid {doc['uid']} ({replaced})")
+        for conflict in outcome.conflicts:
+            _say(f"  {conflict}")

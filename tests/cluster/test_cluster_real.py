@@ -389,3 +389,22 @@ def test_project_probes_run_in_the_pod_with_their_arguments(python_image, tmp_pa
     assert checks["probe:find_spec"]["data"]["result"]["data"]["missing"] == ["nixl"]
     assert checks["probe:versions"]["status"] == "PASS"
     assert set(checks) >= {"resolve", "pod_completed", "cleanup"}
+
+
+def test_recreate_cli(kube, test_ns, tmp_path) -> None:
+    name = "recreate-cli"
+    pod = busybox_pod(name, test_ns)
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    first = cli("cluster", "recreate", str(path), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["replaced_uid"] is None
+    wait_running(kube, test_ns, name)
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}
+    path.write_text(json.dumps(pod))
+    second = cli("cluster", "recreate", str(path), "--json")
+    assert second.returncode == 0, second.stderr
+    doc = json.loads(second.stdout)
+    assert doc["replaced_uid"] == json.loads(first.stdout)["uid"] and doc["waited_seconds"] > 1
+    assert kube.get_pod(test_ns, name)["spec"]["nodeSelector"] == pod["spec"]["nodeSelector"]
+    delete_and_wait(kube, test_ns, name, timeout=60)
