@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from imagekit.cli.app import app, console, guarded, print_json
-from imagekit.errors import CheckFailed, InvalidInput
+from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.results import CheckReport, exit_code_for
 
