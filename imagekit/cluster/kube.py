@@ -1,4 +1,5 @@
-"""Kubernetes API transport: one small client over the official `kubernetes` package.
+"""Kubernetes API transport: httpx against the API server, the kubeconfig read by the official
+`kubernetes` package's loader.
 
 Objects travel as plain dicts in the API's own camelCase JSON (what `kubectl get -o json`
 shows), not as the generated model classes: a manifest rendered from a template goes in as it
