@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import stamina
 
 from imagekit.errors import ImagekitError, InfraError, InvalidInput, NotFound, TransportError
 
@@ -123,12 +124,21 @@ class Kube:
                 timeout: float | None = None) -> httpx.Response:
         content_type = "application/merge-patch+json" if method == "PATCH" else \
             "application/json"
-        try:
-            response = self._http.request(
+        def send() -> httpx.Response:
+            return self._http.request(
                 method, path, params=query or None,
                 content=json.dumps(body).encode() if body is not None else None,
                 headers={"Content-Type": content_type} if body is not None else None,
                 timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+
+        try:
+            if method == "GET":  # reads are safe to repeat over a dropped connection
+                for attempt in stamina.retry_context(on=httpx.TransportError, attempts=3,
+                                                     wait_initial=0.2, wait_max=2.0):
+                    with attempt:
+                        response = send()
+            else:  # a write is never repeated blindly: the first one may have landed
+                response = send()
         except httpx.HTTPError as exc:
             raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
                 from None
