@@ -39,8 +39,8 @@ def evidence_name(name: str) -> str:
 
 
 def build_args_for(image: ResolvedImage) -> dict[str, str]:
-    return {"BASE_IMAGE": str(image.base_pinned), "PIP_INDEX_URL": image.pip_index_url,
-            **image.build_args}
+    index = {"PIP_INDEX_URL": image.pip_index_url} if image.pip_index_url else {}
+    return {"BASE_IMAGE": str(image.base_pinned), **index, **image.build_args}
 
 
 def build_key(image: ResolvedImage, context: Path | None = None) -> str:

@@ -20,8 +20,63 @@ _ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
 _LOCK_WAIT = ["-o", "DPkg::Lock::Timeout=600"]
 _updated = False
 
-TRIXIE_SOURCE = ("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
-                 "http://deb.debian.org/debian trixie main\n")
+MIRROR_ENV = "IMAGEKIT_DEBIAN_MIRROR"
+_SOURCES_LIST = Path("/etc/apt/sources.list")
+_SOURCES_PARTS = Path("/etc/apt/sources.list.d")
+
+
+def _deb822_archives(text: str) -> list[str]:
+    """URIs of `Types: deb` stanzas serving Debian's main archive (not security) in a .sources."""
+    found = []
+    for stanza in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            if line.strip().startswith("#") or ":" not in line:
+                continue
+            key, _, value = line.partition(":")
+            fields[key.strip().lower()] = value.strip()
+        suites = fields.get("suites", "").split()
+        if "deb" in fields.get("types", "").split() and \
+                "main" in fields.get("components", "").split() and \
+                any(not suite.endswith("-security") for suite in suites):
+            found += [uri for uri in fields.get("uris", "").split() if "security" not in uri]
+    return found
+
+
+def _one_line_archives(text: str) -> list[str]:
+    found = []
+    for line in text.splitlines():
+        words = [w for w in line.split() if not w.startswith("[")]
+        if len(words) >= 4 and words[0] == "deb" and "main" in words[3:] and \
+                not words[2].endswith("-security") and "security" not in words[1]:
+            found.append(words[1])
+    return found
+
+
+def debian_mirror() -> str:
+    """The Debian archive this machine's own apt uses (or $IMAGEKIT_DEBIAN_MIRROR).
+
+    Read from the machine's configuration rather than written into the project, so the project
+    follows whatever mirror or proxy the machine is set up with.
+    """
+    if os.environ.get(MIRROR_ENV):
+        return os.environ[MIRROR_ENV].rstrip("/")
+    candidates: list[str] = []
+    if _SOURCES_PARTS.is_dir():
+        for path in sorted(_SOURCES_PARTS.glob("*.sources")):
+            candidates += _deb822_archives(path.read_text(errors="replace"))
+    for path in [_SOURCES_LIST, *sorted(_SOURCES_PARTS.glob("*.list"))]:
+        if path.is_file():
+            candidates += _one_line_archives(path.read_text(errors="replace"))
+    if not candidates:
+        raise InfraError("cannot tell which Debian archive apt uses; set "
+                         f"{MIRROR_ENV}", where=str(_SOURCES_PARTS))
+    return candidates[0].rstrip("/")
+
+
+def trixie_source() -> str:
+    return (f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+            f"{debian_mirror()} trixie main\n")
 
 
 def missing_packages(packages: list[str]) -> list[str]:
@@ -82,7 +137,7 @@ def ensure_trixie_package(package: str, paths: StatePaths, log: Path | None = No
     for directory in (lists / "partial", cache / "archives" / "partial", parts, debs):
         directory.mkdir(parents=True, exist_ok=True)
     sources = root / "sources.list"
-    sources.write_text(TRIXIE_SOURCE)
+    sources.write_text(trixie_source())
     private = ["-o", f"Dir::Etc::sourcelist={sources}", "-o", f"Dir::Etc::sourceparts={parts}",
                "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={cache}",
                "-o", "APT::Get::List-Cleanup=0"]

@@ -118,7 +118,7 @@ def ensure_built(log: Path) -> None:
 
     The runtime packages are installed even when the binaries are cached (a machine may have
     the cache but not the packages)."""
-    from imagekit.infra.apt import ensure_packages
+    from imagekit.infra.apt import debian_mirror, ensure_packages
 
     ensure_packages(PACKAGES, log=log)
     if binaries_present():
@@ -128,7 +128,7 @@ def ensure_built(log: Path) -> None:
                      f"only, ~5–20 min on 2 cores); log: {log}\n")
     sys.stderr.flush()
     _run(["bash", str(SCRIPTS / "build.sh")], "building Kubernetes v1.20.2 from Debian source",
-         log=log, env={"K8S_BIN": str(K8S_BIN)})
+         log=log, env={"K8S_BIN": str(K8S_BIN), "DEBIAN_MIRROR": debian_mirror()})
     if not binaries_present():
         raise InfraError("Kubernetes build finished but binaries are missing", where=str(K8S_BIN))
 

@@ -34,7 +34,8 @@ class Profile(BaseModel):
 
     lock: str
     standins: bool = False
-    pip_index_url: str = "https://pypi.org/simple"
+    #: None: pip's own default index (nothing is passed to the build)
+    pip_index_url: str | None = None
     staging: str
     production: str
     target: str
@@ -166,7 +167,7 @@ class ResolvedImage(BaseModel):
     mirror: ImageReference | None = None
     mirror_digest: Digest | None = None
     build_args: dict[str, str] = {}
-    pip_index_url: str
+    pip_index_url: str | None
     staging: str
     probes: list[str]
     find_spec: list[str]

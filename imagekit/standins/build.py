@@ -126,7 +126,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
             raise SpecError(f"no stand-in Dockerfile for engine {image.engine!r}",
                             where=str(directory))
         key = hashlib.sha256("\0".join([rootfs_key(), tree_hash(directory), wheel.name,
-                                        prof.pip_index_url]).encode()).hexdigest()
+                                        prof.pip_index_url or ""]).encode()).hexdigest()
         local_tag = f"imagekit-standins/{standin}:{key[:16]}"
         reference = image.base[profile_name]
         started = dt.datetime.now(dt.timezone.utc)
@@ -142,7 +142,8 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                     outcome = engine.build(
                         context, tags=[local_tag],
                         build_args={"BASE_IMAGE": base_tag, "TORCH_WHEEL": wheel.name,
-                                    "PIP_INDEX_URL": prof.pip_index_url},
+                                    **({"PIP_INDEX_URL": prof.pip_index_url}
+                                       if prof.pip_index_url else {})},
                         secrets={"pip_cert": cert}, no_cache=no_cache, on_line=on_line)
                 attempt.write_text("build.log", outcome.log)
                 if not outcome.ok:

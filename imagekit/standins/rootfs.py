@@ -18,11 +18,11 @@ from pathlib import Path
 
 from imagekit.engine import Engine
 from imagekit.errors import InfraError
+from imagekit.infra.apt import debian_mirror
 
 SUITE = "bookworm"
 VARIANT = "minbase"
 PACKAGES = ("python3", "python3-pip", "python3-venv")
-MIRROR = "http://deb.debian.org/debian"
 REPOSITORY = "imagekit-standins/bookworm-python"
 CACHE_ENV = "IMAGEKIT_CACHE_DIR"
 
@@ -33,7 +33,7 @@ def cache_dir() -> Path:
 
 def rootfs_key(packages: tuple[str, ...] = PACKAGES) -> str:
     material = json.dumps({"suite": SUITE, "variant": VARIANT, "packages": sorted(packages),
-                           "mirror": MIRROR, "arch": "amd64", "recipe": 1}, sort_keys=True)
+                           "mirror": debian_mirror(), "arch": "amd64", "recipe": 1}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -63,7 +63,7 @@ def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str])
     if work.exists():
         shutil.rmtree(work)
     argv = [debootstrap, f"--variant={VARIANT}", f"--include={','.join(packages)}", SUITE,
-            str(work), MIRROR]
+            str(work), debian_mirror()]
     log.append("$ " + " ".join(argv))
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     log.append(done.stdout + done.stderr)
