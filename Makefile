@@ -25,9 +25,9 @@ venv: $(VENV)/.stamp
 infra: venv
 	$(IK) infra up --cluster
 
+# infra up --cluster, stand-ins, images verify, promote staging -> production -> target,
+# cluster probe of the promoted digest, reports (rehearsal-reports/<UTC>/index.md)
 rehearsal: venv
-	$(IK) infra up --cluster
-	$(MAKE) images verify
 	$(IK) rehearsal --profile $(PROFILE)
 
 images: venv

@@ -1,0 +1,152 @@
+"""`imagekit rehearsal`: the main job on the embedded default, end to end, as one command.
+
+The local stand-in rehearsal of the whole release path: infrastructure up (cluster included),
+stand-in bases, `images verify` (build both fixed images, push to staging, probe inside, manifest),
+then per image `promote` staging → production → target with every hop read back, a zero-GPU
+`cluster probe` of the promoted tag pinned to its digest, and finally the reports.
+
+Each step is the ordinary imagekit command run as its own process, so it writes its own evidence
+exactly as when a person runs it; the rehearsal keeps every step's argv, exit code and output in
+one more evidence attempt (kind `rehearsal`) and never stops at the first failure of an image's
+later steps without saying so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import typer
+from pydantic import BaseModel, ConfigDict
+from rich.table import Table
+
+from imagekit.cli.app import app, console, err_console, guarded, print_json
+from imagekit.evidence import EvidenceStore
+from imagekit.results import CheckResult, Status, exit_code_for, overall
+
+
+class RehearsalStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    argv: list[str]
+    exit_code: int
+    seconds: float
+    status: Status
+
+
+def _status_of(code: int) -> Status:
+    return {0: Status.PASS, 1: Status.FAIL}.get(code, Status.ERROR)
+
+
+class _Runner:
+    """Runs imagekit sub-commands, records each, prints a line per step."""
+
+    def __init__(self, attempt, json_output: bool) -> None:
+        self.attempt, self.json_output = attempt, json_output
+        self.steps: list[RehearsalStep] = []
+
+    def run(self, name: str, *args: str, want_json: bool = False) -> tuple[int, dict | None]:
+        argv = [sys.executable, "-m", "imagekit", *args]
+        if not self.json_output:
+            err_console.print(f"[bold]→ {name}[/]: imagekit {' '.join(args)}")
+        started = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        seconds = round(time.monotonic() - started, 2)
+        step = RehearsalStep(name=name, argv=["imagekit", *args], exit_code=done.returncode,
+                             seconds=seconds, status=_status_of(done.returncode))
+        self.steps.append(step)
+        index = len(self.steps)
+        self.attempt.write_text(f"steps/{index:02d}-{name}.stdout", done.stdout)
+        self.attempt.write_text(f"steps/{index:02d}-{name}.stderr", done.stderr)
+        self.attempt.add_check(CheckResult(
+            name=name, status=step.status,
+            detail=f"exit {done.returncode} in {seconds} s"
+                   + (f": {done.stderr.strip().splitlines()[-1]}"
+                      if done.returncode and done.stderr.strip() else "")))
+        if not self.json_output:
+            colour = "green" if done.returncode == 0 else "red"
+            err_console.print(f"  [{colour}]{step.status.value}[/] exit {done.returncode} "
+                              f"({seconds} s)")
+            if done.returncode and done.stderr.strip():
+                err_console.print("  " + done.stderr.strip().splitlines()[-1], markup=False)
+        body = None
+        if want_json and done.stdout.strip():
+            try:
+                body = json.loads(done.stdout)
+            except json.JSONDecodeError:
+                body = None
+        return done.returncode, body
+
+
+@app.command("rehearsal")
+@guarded
+def rehearsal(
+    profile: str = typer.Option("local", help="Spec profile (the embedded default: local)."),
+    cluster: bool = typer.Option(True, help="Also bring up the cluster and probe there."),
+    out: Path = typer.Option(None, help="Reports directory (default rehearsal-reports/<UTC>)."),
+    evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
+                                      help="Evidence store root (default ./.evidence)."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Run the local stand-in rehearsal of the whole release path, end to end."""
+    from imagekit.build import latest_build
+    from imagekit.spec import load_spec
+
+    spec = load_spec()
+    profile_name, prof = spec.profile(profile)
+    store = EvidenceStore(evidence_dir)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = out or Path("rehearsal-reports") / stamp
+    with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
+                       reports=str(out)) as attempt:
+        runner = _Runner(attempt, json_output)
+        code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
+        if code == 0 and prof.standins:
+            runner.run("standins-build", "standins", "build", "--profile", profile_name)
+        if code == 0:
+            runner.run("images-verify", "images", "verify", "--profile", profile_name)
+        promoted: dict[str, str] = {}
+        for name, image in spec.images.items():
+            build = latest_build(name, profile_name, store)
+            if build is None or build.reference is None or build.digest is None:
+                attempt.add_check(CheckResult(
+                    name=f"{name}-promote", status=Status.ERROR,
+                    detail="no pushed build of this image in evidence: images verify failed"))
+                continue
+            tag = f"{profile_name}-{build.digest.hex[:12]}"
+            hops = [f"{prof.registry_for(role)}/{image.repository}:{tag}"
+                    for role in image.promotion[1:]]
+            if not hops:
+                continue
+            via = [arg for hop in hops[:-1] for arg in ("--via", hop)]
+            code, _ = runner.run(f"{name}-promote", "promote", str(build.reference), *via,
+                                 "--to", hops[-1])
+            if code == 0:
+                promoted[name] = hops[-1]
+                if cluster:
+                    runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
+                               "--expect-digest", str(build.digest), "--profile", profile_name)
+        runner.run("report", "report", "--all-images", "--format", "all", "--out", str(out),
+                   "--profile", profile_name)
+        attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
+        checks = list(attempt.checks)
+    summary = {"profile": profile_name, "reports": str(out), "promoted": promoted,
+               "status": overall(checks).value,
+               "checks": [c.model_dump(mode="json") for c in checks],
+               "evidence": str(attempt.path)}
+    if json_output:
+        print_json(summary)
+    else:
+        table = Table("step", "status", "detail", title=f"rehearsal ({profile_name})")
+        for check in checks:
+            table.add_row(check.name, check.status.value, check.detail[:90])
+        console.print(table)
+        console.print(f"reports: {out}/index.md   evidence: {attempt.path}", markup=False)
+    code = exit_code_for(checks)
+    if code:
+        raise typer.Exit(code)
