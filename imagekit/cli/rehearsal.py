@@ -49,13 +49,25 @@ class _Runner:
     def __init__(self, attempt, json_output: bool) -> None:
         self.attempt, self.json_output = attempt, json_output
         self.steps: list[RehearsalStep] = []
+        self.env: dict[str, str] | None = None
+
+    def use_infra_credentials(self) -> None:
+        """The loopback registries' credentials live in infra's docker config dir: point the
+        steps at it (by DOCKER_CONFIG, a path, never the secrets), unless the caller chose one."""
+        import os
+
+        from imagekit.infra.state import registry_env
+
+        if "DOCKER_CONFIG" not in os.environ:
+            self.env = {**os.environ, **registry_env()}
 
     def run(self, name: str, *args: str, want_json: bool = False) -> tuple[int, dict | None]:
         argv = [sys.executable, "-m", "imagekit", *args]
         if not self.json_output:
             err_console.print(f"[bold]→ {name}[/]: imagekit {' '.join(args)}")
         started = time.monotonic()
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, check=False,
+                              env=self.env)
         seconds = round(time.monotonic() - started, 2)
         step = RehearsalStep(name=name, argv=["imagekit", *args], exit_code=done.returncode,
                              seconds=seconds, status=_status_of(done.returncode))
@@ -106,6 +118,8 @@ def rehearsal(
                        reports=str(out)) as attempt:
         runner = _Runner(attempt, json_output)
         code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
+        if code == 0:
+            runner.use_infra_credentials()
         if code == 0 and prof.standins:
             runner.run("standins-build", "standins", "build", "--profile", profile_name)
         if code == 0:

@@ -81,7 +81,9 @@ def from_spec(image: str | None, profile: str | None) -> list[Accepted]:
 def match(kind: str, name: str, status: Status, accepted: list[Accepted]) -> Accepted | None:
     if kind not in PROBE_KINDS:
         return None
+    # the cluster probe names its in-Pod probes `probe:<name>` beside its own checks (image_id…)
+    probe = name.removeprefix("probe:") if kind == "cluster-probe" else name
     for entry in accepted:
-        if entry.check == name and entry.status is status:
+        if entry.check == probe and entry.status is status:
             return entry
     return None
