@@ -207,20 +207,10 @@ def _kubeconfig(explicit: Path | None) -> Path:
 def _registry_client(registry: str):
     """A RegistryClient for `registry`, trusting the infra CA and reading infra's docker config
     when the registry is one of infra's loopback registries."""
+    from imagekit.infra.state import registry_trust
     from imagekit.registry import RegistryClient, RegistryOptions
 
-    options: dict = {}
-    try:
-        from imagekit.infra.state import load_state
-        state = load_state()
-        for endpoint in state.registries.values():
-            if endpoint.address == registry:
-                options["ca_file"] = endpoint.ca_file or state.ca_file
-                options["docker_config"] = state.docker_config_dir
-                if endpoint.scheme == "http":
-                    options["insecure"] = frozenset({registry})
-    except Exception:  # noqa: BLE001 - not an infra registry: docker's defaults
-        pass
+    options = registry_trust(registry)
     return RegistryClient(registry, RegistryOptions(**options)), options.get("docker_config")
 
 

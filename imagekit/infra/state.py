@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -169,6 +169,23 @@ def registry_env(state: InfraState | None = None) -> dict[str, str]:
     """
     state = state or load_state()
     return {"DOCKER_CONFIG": str(state.docker_config_dir), "DOCKER_HOST": state.docker_host}
+
+
+def registry_trust(registry: str) -> dict[str, Any]:
+    """RegistryOptions keywords for one of infra's loopback registries (its CA, infra's docker
+    config dir, plain HTTP where it is plain); {} when there is no infra or it is not one."""
+    try:
+        state = load_state()
+    except InfraError:
+        return {}
+    for endpoint in state.registries.values():
+        if endpoint.address == registry:
+            trust: dict[str, Any] = {"ca_file": endpoint.ca_file or state.ca_file,
+                                     "docker_config": state.docker_config_dir}
+            if endpoint.scheme == "http":
+                trust["insecure"] = frozenset({registry})
+            return trust
+    return {}
 
 
 def load_state(root: Path | None = None) -> InfraState:

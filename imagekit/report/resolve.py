@@ -90,6 +90,7 @@ def _from_evidence(store: EvidenceStore, texts: set[str]) -> Digest | None:
 def _registry_options(registry: str):
     """Trust the infra CA and read infra's docker config for infra's loopback registries; the
     registry client's defaults otherwise."""
+    from imagekit.infra.state import registry_trust
     from imagekit.registry import RegistryOptions, RetryPolicy
 
     # one small read for a person waiting: a few quick retries, not a relay's patience
@@ -98,17 +99,7 @@ def _registry_options(registry: str):
                                      "wait_max": min(retry.wait_max, 2.0),
                                      "timeout": min(retry.timeout, 30.0)})
     options: dict[str, Any] = {"retry": retry, "timeout_s": 30.0}
-    try:
-        from imagekit.infra.state import load_state
-        state = load_state()
-    except Exception:  # noqa: BLE001 - no local infra: not one of its registries
-        return RegistryOptions(**options)
-    for endpoint in state.registries.values():
-        if endpoint.address == registry:
-            options["ca_file"] = endpoint.ca_file or state.ca_file
-            options["docker_config"] = state.docker_config_dir
-            if endpoint.scheme == "http":
-                options["insecure"] = frozenset({registry})
+    options.update(registry_trust(registry))
     return RegistryOptions(**options)
 
 
