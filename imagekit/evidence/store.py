@@ -61,6 +61,7 @@ class EvidenceKey(BaseModel):
             return cls(digest=subject)
         if subject.startswith(("sha256:", "sha512:")):
             return cls(digest=Digest.parse(subject))
+        subject = subject.removeprefix("name:")  # the form str(key) and keys() print
         slug = subject.replace("/", "_").replace(":", "_").replace("@", "_")
         if not _SLUG.match(slug):
             raise InvalidInput(f"evidence name {subject!r} is not a usable name")
@@ -249,7 +250,7 @@ class EvidenceStore:
         return found[-1] if found else None
 
     def path_of(self, record: AttemptRecord) -> Path:
-        return self.root / EvidenceKey.of(record.key.removeprefix("name:")).relative / \
+        return self.root / EvidenceKey.of(record.key).relative / \
             record.kind / record.attempt_id
 
     def keys(self) -> list[str]:

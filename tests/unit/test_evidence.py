@@ -67,3 +67,15 @@ def test_no_checks_is_not_a_pass(tmp_path: Path) -> None:
     with store.attempt(DIGEST, "empty"):
         pass
     assert store.latest(DIGEST, "empty").status is Status.ERROR
+
+
+def test_every_listed_key_reads_back_its_attempts(tmp_path: Path) -> None:
+    store = EvidenceStore(tmp_path)
+    for subject in (DIGEST, "sglang-build"):
+        with store.attempt(subject, "build") as attempt:
+            attempt.add_check(CheckResult(name="build", status=Status.PASS))
+    assert sorted(store.keys()) == sorted([str(DIGEST), "name:sglang-build"])
+    for key in store.keys():
+        [record] = store.attempts(key)
+        assert record.key == key
+        assert (store.path_of(record) / "attempt.json").is_file()
