@@ -21,7 +21,13 @@ from rich.progress import (
 )
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
-from imagekit.errors import InvalidInput
+from imagekit.errors import (
+    DigestMismatch,
+    InvalidInput,
+    NotFound,
+    TransportError,
+    Unauthorized,
+)
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference, Platform
 from imagekit.registry import ClientPool, RegistryOptions
@@ -94,13 +100,21 @@ def verify_copy_cmd(
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
     from imagekit.verify import record_evidence, verify_copy
+    from imagekit.verify.copy import record_failure
 
     official_ref, copy_ref = _ref(official, "OFFICIAL"), _ref(copy, "COPY")
     wanted = Platform.parse(platform)
-    with ClientPool(_options(insecure, ca_file)) as pool, progress_sink(json_output) as sink:
-        result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
-                             pool=pool, progress=sink)
-    where = record_evidence(EvidenceStore(evidence_dir), result)
+    store = EvidenceStore(evidence_dir)
+    try:
+        with ClientPool(_options(insecure, ca_file)) as pool, \
+                progress_sink(json_output) as sink:
+            result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
+                                 pool=pool, progress=sink)
+    except (NotFound, Unauthorized, DigestMismatch, TransportError) as exc:
+        kept = record_failure(store, official_ref, copy_ref, exc)
+        exc.where = f"{exc.where}; evidence: {kept}" if exc.where else f"evidence: {kept}"
+        raise
+    where = record_evidence(store, result)
     if json_output:
         data = result.json_view()
         data["evidence"] = where

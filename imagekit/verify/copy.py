@@ -266,3 +266,18 @@ def record_evidence(store: EvidenceStore, result: VerifyCopyResult,
                 data={"verified": result.diffids_verified, "layers": result.layers}))
         attempt.finish(summary=result.summary[-1][:300])
         return str(attempt.path)
+
+
+def record_failure(store: EvidenceStore, official: ImageReference, copy: ImageReference,
+                   error: ImagekitError) -> str:
+    """An ERROR attempt for a comparison that could not be made (an image not found, refused,
+    or lying about its digest): the failure is kept, never a verdict. Keyed by the official
+    digest when the reference pins one, else by a name derived from the copy."""
+    subject = official.digest or f"verify-copy-{copy.registry}-{copy.repository}"[:120]
+    with store.attempt(subject, "verify-copy", official=str(official), copy=str(copy)) \
+            as attempt:
+        attempt.write_text("error.txt", error.one_line() + "\n")
+        attempt.finish(Status.ERROR, summary=f"{type(error).__name__}: {error.one_line()}"[:300],
+                       checks=[CheckResult(name="comparison", status=Status.ERROR,
+                                           detail=error.one_line()[:1000])])
+        return str(attempt.path)
