@@ -30,6 +30,9 @@ KubeconfigOpt = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG",
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                            help="Evidence store root (default ./.evidence).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
+SelectorOpt = typer.Option(None, "--selector", help="nodeSelector key=value.")
+GpuTolerationOpt = typer.Option(
+    None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu).")
 
 
 def _say(text: str) -> None:
@@ -295,9 +298,8 @@ def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[d
 def cluster_probe(
     reference: str = typer.Argument(..., help="Image by tag (or digest) in a registry."),
     namespace: str = typer.Option("imagekit", help="Namespace for the probe Pod."),
-    selector: list[str] = typer.Option(None, "--selector", help="nodeSelector key=value."),
-    toleration: list[str] = typer.Option(
-        None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu)."),
+    selector: list[str] = SelectorOpt,
+    toleration: list[str] = GpuTolerationOpt,
     probes_dir: Path = typer.Option(Path("probes"), help="Directory of in-image probes (*.py)."),
     probe: list[str] = typer.Option(
         None, "--probe", help="Run only these probes, NAME or NAME=ARG,ARG (repeatable; "
@@ -408,9 +410,8 @@ def cluster_precheck(
 def cluster_gpu_preflight(
     reference: str = typer.Argument(..., help="Image by tag or digest."),
     namespace: str = typer.Option("imagekit", help="Namespace for the Pod."),
-    selector: list[str] = typer.Option(None, "--selector", help="nodeSelector key=value."),
-    toleration: list[str] = typer.Option(
-        None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu)."),
+    selector: list[str] = SelectorOpt,
+    toleration: list[str] = GpuTolerationOpt,
     gpus: int = typer.Option(8, help="nvidia.com/gpu to request."),
     priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
     preemption_policy: str = typer.Option(None, help="preemptionPolicy to state in the spec."),
