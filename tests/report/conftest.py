@@ -8,7 +8,9 @@ hops, a GPU all-reduce preflight, acceptance checks and bench latency percentile
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,6 +19,9 @@ from pathlib import Path
 import pytest
 
 from imagekit.evidence import EvidenceStore
+from imagekit.oci import Digest
+from imagekit.oci import mediatypes as mt
+from imagekit.registry import ManifestBlob, RegistryClient, RegistryOptions
 from imagekit.results import CheckResult, Status
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -37,6 +42,20 @@ class Rehearsal:
 
 def P(name: str, detail: str = "", **data: object) -> CheckResult:
     return CheckResult(name=name, status=Status.PASS, detail=detail, data=dict(data))
+
+
+def push_tiny_image(registry: str, repository: str, tag: str) -> Digest:
+    """A fresh one-config, no-layer image pushed to a plain-HTTP loopback registry; its digest."""
+    config = json.dumps({"architecture": "amd64", "os": "linux", "created": secrets.token_hex(4),
+                         "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+    config_digest = Digest.of_bytes(config)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
+                           "config": {"mediaType": mt.OCI_CONFIG, "digest": str(config_digest),
+                                      "size": len(config)}, "layers": []}).encode()
+    blob = ManifestBlob(manifest, mt.OCI_MANIFEST, Digest.of_bytes(manifest))
+    with RegistryClient(registry, RegistryOptions(insecure=frozenset({registry}))) as client:
+        client.upload_blob(repository, config_digest, lambda: iter([config]))
+        return client.put_manifest(repository, tag, blob)
 
 
 def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,

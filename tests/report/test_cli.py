@@ -10,7 +10,7 @@ from pathlib import Path
 import junitparser
 import pytest
 
-from tests.report.conftest import fake_digest, write_rehearsal
+from tests.report.conftest import fake_digest, push_tiny_image, write_rehearsal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -113,26 +113,14 @@ def test_schemas_check_command(tmp_path) -> None:
 @pytest.mark.registry
 def test_report_resolves_a_tag_through_the_registry(infra, store) -> None:
     """A tag no evidence names is resolved by the registry serving it (staging)."""
-    from imagekit.oci import Digest
-    from imagekit.oci import mediatypes as mt
-    from imagekit.registry import ManifestBlob, RegistryClient, RegistryOptions
     from imagekit.report.resolve import resolve
 
     staging = infra.registries["staging"].address
-    config = json.dumps({"architecture": "amd64", "os": "linux",
-                         "rootfs": {"type": "layers", "diff_ids": []}}).encode()
-    config_digest = Digest.of_bytes(config)
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
-                           "config": {"mediaType": mt.OCI_CONFIG, "digest": str(config_digest),
-                                      "size": len(config)}, "layers": []}).encode()
-    blob = ManifestBlob(manifest, mt.OCI_MANIFEST, Digest.of_bytes(manifest))
-    with RegistryClient(staging, RegistryOptions(insecure=frozenset({staging}))) as client:
-        client.upload_blob("imagekit-report-test", config_digest, lambda: iter([config]))
-        client.put_manifest("imagekit-report-test", "resolve", blob)
+    pushed = push_tiny_image(staging, "imagekit-report-test", "resolve")
     text = f"{staging}/imagekit-report-test:resolve"
-    assert resolve(text, store) == (blob.digest, None)
+    assert resolve(text, store) == (pushed, None)
     write_rehearsal(store)          # evidence about other images does not change the answer
-    assert resolve(text, store) == (blob.digest, None)
+    assert resolve(text, store) == (pushed, None)
 
 
 def test_a_base_reference_does_not_resolve_to_the_image_built_on_it(store) -> None:

@@ -14,25 +14,11 @@ from pathlib import Path
 import pytest
 
 from imagekit.evidence import EvidenceStore
-from imagekit.oci import Digest
-from imagekit.oci import mediatypes as mt
-from imagekit.registry import ManifestBlob, RegistryClient, RegistryOptions
+from imagekit.registry import RegistryClient, RegistryOptions
 from imagekit.results import CheckResult, Status
+from tests.report.conftest import push_tiny_image
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _push_tiny_image(registry: str, repository: str, tag: str) -> Digest:
-    config = json.dumps({"architecture": "amd64", "os": "linux", "created": secrets.token_hex(4),
-                         "rootfs": {"type": "layers", "diff_ids": []}}).encode()
-    config_digest = Digest.of_bytes(config)
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
-                           "config": {"mediaType": mt.OCI_CONFIG, "digest": str(config_digest),
-                                      "size": len(config)}, "layers": []}).encode()
-    blob = ManifestBlob(manifest, mt.OCI_MANIFEST, Digest.of_bytes(manifest))
-    with RegistryClient(registry, RegistryOptions(insecure=frozenset({registry}))) as client:
-        client.upload_blob(repository, config_digest, lambda: iter([config]))
-        return client.put_manifest(repository, tag, blob)
 
 
 @pytest.mark.registry
@@ -40,7 +26,7 @@ def test_promote_is_gated_then_forced_with_reason(infra, tmp_path) -> None:
     staging, production, target = (infra.registries[n].address
                                    for n in ("staging", "production", "target"))
     repository, tag = "imagekit-report-gate", secrets.token_hex(4)
-    digest = _push_tiny_image(staging, repository, tag)
+    digest = push_tiny_image(staging, repository, tag)
     store = EvidenceStore(tmp_path / "evidence")
     with store.attempt(digest, "probe") as a:
         a.add_check(CheckResult(name="pip_check", status=Status.PASS))
