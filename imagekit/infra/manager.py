@@ -64,11 +64,17 @@ def _initial_state(paths: StatePaths) -> InfraState:
                       docker_client=docker.DOCKER_CLIENT, token_realm=registries.TOKEN_REALM)
 
 
-def _previous_kubeconfig(paths: StatePaths):  # -> Path | None
+def _recorded_state(paths: StatePaths) -> InfraState | None:
+    """The state `up` recorded, or None when infra was never brought up here."""
     try:
-        return load_state(paths.root).kubeconfig
+        return load_state(paths.root)
     except InfraError:
         return None
+
+
+def _previous_kubeconfig(paths: StatePaths):  # -> Path | None
+    state = _recorded_state(paths)
+    return state.kubeconfig if state is not None else None
 
 
 def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraState,
@@ -109,10 +115,7 @@ def status(paths: StatePaths | None = None) -> list[ComponentStatus]:
     components += registries.status(paths)
     module = cluster_module()
     if module is not None:
-        try:
-            state = load_state(paths.root)
-        except InfraError:
-            state = None
+        state = _recorded_state(paths)
         if state is not None:
             components.append(module.status(state))
         else:
@@ -130,10 +133,7 @@ def down(cluster: bool = True, paths: StatePaths | None = None) -> list[str]:
     with _locked(paths):
         module = cluster_module() if cluster else None
         if module is not None:
-            try:
-                state = load_state(paths.root)
-            except InfraError:
-                state = None
+            state = _recorded_state(paths)
             if state is not None:
                 module.down(state)
                 stopped.append("cluster")
