@@ -153,18 +153,11 @@ def launch_log_parse(
            "check": check.model_dump(mode="json") if check else None,
            "checks": [c.model_dump(mode="json") for c in checks], "evidence": None}
     if subject:
-        store = EvidenceStore(evidence_dir)
-        with store.attempt(subject, "engine-startup", engine=engine, log=str(log)) as attempt:
-            attempt.write_text("startup.log", text)
-            attempt.write_json("startup.json", report)
-            attempt.write_json("required.json", need)
-            for each in checks:
-                attempt.add_check(each)
-            if not checks:
-                from imagekit.results import CheckResult, Status
-                attempt.add_check(CheckResult(name="startup_log_parsed", status=Status.PASS,
-                                              detail=f"{report.lines} lines parsed"))
-        doc["evidence"] = str(attempt.path)
+        from imagekit.launch.evidence import record_startup
+
+        doc["evidence"] = record_startup(EvidenceStore(evidence_dir), subject, engine=engine,
+                                         log=log, text=text, report=report, need=need,
+                                         checks=checks)
     if json_output:
         print_json(doc)
     else:
@@ -274,23 +267,14 @@ def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
 
 
 def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[dict]]:
-    """Exit code after the profile's accepted statuses (e.g. the stand-in's CPU torch has no
-    sm_90: torch_arch FAIL accepted locally). Accepted checks keep their real status in the
-    report and evidence; only the verdict takes the acceptance, shown with its reason."""
-    if found is None:
-        return exit_code_for(report.checks), []
-    from imagekit.imagesverify import judge
-    from imagekit.results import CheckResult, Status
+    """Exit code of the operation's verdict (imagekit.imagesverify.cluster) and the accepted
+    rows to show."""
+    from imagekit.imagesverify.cluster import cluster_probe_verdict
+    from imagekit.results import CheckResult
 
-    spec, name, _ = found
-    profile_name, prof = spec.profile(profile)
-    renamed = [c.model_copy(update={"name": c.name.removeprefix("probe:")})
-               for c in report.checks]
-    verdict, accepted = judge(name, renamed, prof.accept)
-    rows = [{"check": f"probe:{a.check}", "status": a.status.value, "reason": a.reason,
-             "profile": profile_name} for a in accepted]
-    return exit_code_for([CheckResult(name="verdict", status=verdict)]) \
-        if verdict is not Status.PASS else 0, rows
+    spec, name = (found[0], found[1]) if found is not None else (None, None)
+    verdict, rows = cluster_probe_verdict(report.checks, spec, name, profile)
+    return exit_code_for([CheckResult(name="verdict", status=verdict)]), rows
 
 
 @cluster_app.command("probe")

@@ -147,6 +147,7 @@ def promote_cmd(
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back."""
     from imagekit.promote import run_promote
+    from imagekit.report.gate import enforce      # the gate, handed to promotion
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
@@ -157,7 +158,8 @@ def promote_cmd(
         result, where = run_promote(
             source_ref, via_refs, to_ref, store=EvidenceStore(evidence_dir),
             all_platforms=all_platforms, platform=Platform.parse(platform),
-            options=_options(insecure, ca_file), progress=sink, force=force, reason=reason)
+            options=_options(insecure, ca_file), progress=sink, gate=enforce, force=force,
+            reason=reason)
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where

@@ -26,6 +26,8 @@ from rich.table import Table
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import RehearsalResult
+from imagekit.evidence.kinds import RehearsalStep as EvidenceStep
 from imagekit.results import CheckResult, Status, exit_code_for, overall
 
 
@@ -148,6 +150,8 @@ def rehearsal(
         runner.run("report", "report", "--all-images", "--format", "all", "--out", str(out),
                    "--profile", profile_name)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
+        attempt.write_result(RehearsalResult(profile=profile_name, steps=[
+            EvidenceStep(**s.model_dump()) for s in runner.steps]))
         checks = list(attempt.checks)
     summary = {"profile": profile_name, "reports": str(out), "promoted": promoted,
                "status": overall(checks).value,

@@ -67,9 +67,12 @@ def report_command(
         if any(item.missing for item in results):
             raise typer.Exit(CheckFailed.exit_code)
         return
-    digest, name = resolve(subject, store)
-    report = build_report(store, digest, required=require or None, requested=subject, name=name,
-                          profile=profile)
+    resolved = resolve(subject, store, profile=profile)
+    if resolved.note:
+        err_console.print(resolved.note, markup=False, soft_wrap=True)
+    report = build_report(store, resolved.digest, required=require or None, requested=subject,
+                          name=resolved.name, profile=profile,
+                          resolution=resolved.note or None)
     if record:
         from imagekit.report.render import record_report
 
@@ -106,8 +109,10 @@ def gate_command(
     from imagekit.report.resolve import resolve
 
     store = EvidenceStore(evidence_dir)
-    digest, _ = resolve(subject, store)
-    decision = check_promotable(store, digest, require or None, profile=profile)
+    resolved = resolve(subject, store, profile=profile)
+    if resolved.note:
+        err_console.print(resolved.note, markup=False, soft_wrap=True)
+    decision = check_promotable(store, resolved.digest, require or None, profile=profile)
     if json_output:
         print_json(decision)
     else:

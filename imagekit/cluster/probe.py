@@ -28,7 +28,8 @@ from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.kube import Conflict, Kube, wait_until
 from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
 from imagekit.errors import ImagekitError, InvalidInput
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role
+from imagekit.evidence.kinds import ClusterProbeResult
 from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
@@ -195,6 +196,9 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
                    f"{options.expect_digest.short}; no Pod was started for the wrong image"))
         with store.attempt(digest, "cluster-probe", reference=str(ref),
                            expected=str(options.expect_digest)) as attempt:
+            attempt.add_subject(digest, Role.SUBJECT, str(ref))
+            attempt.write_result(ClusterProbeResult(reference=str(ref), pinned=str(pinned),
+                                                    expected=str(options.expect_digest)))
             for check in checks:
                 attempt.add_check(check)
         return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
@@ -208,6 +212,10 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
     with store.attempt(digest, "cluster-probe", reference=str(ref), pinned=str(pinned),
                        namespace=options.namespace, pod=name,
                        kubeconfig=str(kube.kubeconfig)) as attempt:
+        attempt.add_subject(digest, Role.SUBJECT, str(ref))
+        attempt.write_result(ClusterProbeResult(
+            reference=str(ref), pinned=str(pinned), namespace=options.namespace, pod=name,
+            expected=str(options.expect_digest) if options.expect_digest else None))
         ensure_namespace(kube, options.namespace)
         secret = pull_secret_for(kube, options.namespace, ref.registry,
                                  options.docker_config_dir)
