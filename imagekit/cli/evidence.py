@@ -26,7 +26,7 @@ def list_attempts(
     evidence_dir: Path = EvidenceDir,
     json_output: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List attempts per key, oldest first."""
+    """List attempts per key, oldest first (with --json: each one's subjects and roles)."""
     store = EvidenceStore(evidence_dir)
     keys = [key] if key else store.keys()
     rows = []
@@ -34,7 +34,10 @@ def list_attempts(
         for record in store.attempts(each, kind):
             rows.append({"key": record.key, "kind": record.kind,
                          "attempt_id": record.attempt_id, "status": record.status.value,
-                         "summary": record.summary,
+                         "summary": record.summary, "layout": record.layout,
+                         "subjects": [{"digest": str(s.digest), "role": s.role.value,
+                                       "reference": s.reference}
+                                      for s in store.subjects(record)],
                          "path": str(store.path_of(record))})
     if json_output:
         print_json({"attempts": rows})

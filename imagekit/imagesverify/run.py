@@ -95,8 +95,10 @@ def _verify_copy_check(image: ResolvedImage, store: EvidenceStore) -> CheckResul
     where = record_evidence(store, result)
     same = result.verdict == "identical-content"
     return CheckResult(name="verify_copy", status=Status.PASS if same else Status.FAIL,
-                       detail=f"{copy} vs {official}: {result.verdict}; " +
-                       "; ".join(result.summary[:2]),
+                       detail=f"{copy} vs {official}: {result.verdict}; config digest "
+                              f"{'equal' if result.config_digest_equal else 'DIFFERS'}; "
+                              f"diff_ids {'equal' if result.diff_ids_equal else 'DIFFER'} "
+                              f"{result.diff_ids_matching}/{result.layers}",
                        data={"evidence": where, "config_digest_equal": result.config_digest_equal,
                              "diff_ids_equal": result.diff_ids_equal})
 
