@@ -327,6 +327,8 @@ def cluster_probe(
                                            "(default: the spec's default profile)."),
     timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
     expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
+    keep_pull_secret: bool = typer.Option(False, help="Keep the run's pull Secret (default: "
+                                                      "deleted with the Pod)."),
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
@@ -355,6 +357,7 @@ def cluster_probe(
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
                            docker_config_dir=docker_config, expect_digest=expected,
+                           keep_pull_secret=keep_pull_secret,
                            plan=_probe_plan(probe) or _plan_from_spec(found))
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, store)
