@@ -322,3 +322,17 @@ def test_the_sweep_can_fail() -> None:
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "name: ok-name" in done.stdout and done.stderr == ""
+
+
+@pytest.mark.docker
+def test_probe_of_an_image_the_engine_lacks_is_one_line(tmp_path: Path) -> None:
+    """Was: exit 2 with a table of ERRORs on stdout, nothing on stderr, one pull per probe."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "imagekit", "probe", REF, "--engine", "sglang"],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not in the local docker engine" in lines[0], done.stderr
+    assert time.monotonic() - started < 60
+    assert not list(tmp_path.rglob("attempt.json"))
