@@ -228,7 +228,7 @@ def hook_rank(name: str) -> int | None:
 #   `f`: the family) — but only when the driver is at least as new as the toolkit that wrote it.
 # - A CUDA runtime X.y needs a driver supporting X.y; within one major version, CUDA's minor
 #   version compatibility (11.1+) lets it run on a driver for X.(y-k) without PTX JIT.
-# The same rules live in imagekit/gpu/fit.py (cluster precheck) and probes/_cudafit.py (in-image
+# The same rules live in imagekit/cluster/fit.py (cluster precheck) and probes/_cudafit.py (in-image
 # probe); tests/gpu check that the three agree.
 
 _ARCH = re.compile(r"(sm|compute)_(\d+?)(\d)([af]?)")

@@ -1,6 +1,6 @@
 """Image-to-GPU fit rules, stdlib only (a helper of the probes, shipped beside _common.py).
 
-The same rules as gpu_checks/preflight.py (inside the Pod) and imagekit/gpu/fit.py (the cluster
+The same rules as gpu_checks/preflight.py (inside the Pod) and imagekit/cluster/fit.py (the cluster
 precheck); tests/gpu/test_gpu_fit.py checks that the three agree case by case.
 - SASS `sm_XY` runs on compute capability X.Z with Z >= Y (same major); `sm_XYa` only on X.Y;
   `sm_XYf` on the family X.Z, Z >= Y.

@@ -1,5 +1,5 @@
 """Image-to-GPU fit: the same rules in the Pod (gpu_checks/preflight.py), in the image probe
-(probes/_cudafit.py, probes/torch_arch.py) and before scheduling (imagekit/gpu/fit.py, cluster
+(probes/_cudafit.py, probes/torch_arch.py) and before scheduling (imagekit/cluster/fit.py, cluster
 precheck from GPU feature discovery labels)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from imagekit.gpu.fit import fit_checks as ik_fit_checks
-from imagekit.gpu.fit import image_fit, node_facts
+from imagekit.cluster.fit import fit_checks as ik_fit_checks
+from imagekit.cluster.fit import image_fit, node_facts
 from imagekit.results import Status
 
 REPO = Path(__file__).resolve().parents[2]
