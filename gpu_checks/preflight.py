@@ -1571,7 +1571,10 @@ class Preflight:
             self.sync()
             eager = self.timed(lambda: dist.all_reduce(buf), iters)
             graph_s, graph_error, graph_empty = None, None, False
+            graph = None
             if self.device.type == "cuda":
+                # capture only records (no collective runs), so a rank whose capture fails
+                # cannot leave a peer waiting; all ranks replay only if every capture worked
                 try:
                     import warnings
                     graph = torch.cuda.CUDAGraph()
@@ -1580,21 +1583,26 @@ class Preflight:
                         with torch.cuda.graph(graph):
                             for _ in range(iters):
                                 dist.all_reduce(buf)
-                    if any("graph is empty" in str(w.message).lower() for w in caught):
-                        graph_empty = True
-                    graph.replay()
+                    graph_empty = any("graph is empty" in str(w.message).lower()
+                                      for w in caught)
+                except Exception as exc:  # noqa: BLE001 - capture unsupported: eager only
+                    graph = None
+                    graph_error = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                captured = self.gather(graph is not None)
+                if all(captured):
+                    graph.replay()  # type: ignore[union-attr]
                     self.sync()
                     self.barrier()
                     start = torch.cuda.Event(enable_timing=True)
                     end = torch.cuda.Event(enable_timing=True)
                     start.record()
-                    graph.replay()
+                    graph.replay()  # type: ignore[union-attr]
                     end.record()
                     end.synchronize()
                     graph_s = start.elapsed_time(end) / 1e3 / iters
-                    del graph
-                except Exception as exc:  # noqa: BLE001 - capture unsupported: eager only
-                    graph_error = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                elif graph_error is None:
+                    graph_error = "a peer rank could not capture the graph: eager only"
+                del graph
             per_rank = self.gather([eager, graph_s, graph_empty])
             eager_max = max(p[0] for p in per_rank)
             graphs = [p[1] for p in per_rank]
