@@ -97,6 +97,22 @@ class FleetReport(BaseModel):
         return found[0].status.value if found else "-"
 
 
+def baseline_files(folder: Path) -> dict[str, str]:
+    """The records of `folder` that can be a bandwidth baseline (PASS, no test hooks, more than
+    one rank), keyed by file name: shipped beside the script so that each node's preflight
+    judges its busbw against them (`--baseline /imagekit`), as it does from samples/ locally."""
+    out: dict[str, str] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("status") == "PASS" and \
+                not record.get("test_hooks") and (record.get("world_size") or 0) > 1:
+            out[path.name] = path.read_text()
+    return out
+
+
 def select_nodes(kube: Kube, selector: dict[str, str]) -> list[dict]:
     query = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))} \
         if selector else {}
@@ -161,6 +177,12 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
     run_id = _secrets.token_hex(3)
     base = f"gpu-fleet-{pinned.digest.hex[:8]}-{run_id}"
     nproc = options.nproc or max(1, options.gpus)
+    args = list(options.script_args)
+    baselines: dict[str, str] = {}
+    if not any(a == "--baseline" or a.startswith("--baseline=") for a in args):
+        baselines = baseline_files(options.script.parent / "samples")
+        if baselines:
+            args += ["--baseline", "/imagekit"]
     tolerations = list(options.tolerations) + [TOLERATE_OWN_TAINT]
     rows: dict[str, NodeRow] = {}
     pods: dict[str, dict] = {}
@@ -172,10 +194,11 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             namespace=options.namespace,
             node_selector={**options.node_selector, HOSTNAME_LABEL: hostname},
             tolerations=tolerations, gpus=options.gpus, script=options.script,
-            command=pod_command(nproc, options.script.name, options.script_args),
+            command=pod_command(nproc, options.script.name, args),
             timeout_s=options.timeout_s)
         pod, cm = render_preflight(pinned, pod_options, f"{base}-{index}")
         cm["metadata"]["name"] = f"{base}-scripts"
+        cm["data"].update(baselines)
         pod["spec"]["volumes"][0]["configMap"]["name"] = cm["metadata"]["name"]
         pod["metadata"]["labels"]["imagekit.dev/fleet-run"] = run_id
         pod["metadata"]["annotations"]["imagekit.dev/node"] = name

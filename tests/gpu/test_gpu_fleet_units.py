@@ -161,3 +161,13 @@ def test_the_cli_prints_a_node_by_check_table(monkeypatch, tmp_path, capsys) -> 
     assert exited.value.exit_code == 1
     out = capsys.readouterr().out
     assert "GPU preflight on each node: FAIL" in out and "gpu-b" in out and "cordoned" in out
+
+
+def test_baselines_shipped_to_each_node_are_the_multi_gpu_pass_samples() -> None:
+    from imagekit.gpu.fleet import baseline_files
+
+    found = baseline_files(SAMPLE.parent)
+    assert "2026-11-29-h200x2.json" in found and "2026-11-29-h200x4.json" in found
+    assert "2026-12-01-h200x1.json" not in found            # one GPU: no bandwidth verdict
+    assert "2026-11-29-h200x2-faults.json" not in found     # made with fault hooks
+    assert sum(len(v) for v in found.values()) < 900_000    # a ConfigMap holds 1 MiB
