@@ -362,6 +362,12 @@ def cluster_probe(
         raise typer.Exit(code)
 
 
+def _image_facts(cuda: str | None, arch: str | None) -> dict:
+    from imagekit.cli.gpu import image_facts
+
+    return image_facts(cuda, arch)
+
+
 @cluster_app.command("precheck")
 @guarded
 def cluster_precheck(
@@ -376,6 +382,10 @@ def cluster_precheck(
     storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
     pod_file: Path = typer.Option(None, help="Read the intent from a Pod manifest (YAML/JSON)."),
     namespace: str = typer.Option("default", help="Namespace of the Pod."),
+    image_cuda: str = typer.Option(None, help="The image's CUDA version (torch.version.cuda): "
+                                              "judged against the node's driver (GFD labels)."),
+    image_arch: str = typer.Option(None, help="The image's arch list, comma-separated (torch."
+                                              "cuda.get_arch_list()): judged against the GPU."),
     kubeconfig: Path = KubeconfigOpt,
     json_output: bool = JsonOpt,
 ) -> None:
@@ -404,6 +414,8 @@ def cluster_precheck(
         intent = PodIntent.from_pod(pod, storage=storage, non_preempting=non_preempting)
         if node:
             intent = intent.model_copy(update={"node_name": node})
+        if image_cuda is not None or image_arch is not None:
+            intent = intent.model_copy(update=_image_facts(image_cuda, image_arch))
     else:
         intent = PodIntent(namespace=namespace, node_name=node,
                            node_selector=_parse_pairs(selector, "selector"),
@@ -411,7 +423,7 @@ def cluster_precheck(
                            priority_class_name=priority_class,
                            preemption_policy=preemption_policy,
                            non_preempting=non_preempting or preemption_policy == "Never",
-                           storage=storage)
+                           storage=storage, **_image_facts(image_cuda, image_arch))
     with Kube(_kubeconfig(kubeconfig)) as kube:
         checks = precheck(kube, intent)
     _finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)
@@ -434,12 +446,23 @@ def cluster_gpu_preflight(
     submit: bool = typer.Option(False, "--submit", help="Submit when the precheck is clean "
                                                         "(default: precheck only)."),
     timeout: float = typer.Option(900, help="Seconds to wait for the Pod."),
+    each_node: bool = typer.Option(False, "--each-node", help="One independent preflight Pod "
+                                   "on every node matching --selector, in parallel; prints a "
+                                   "node x check table (runs without --submit)."),
+    cordon_failed: bool = typer.Option(False, "--cordon-failed", help="With --each-node: "
+                                       "cordon nodes whose preflight FAILED."),
+    taint_failed: bool = typer.Option(False, "--taint-failed", help="With --each-node: taint "
+                                      "nodes whose preflight FAILED (imagekit.dev/gpu-preflight"
+                                      "=failed:NoSchedule)."),
+    preflight_arg: list[str] = typer.Option(None, "--preflight-arg", help="With --each-node: "
+                                            "an argument for the script (repeatable)."),
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
 ) -> None:
     """Render the GPU preflight Pod pinned by digest, precheck that exact spec, and only with
-    --submit and no finding run it (logs to evidence, then delete and wait until gone)."""
+    --submit and no finding run it (logs to evidence, then delete and wait until gone).
+    With --each-node: one such Pod per matching node at once (imagekit/gpu/fleet.py)."""
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.precheck import StorageNeed
@@ -459,11 +482,25 @@ def cluster_gpu_preflight(
                            where=preemption_policy)
     if script is not None and not script.is_file():
         raise InvalidInput("preflight script not found", where=str(script))
+    if (cordon_failed or taint_failed or preflight_arg) and not each_node:
+        raise InvalidInput("--cordon-failed, --taint-failed and --preflight-arg need "
+                           "--each-node")
     ref = ImageReference.parse(reference)
     store = evidence_store(evidence_dir)
     client, docker_config = _registry_client(ref.registry)
     with client:
         digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
+    if each_node:
+        from imagekit.cli.gpu import each_node_preflight
+
+        return each_node_preflight(
+            ref.with_digest(digest), namespace=namespace,
+            selector=_parse_pairs(selector, "selector"),
+            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION], gpus=gpus,
+            script=script, script_args=list(preflight_arg or []), timeout=timeout,
+            cordon=cordon_failed, taint=taint_failed, docker_config=docker_config,
+            kubeconfig=_kubeconfig(kubeconfig), evidence_dir=evidence_dir,
+            json_output=json_output)
     storage = StorageNeed(label=storage_label, csi_driver=storage_driver) \
         if storage_label or storage_driver else None
     options = PreflightOptions(

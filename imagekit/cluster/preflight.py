@@ -82,6 +82,9 @@ def run_preflight(kube: Kube, pinned: ImageReference, options: PreflightOptions,
             checks.extend(_submit(kube, pod, configmap, options, attempt))
         for check in checks:
             attempt.add_check(check)
+        attempt.write_result(GpuPreflightResult(reference=str(pinned),
+                                                namespace=options.namespace, pod=name,
+                                                submitted=submit and not blocked))
     return CheckReport.of(str(pinned), checks, digest=str(pinned.digest),
                           evidence=str(attempt.path))
 
