@@ -128,6 +128,21 @@ class ChatClient:
         data = exchange.response.get("data")
         return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 
+    async def tokenize(self, model: str, messages: list[dict]) -> dict | None:
+        """The engine's own tokenizer count (vLLM `POST /tokenize` with the chat template
+        applied); None when the server has no such endpoint or refuses the request."""
+        try:
+            resp = await self._http.post("/tokenize", json={
+                "model": model, "messages": messages, "add_generation_prompt": True},
+                timeout=60.0)
+        except httpx.HTTPError:
+            return None
+        payload = _decode(resp.content)
+        if resp.status_code != 200 or not isinstance(payload, dict) or \
+                not isinstance(payload.get("count"), int):
+            return None
+        return {"count": payload["count"], "max_model_len": payload.get("max_model_len")}
+
     async def chat(self, label: str, body: dict[str, Any]) -> Exchange:
         """POST a chat completion (streamed when `body["stream"]`); never raises on HTTP or
         transport failure: the failure is the recorded outcome."""

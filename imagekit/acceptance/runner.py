@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from imagekit.acceptance import corrupt, functional, needle_retest
+from imagekit.acceptance.capabilities import Requirements, probe, requirement_checks
 from imagekit.acceptance.client import ChatClient, public_url
 from imagekit.acceptance.engines import EngineConfig, detect_engine
 from imagekit.acceptance.load import (BodyFactory, Calibration, calibrate, judge_round,
@@ -26,6 +27,7 @@ from imagekit.acceptance.media import (VIDEO_ORDER, MediaUnavailable, colour_vid
 from imagekit.acceptance.models import Exchange, RoundResult, RoundSpec
 from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
+from imagekit.standins.models import is_standin
 from imagekit.evidence import Attempt, EvidenceStore
 from imagekit.results import CheckResult, Status
 
@@ -45,6 +47,8 @@ class Target:
     engine: str
     engine_version: str | None
     models: list[dict] = field(default_factory=list)
+    #: a random-weight stand-in model (served from the `imagekit-standin` org, or --stand-in)
+    standin: bool = False
 
 
 @dataclass
@@ -66,9 +70,6 @@ async def resolve_target(client: ChatClient, model: str | None, engine: str | No
             raise InvalidInput("the server lists no model; pass --model", where=client.public_url)
         model = str(models[0]["id"])
     engine = engine or detect_engine(models)
-    if engine is None:
-        raise InvalidInput("cannot tell the engine from /v1/models owned_by; pass --engine",
-                           where=client.public_url)
     config.profile(engine)
     if engine_version is None:
         for path in ("/version", "/get_server_info"):
@@ -78,7 +79,7 @@ async def resolve_target(client: ChatClient, model: str | None, engine: str | No
                 engine_version = str(exchange.response["version"])
                 break
     return Target(base_url=public_url(client.base_url), model=model, engine=engine,
-                  engine_version=engine_version, models=models)
+                  engine_version=engine_version, models=models, standin=is_standin(model))
 
 
 def evidence_subject(digest: str | None, name: str | None, target: Target) -> str:
@@ -97,10 +98,14 @@ def _slug(text: str) -> str:
 def render_report(title: str, facts: dict[str, Any], checks: list[CheckResult]) -> str:
     lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in facts.items()]
-    lines += ["", "| check | status | detail |", "|---|---|---|"]
+    lines += ["", "| check | status | protocol | semantic | detail |", "|---|---|---|---|---|"]
     for check in checks:
         detail = check.detail.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {check.name} | {check.status.value} | {detail} |")
+        aspects = [(check.data.get(k) or {}).get("status", "-")
+                   if isinstance(check.data.get(k), dict) else "-"
+                   for k in ("protocol", "semantic")]
+        lines.append(f"| {check.name} | {check.status.value} | {aspects[0]} | {aspects[1]} "
+                     f"| {detail} |")
     for check in checks:
         samples = check.data.get("samples")
         if not samples or not isinstance(samples[0], dict) or "correct" not in samples[0]:
@@ -124,16 +129,45 @@ def _context(target: Target, **extra: Any) -> dict[str, Any]:
             "engine_version": target.engine_version, **extra}
 
 
+def _suite_context(client: ChatClient, target: Target, config: EngineConfig,
+                   options: SuiteOptions, **extra: Any) -> SuiteContext:
+    return SuiteContext(client=client, model=target.model, engine=target.engine,
+                        engine_version=target.engine_version, config=config, options=options,
+                        models=target.models, standin=target.standin, **extra)
+
+
 async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                      config: EngineConfig, options: SuiteOptions, store: EvidenceStore,
-                     subject: str,
+                     subject: str, required: Requirements | None = None,
                      on_check: Callable[[str, CheckResult], None] | None = None) -> RunOutcome:
+    """Capabilities first (their own evidence, `accept-capabilities`), then each suite."""
     checks: list[CheckResult] = []
     evidence: dict[str, str] = {}
+    required = required or Requirements()
+    if target.standin:
+        options = _standin_options(options)
+    probe_ctx = _suite_context(client, target, config, options)
+    context = _context(target, suite="capabilities", standin=target.standin,
+                       required=required.model_dump())
+    with store.attempt(subject, "accept-capabilities", **context) as attempt:
+        try:
+            caps = await probe(probe_ctx, standin=target.standin)
+        finally:
+            _write_exchanges(attempt, probe_ctx)
+        attempt.write_json("capabilities.json", caps)
+        found = [_explain(config, target, c) for c in requirement_checks(caps, required)]
+        for check in found:
+            attempt.add_check(check)
+        attempt.write_json("checks.json", [c.model_dump(mode="json") for c in found])
+        attempt.write_text("report.md", render_report(
+            "Capabilities", dict(context, **_caps_facts(caps)), found))
+        checks.extend(found)
+        evidence["capabilities"] = str(attempt.path)
     for suite in suites:
-        ctx = SuiteContext(client=client, model=target.model, engine=target.engine,
-                           engine_version=target.engine_version, config=config, options=options)
-        context = _context(target, suite=suite, options=_options_dict(options))
+        ctx = _suite_context(client, target, config, options, capabilities=caps,
+                             required=required)
+        context = _context(target, suite=suite, options=_options_dict(options),
+                           standin=target.standin)
         with store.attempt(subject, f"accept-{suite}", **context) as attempt:
             try:
                 found = await SUITES[suite](ctx)
@@ -154,6 +188,30 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
             checks.extend(found)
             evidence[suite] = str(attempt.path)
     return RunOutcome(checks=checks, evidence=evidence, target=target)
+
+
+#: A stand-in's answers are not judged, so it need not talk long: output capped (CPU time).
+STANDIN_MAX_TOKENS = 16
+
+
+def _standin_options(options: SuiteOptions) -> SuiteOptions:
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(options, max_tokens=min(options.max_tokens, STANDIN_MAX_TOKENS))
+
+
+def _caps_facts(caps: Any) -> dict[str, Any]:
+    return {"image": caps.image.present, "video": caps.video.present,
+            "tools": caps.tools.present, "max_model_len": caps.max_model_len,
+            "tokenize": caps.tokenize_path, "stand-in model": caps.standin}
+
+
+def _explain(config: EngineConfig, target: Target, check: CheckResult) -> CheckResult:
+    notes = config.observed_for(target.engine, target.engine_version, check.name)
+    if not notes or check.status is Status.PASS:
+        return check
+    text = "; ".join(f"profile {n.engine} {'/'.join(n.versions)}: {n.behaviour}" for n in notes)
+    return check.model_copy(update={"detail": f"{check.detail} ({text})"})
 
 
 def _options_dict(options: SuiteOptions) -> dict[str, Any]:

@@ -25,7 +25,10 @@ SUITE_SIZES = {"functional": 12, "media": 3}
 
 BaseUrl = typer.Option(..., "--base-url", help="Server root, e.g. http://127.0.0.1:8000 (/v1 ok).")
 Model = typer.Option(None, "--model", help="Model name; the first of /v1/models when omitted.")
-Engine = typer.Option(None, "--engine", help="vllm or sglang; read from /v1/models when omitted.")
+Engine = typer.Option(None, "--engine",
+                      help="vllm, sglang, transformers or generic (any OpenAI-compatible "
+                           "server); read from /v1/models when omitted.")
+ENGINES = ("vllm", "sglang", "transformers", "generic")
 EngineVersion = typer.Option(None, "--engine-version",
                              help="Engine release (known-defect table); asked from /version "
                                   "when omitted.")
@@ -64,11 +67,18 @@ def _check_name(name: str | None) -> None:
         EvidenceKey.of(name)
 
 
+def _aspect(check: CheckResult, key: str) -> str | None:
+    value = check.data.get(key) if isinstance(check.data, dict) else None
+    return value.get("status") if isinstance(value, dict) else None
+
+
 def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
            evidence: dict[str, str], target: Any) -> None:
     if json_output:
         print_json({"subject": subject, "digest": digest, "status": overall(checks).value,
-                    "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail}
+                    "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail,
+                                "protocol": _aspect(c, "protocol"),
+                                "semantic": _aspect(c, "semantic")}
                                for c in checks],
                     "evidence": evidence,
                     "target": {"base_url": target.base_url, "model": target.model,
@@ -102,10 +112,15 @@ def accept(
                                       help="Identical repeats of the arithmetic case."),
     needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200),
     needle_wrapper: list[str] = typer.Option(["original", "explicit"], "--needle-wrapper"),
+    require: list[str] = typer.Option([], "--require",
+                                      help="Capabilities the run requires: image, video, tools, "
+                                           "ctx=N (comma-separated or repeated); an absent one "
+                                           "is a FAIL."),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run acceptance suites against an OpenAI-compatible server and record evidence."""
     from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config  # noqa: PLC0415
+    from imagekit.acceptance.capabilities import Requirements  # noqa: PLC0415
     from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_suites)
@@ -117,8 +132,9 @@ def accept(
     for each in needle_wrapper:
         if each not in WRAPPERS:
             raise InvalidInput(f"unknown needle wrapper {each!r}; use {', '.join(WRAPPERS)}")
-    if engine is not None and engine not in ("vllm", "sglang"):
-        raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    if engine is not None and engine not in ENGINES:
+        raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
+    required = Requirements.parse(",".join(require))
     digest = _digest(digest)
     _check_name(name)
     config = load_engine_config(engine_config)
@@ -133,14 +149,16 @@ def accept(
             subject = evidence_subject(digest, name, target)
             if not show_progress(json_output):
                 return subject, await run_suites(client, target, suites, config=config,
-                                                 options=options, store=store, subject=subject)
+                                                 options=options, store=store, subject=subject,
+                                                 required=required)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err_console, transient=True) as bar:
                 tasks = {s: bar.add_task(f"accept {s}", total=SUITE_SIZES.get(
                     s, len(options.needle_wrappers))) for s in suites}
                 outcome = await run_suites(
                     client, target, suites, config=config, options=options, store=store,
-                    subject=subject, on_check=lambda s, _c: bar.advance(tasks[s]))
+                    subject=subject, required=required,
+                    on_check=lambda s, _c: bar.advance(tasks[s]))
                 return subject, outcome
 
     subject, outcome = asyncio.run(main())
@@ -191,8 +209,8 @@ def bench(
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_matrix)
 
-    if engine is not None and engine not in ("vllm", "sglang"):
-        raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    if engine is not None and engine not in ENGINES:
+        raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
     spec = load_matrix(matrix)
     digest = _digest(digest)
     _check_name(name)
