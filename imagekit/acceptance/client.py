@@ -23,6 +23,7 @@ from imagekit.acceptance.models import Exchange, ToolCall, Usage
 from imagekit.errors import ImagekitError, InvalidInput
 
 CHAT_PATH = "/v1/chat/completions"
+_RESET_ERRORS = ("ReadError", "RemoteProtocolError", "WriteError")
 
 
 class ServerUnreachable(ImagekitError):
@@ -145,7 +146,18 @@ class ChatClient:
 
     async def chat(self, label: str, body: dict[str, Any]) -> Exchange:
         """POST a chat completion (streamed when `body["stream"]`); never raises on HTTP or
-        transport failure: the failure is the recorded outcome."""
+        transport failure: the failure is the recorded outcome.
+
+        One retry, on a fresh connection, when a pooled keep-alive connection was reset before
+        any answer (transformers serve 5.17 resets it after each 500 without `Connection:
+        close`); the exchange records it (`connection_retry`) so the report can say so."""
+        first = await self._chat_once(label, body)
+        if first.status_code is None and (first.error or "").startswith(_RESET_ERRORS):
+            second = await self._chat_once(label, body)
+            return second.model_copy(update={"connection_retry": first.error})
+        return first
+
+    async def _chat_once(self, label: str, body: dict[str, Any]) -> Exchange:
         if body.get("stream"):
             outcome = await self.stream(body, keep_text=True)
             return self._exchange_from_stream(label, body, outcome)

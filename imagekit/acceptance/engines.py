@@ -89,18 +89,28 @@ behaviour = "a prompt over max_model_len: 400 'This model's maximum context leng
 [[observed]]
 engine = "transformers"
 versions = ["5.17.*"]
-checks = ["streaming", "recovery", "recovery-after-corrupt-media"]
+checks = ["streaming"]
 behaviour = "stream has no data: [DONE]"
 [[observed]]
 engine = "transformers"
 versions = ["5.17.*"]
-checks = ["corrupt-png", "corrupt-mp4"]
-behaviour = "corrupt image bytes: 500 text/plain"
+checks = ["corrupt-png"]
+behaviour = "corrupt image bytes: 500 text/plain (PIL UnidentifiedImageError)"
+[[observed]]
+engine = "transformers"
+versions = ["5.17.*"]
+checks = ["video-colour-order", "corrupt-mp4", "require-video"]
+behaviour = "any video: 500 (its loader needs torchcodec, absent beside this torch)"
 [[observed]]
 engine = "transformers"
 versions = ["5.17.*"]
 checks = ["invalid-parameters"]
-behaviour = "unknown field 422 (FastAPI detail); wrong types 500"
+behaviour = "unknown field 422 (FastAPI detail); negative max_tokens, wrong types, unknown model 500; temperature -1 ignored (200)"
+[[observed]]
+engine = "transformers"
+versions = ["5.17.*"]
+checks = ["recovery", "recovery-after-corrupt-media"]
+behaviour = "after a 500 it resets the keep-alive connection without Connection: close"
 """
 
 
@@ -204,8 +214,9 @@ def detect_engine(models: list[dict]) -> str:
         for engine in ("vllm", "sglang"):
             if engine in owner:
                 return engine
-    for model in models:
-        if str(model.get("id", "")).endswith("@main") or \
-                str(model.get("owned_by", "")).lower() in ("huggingface", "transformers"):
+    for model in models:     # transformers serve: owned_by is the hub org of the model id
+        ident, owner = str(model.get("id", "")), str(model.get("owned_by", ""))
+        if ident.endswith("@main") or (owner and ident.split("/", 1)[0] == owner and
+                                       "/" in ident):
             return "transformers"
     return "generic"

@@ -69,6 +69,8 @@ class Exchange(BaseModel):
     reasoning: str = ""
     tool_calls: list[ToolCall] = []
     usage: Usage | None = None
+    #: a reset keep-alive connection before any answer, retried once on a fresh one
+    connection_retry: str | None = None
 
     @property
     def ok(self) -> bool:

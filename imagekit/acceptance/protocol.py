@@ -176,6 +176,9 @@ def protocol_verdict(exchanges: list[Exchange], what: str, *,
                      want_usage: bool = True) -> Verdict:
     problems = [f"{e.label}: {p}" for e in exchanges
                 for p in response_problems(e, want_usage=want_usage)]
+    resets = [e.label for e in exchanges if e.connection_retry]
+    note = (f" (the server reset a reused keep-alive connection before answering "
+            f"{', '.join(resets)}; answered on a fresh connection)" if resets else "")
     if problems:
-        return failed("; ".join(problems)[:500])
-    return passed(what)
+        return failed("; ".join(problems)[:500] + note)
+    return passed(what + note)

@@ -112,6 +112,10 @@ def accept(
                                       help="Identical repeats of the arithmetic case."),
     needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200),
     needle_wrapper: list[str] = typer.Option(["original", "explicit"], "--needle-wrapper"),
+    needle_samples: int = typer.Option(3, "--needle-samples", min=1,
+                                       help="Documents with the key per position."),
+    needle_position: list[float] = typer.Option([0.1, 0.5, 0.9], "--needle-position",
+                                                min=0.0, max=1.0),
     require: list[str] = typer.Option([], "--require",
                                       help="Capabilities the run requires: image, video, tools, "
                                            "ctx=N (comma-separated or repeated); an absent one "
@@ -139,7 +143,9 @@ def accept(
     _check_name(name)
     config = load_engine_config(engine_config)
     options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
-                           needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper))
+                           needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper),
+                           needle_samples=needle_samples,
+                           needle_positions=tuple(needle_position))
     key = _api_key(api_key_file)
     store = EvidenceStore(evidence_dir)
 

@@ -202,8 +202,8 @@ def vllm_server(python: Path, model: str, port: int, max_model_len: int,
 def transformers_server(python: Path, port: int, hf_cache: Path,
                         log_path: Path | None = None) -> EngineServer:
     """`transformers serve` lists (and loads on demand) every model in HF_HUB_CACHE."""
-    argv = [str(python), "-m", "transformers.cli.transformers", "serve", "--host", "127.0.0.1",
-            "--port", str(port)]
+    argv = [str(python.parent / "transformers"), "serve", "--host", "127.0.0.1",
+            "--port", str(port), "--device", "cpu", "--dtype", "float32"]
     env = {"HF_HUB_CACHE": str(hf_cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return EngineServer(argv=argv, port=port, env=env, log_path=log_path)
 
