@@ -25,6 +25,7 @@ from imagekit.acceptance.matrix import Matrix
 from imagekit.acceptance.media import (VIDEO_ORDER, MediaUnavailable, colour_video,
                                        sized_image)
 from imagekit.acceptance.models import Exchange, RoundResult, RoundSpec
+from imagekit.acceptance.regression import regression_check
 from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
 from imagekit.standins.models import is_standin
@@ -266,11 +267,13 @@ async def warmup(client: ChatClient, model: str, modality: str, part: dict) -> t
 async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                      config: EngineConfig, store: EvidenceStore, subject: str,
                      matrix_text: str, progress: RoundProgress | None = None,
-                     calibrate_prompts: bool = True) -> RunOutcome:
+                     calibrate_prompts: bool = True, image: str | None = None) -> RunOutcome:
+    """The matrix's rounds, then (with `image`) the regression check against the previously
+    accepted digest of that image name."""
     fields = {**config.profile(target.engine).load, **matrix.request_fields}
     rounds = matrix.rounds()
     context = _context(target, matrix=matrix.name, rounds=len(rounds),
-                       requests=sum(r.requests for r in rounds))
+                       requests=sum(r.requests for r in rounds), image=image)
     checks: list[CheckResult] = []
     with store.attempt(subject, "bench", **context) as attempt:
         attempt.write_text("matrix.toml", matrix_text)
@@ -320,6 +323,9 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                 attempt.write_json(f"{stem}-failures.json", failures)
         checks.append(totals_check(results, [c for c in checks
                                              if not c.name.startswith("warmup-")]))
+        if image:
+            checks.append(regression_check(store, image, subject, attempt.path,
+                                           matrix.regression_tolerance))
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])

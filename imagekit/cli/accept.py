@@ -207,6 +207,9 @@ def bench(
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
     no_calibrate: bool = typer.Option(False, "--no-calibrate",
                                       help="Assume 1 token per prompt word."),
+    image: str = typer.Option(None, "--image",
+                              help="Image name the digest belongs to: compare with its "
+                                   "previously accepted digest (regression)."),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run a load matrix: count completions, errors and tokens per round against expectations;
@@ -232,7 +235,8 @@ def bench(
                                           config)
             subject = evidence_subject(digest, name, target)
             kwargs = dict(config=config, store=store, subject=subject,
-                          matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate)
+                          matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate,
+                          image=image)
             if not show_progress(json_output):
                 return subject, await run_matrix(client, target, spec, **kwargs)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -136,3 +136,18 @@ def test_transformers_llava_valid_image_first_then_corrupt_png_500_fails(
     for name in ("image-solid-colour", "image-bordered", "image-chart"):
         assert (checks[name]["protocol"], checks[name]["semantic"]) == ("PASS", "DEFERRED")
     assert checks["recovery-after-corrupt-media"]["status"] == "PASS"
+
+
+def test_vllm_load_matrix_exact_tokens_tpot_goodput_open_loop(vllm_text: RealEngine,
+                                                              tmp_path: Path) -> None:
+    from .test_bench_cli import SLO, bench
+
+    code, out, _ = bench(tmp_path, "--base-url", vllm_text.url, "--matrix", str(SLO))
+    checks = by_name(out)
+    assert code == 0, out
+    closed, poisson = checks["round-01-text-c2-in64-out8"], checks["round-02-text-r4-in64-out8"]
+    for check in (closed, poisson):
+        assert check["status"] == "PASS" and "32 out tokens" in check["detail"], check
+        assert "TPOT p50" in check["detail"] and "goodput 100%" in check["detail"]
+    assert "open-loop Poisson 4 req/s" in poisson["detail"]
+    assert checks["matrix-totals"]["status"] == "PASS"
