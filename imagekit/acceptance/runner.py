@@ -30,6 +30,7 @@ from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
 from imagekit.standins.models import is_standin
 from imagekit.evidence import Attempt, EvidenceStore
+from imagekit.evidence.kinds import AcceptResult, BenchResult, Latency
 from imagekit.results import CheckResult, Status
 
 SUITES: dict[str, Callable[[SuiteContext], Awaitable[list[CheckResult]]]] = {
@@ -156,6 +157,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
         finally:
             _write_exchanges(attempt, probe_ctx)
         attempt.write_json("capabilities.json", caps)
+        attempt.write_result(_accept_result(target, "capabilities"))
         found = [_explain(config, target, c) for c in requirement_checks(caps, required)]
         for check in found:
             attempt.add_check(check)
@@ -179,6 +181,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                                             f"{exc}"[:300])]
             finally:
                 _write_exchanges(attempt, ctx)
+            attempt.write_result(_accept_result(target, suite))
             for check in found:
                 attempt.add_check(check)
                 if on_check is not None:
@@ -189,6 +192,26 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
             checks.extend(found)
             evidence[suite] = str(attempt.path)
     return RunOutcome(checks=checks, evidence=evidence, target=target)
+
+
+def _accept_result(target: Target, suite: str) -> AcceptResult:
+    """The typed result of one accept attempt (the evidence contract, issue 12)."""
+    return AcceptResult(kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
+                        model=target.model, engine=target.engine,
+                        engine_version=target.engine_version)
+
+
+def _latencies(results: list[RoundResult]) -> list[Latency]:
+    out = []
+    for result in results:
+        for metric in ("ttft", "tpot", "itl", "e2e"):
+            stats = getattr(result, metric)
+            values = {k: getattr(stats, k) for k in ("p50", "p90", "p99")
+                      if getattr(stats, k) is not None}
+            if values:
+                out.append(Latency(label=result.spec.name, metric=metric, unit="s",
+                                   percentiles=values))
+    return out
 
 
 #: A stand-in's answers are not judged, so it need not talk long: output capped (CPU time).
@@ -326,6 +349,10 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
         if image:
             checks.append(regression_check(store, image, subject, attempt.path,
                                            matrix.regression_tolerance))
+        attempt.write_result(BenchResult(
+            matrix=matrix.name, rounds=len(rounds), requests=sum(r.requests for r in rounds),
+            base_url=target.base_url, model=target.model, engine=target.engine,
+            engine_version=target.engine_version, latency=_latencies(results)))
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
