@@ -222,3 +222,20 @@ def test_a_broken_suite_is_an_error_check_with_exit_2(ref: Ref, tmp_path: Path,
     assert code == 2 and out["checks"][0]["status"] == "ERROR"
     assert "suite bug" in out["checks"][0]["detail"]
     assert (Path(out["evidence"]["media"]) / "error.log").is_file()
+
+
+def test_generic_engine_judges_the_protocol_and_defers_modes(ref: Ref, tmp_path: Path) -> None:
+    code, out, _ = accept(tmp_path, "--base-url", ref.url, "--engine", "generic",
+                          "--reproductions", "1")
+    checks = {c["name"]: c for c in out["checks"]}
+    assert code == 1 and out["target"]["engine"] == "generic"
+    assert checks["mode-disabled"]["status"] == "DEFERRED"
+    assert "no request fields" in checks["mode-disabled"]["detail"]
+    for name in ("streaming", "tool-calling", "invalid-parameters", "recovery", "multi-turn"):
+        assert checks[name]["status"] == "PASS", checks[name]
+    assert checks["streaming"]["protocol"] == checks["streaming"]["semantic"] == "PASS"
+
+
+def test_bad_require_is_one_line_exit_2(ref: Ref, tmp_path: Path) -> None:
+    code, _, err = accept(tmp_path, "--base-url", ref.url, "--require", "audio")
+    assert code == 2 and "unknown required capability 'audio'" in err
