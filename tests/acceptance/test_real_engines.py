@@ -151,3 +151,23 @@ def test_vllm_load_matrix_exact_tokens_tpot_goodput_open_loop(vllm_text: RealEng
         assert "TPOT p50" in check["detail"] and "goodput 100%" in check["detail"]
     assert "open-loop Poisson 4 req/s" in poisson["detail"]
     assert checks["matrix-totals"]["status"] == "PASS"
+
+
+def test_bench_real_engine_script_writes_its_ratio_record(vllm_text: RealEngine,
+                                                          tmp_path: Path) -> None:
+    """The benchmark as a process against the session's vLLM (a tiny run; `make bench` starts
+    its own engine and runs the real size)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "bench_real_engine.py"
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--base-url",
+                           vllm_text.url, "--requests", "8", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "real_engine.json").read_text())
+    assert record["name"] == "real_engine_client" and record["goal"] == 1.1
+    assert record["requests"] == 8 and record["ours_s"] > 0 and record["peer_s"] > 0
+    assert abs(record["ratio"] - record["ours_s"] / record["peer_s"]) < 0.005
+    assert record["met"] == (record["ratio"] <= 1.1)
+    assert done.stdout.startswith("real_engine: ours ")
