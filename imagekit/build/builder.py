@@ -150,12 +150,14 @@ def _failure_line(log: str, returncode: int) -> str:
 
 
 def latest_build(name: str, profile: str | None = None,
-                 store: EvidenceStore | None = None) -> BuildRecord | None:
+                 store: EvidenceStore | None = None, *,
+                 cache_key: str | None = None) -> BuildRecord | None:
     """The newest successful build of `name` (optionally of one profile), from evidence.
 
     For other operations (e.g. a cluster probe Pod) that need the fixed image: `.reference` is
     the staging repository pinned by digest, `.digest` the manifest digest, `.image_id` the
-    config digest. None when nothing was built yet."""
+    config digest. None when nothing was built yet. With `cache_key` (build_key of a resolved
+    image): only a build of exactly those inputs — what a given spec and its lock say."""
     store = store or EvidenceStore()
     for record in reversed(store.attempts(evidence_name(name), KIND)):
         if record.status is not Status.PASS:
@@ -164,7 +166,8 @@ def latest_build(name: str, profile: str | None = None,
         if not path.is_file():
             continue
         build = BuildRecord.model_validate_json(path.read_text())
-        if profile is None or build.profile == profile:
+        if (profile is None or build.profile == profile) and \
+                (cache_key is None or build.cache_key == cache_key):
             return build
     return None
 

@@ -8,14 +8,15 @@ from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import EngineStartupResult
 from imagekit.launch.budget import RequiredStartup
 from imagekit.launch.startup_log import StartupReport
-from imagekit.results import CheckResult, Status
+from imagekit.results import CheckResult
 
 
 def record_startup(store: EvidenceStore, subject: str, *, engine: str, log: Path, text: str,
                    report: StartupReport, need: RequiredStartup,
                    checks: list[CheckResult]) -> str:
-    """One attempt with the raw log, the parsed phases and the budget it needs; the checks
-    given (budget, prefill graphs), or a PASS that the log was parsed. Returns its directory."""
+    """One attempt with the raw log, the parsed phases and the budget it needs, and the checks
+    given (budget, prefill graphs, or whether the log was parsed at all: never an invented
+    PASS). Returns its directory."""
     with store.attempt(subject, "engine-startup", engine=engine, log=str(log)) as attempt:
         attempt.write_text("startup.log", text)
         attempt.write_json("startup.json", report)
@@ -23,7 +24,6 @@ def record_startup(store: EvidenceStore, subject: str, *, engine: str, log: Path
         attempt.write_result(EngineStartupResult(engine=engine, log=str(log), lines=report.lines,
                                                  observed_seconds=need.observed_seconds,
                                                  required_seconds=float(need.required_seconds)))
-        for each in checks or [CheckResult(name="startup_log_parsed", status=Status.PASS,
-                                           detail=f"{report.lines} lines parsed")]:
+        for each in checks:
             attempt.add_check(each)
     return str(attempt.path)
