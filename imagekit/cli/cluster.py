@@ -470,7 +470,7 @@ def cluster_gpu_preflight(
     from imagekit.inputs import count, dns_label, dns_subdomain, positive, read_text
     from imagekit.oci import ImageReference
 
-    count(gpus, "--gpus", minimum=1, maximum=1024)
+    count(gpus, "--gpus", minimum=0, maximum=1024)  # 0: a CPU (gloo) preflight
     timeout = positive(timeout, "--timeout", maximum=7 * 86400)
     dns_label(namespace, "--namespace")
     if priority_class is not None:

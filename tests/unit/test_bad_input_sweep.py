@@ -108,7 +108,7 @@ CASES: list[tuple[str, object, str]] = [
     ("probe-timeout-inf", lambda F: ["cluster", "probe", REF, "--timeout", "inf"], "finite"),
     ("probe-timeout-abc", lambda F: ["cluster", "probe", REF, "--timeout", "abc"], "--timeout"),
     ("precheck-gpus-neg", lambda F: ["cluster", "precheck", "--gpus", "-1"], "--gpus"),
-    ("preflight-gpus-0", lambda F: ["cluster", "gpu-preflight", PINNED, "--gpus", "0"],
+    ("preflight-gpus-neg", lambda F: ["cluster", "gpu-preflight", PINNED, "--gpus", "-1"],
      "--gpus"),
     ("preflight-timeout-nan", lambda F: ["cluster", "gpu-preflight", PINNED, "--timeout", "nan"],
      "--timeout"),
