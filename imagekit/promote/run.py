@@ -15,7 +15,6 @@ from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
-from imagekit.oci.platform import LINUX_AMD64
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
 from imagekit.registry import ClientPool
 from imagekit.registry.progress import ProgressSink
@@ -45,7 +44,7 @@ def promotion_gate(store: EvidenceStore, digest: Digest, *, force: bool = False,
 
 def run_promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
                 store: EvidenceStore, all_platforms: bool = False,
-                platform: Platform = LINUX_AMD64, options=None, progress: ProgressSink | None
+                platform: Platform | None = None, options=None, progress: ProgressSink | None
                 = None, gate: bool = True, force: bool = False, reason: str | None = None
                 ) -> tuple[PromoteResult, str]:
     """Promote and record one `promote` attempt keyed by the promoted digest (per-hop records,
