@@ -22,7 +22,7 @@ from imagekit.attest.dsse import BUNDLE_MEDIA_TYPE, EnvelopeError, envelope_of_b
     verify_envelope
 from imagekit.attest.keys import load_public
 from imagekit.attest.models import AttestVerifyReport, PromotionPredicate
-from imagekit.attest.statements import NAMES, PROMOTION_TYPE, TYPES
+from imagekit.attest.statements import NAMES, PROMOTION_TYPE, TEST_RESULT_TYPE, TYPES
 from imagekit.errors import DigestMismatch, ImagekitError, InvalidInput, NotFound
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
@@ -104,6 +104,21 @@ def read_attestations(client: RegistryClient, repository: str, digest: Digest, k
     return found, checks
 
 
+def check_test_result(statement: dict) -> CheckResult:
+    """PASSED passes; WARNED passes as the promotion gate lets it (only DEFERRED or
+    profile-accepted lines, named here); FAILED fails with its failed tests."""
+    predicate = statement.get("predicate") or {}
+    result = predicate.get("result")
+    if result == "PASSED":
+        return CheckResult(name="test-result", status=Status.PASS, detail="PASSED")
+    if result == "WARNED":
+        return CheckResult(name="test-result", status=Status.PASS,
+                           detail="WARNED (gate warnings, no failure): "
+                                  + ", ".join(predicate.get("warnedTests") or [])[:400])
+    return CheckResult(name="test-result", status=Status.FAIL,
+                       detail=f"{result}: " + ", ".join(predicate.get("failedTests") or [])[:400])
+
+
 def check_promotion(statement: dict, digest: Digest, require: Iterable[str] = ()
                     ) -> list[CheckResult]:
     """The joined chain re-checked: subject, required links PASS, every hop verified."""
@@ -163,6 +178,8 @@ def verify_reference(reference: ImageReference, public_key: Path, *,
         for item in found:
             if item["type"] == PROMOTION_TYPE:
                 checks += check_promotion(item["statement"], served.digest, require)
+            if item["type"] == TEST_RESULT_TYPE:
+                checks.append(check_test_result(item["statement"]))
         attestations = [{"type": f["type"], "referrer": f["referrer"], "bundle": f["bundle"]}
                         for f in found]
         return AttestVerifyReport(reference=str(reference), digest=str(served.digest),
