@@ -20,18 +20,11 @@ from imagekit.attest.models import Attached
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.registry import ManifestBlob, RegistryClient
-from imagekit.registry.referrers import attach
+from imagekit.registry.referrers import attach, push_small_blob
 
 EMPTY_CONFIG = b"{}"
 CONTENT_ANNOTATION = "dev.sigstore.bundle.content"
 PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
-
-
-def _push_blob(client: RegistryClient, repository: str, data: bytes) -> Digest:
-    digest = Digest.of_bytes(data)
-    if not client.blob_exists(repository, digest):
-        client.upload_blob(repository, digest, lambda: iter([data]), size=len(data))
-    return digest
 
 
 def referrer_manifest(subject: ManifestBlob, bundle: Digest, bundle_size: int,
@@ -57,8 +50,8 @@ def sign_and_attach(client: RegistryClient, repository: str, subject: ManifestBl
                     statement: dict, key: ec.EllipticCurvePrivateKey) -> Attached:
     """DSSE-sign `statement`, wrap it in a bundle, push bundle + empty config + manifest."""
     bundle = bundle_of(sign_envelope(statement, key), key)
-    bundle_digest = _push_blob(client, repository, bundle)
-    _push_blob(client, repository, EMPTY_CONFIG)
+    bundle_digest = push_small_blob(client, repository, bundle)
+    push_small_blob(client, repository, EMPTY_CONFIG)
     manifest = referrer_manifest(subject, bundle_digest, len(bundle), statement["predicateType"])
     listing = attach(client, repository, manifest)
     return Attached(repository=repository, subject=str(subject.digest),

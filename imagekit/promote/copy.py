@@ -32,7 +32,7 @@ from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink
 from imagekit.registry.referrers import attach as attach_referrer
-from imagekit.registry.referrers import list_referrers
+from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
 
 #: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …). The bare
 #: `sha256-<hex>` tag is the referrers tag schema: carried entry by entry, not copied whole.
@@ -213,11 +213,25 @@ class Promoter:
             for child in children:
                 self._copy_tree(src, dst, child, stats, pool)
             unique = list({d.digest: d for d in blobs}.values())
-            for future in [pool.submit(self._copy_blob, src, dst, d, stats) for d in unique]:
+            for future in [pool.submit(self._copy_referrer_blob, src, dst, d, stats)
+                           for d in unique]:
                 future.result()
             attach_referrer(dst.client, dst.repository, blob)
             stats.add(manifests=1)
             stats.referrers.append(str(referrer))
+
+    def _copy_referrer_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
+                            stats: _Stats) -> None:
+        """Attestation blobs are small: read whole (verified), pushed in one PUT."""
+        if descriptor.size > SMALL_BLOB:
+            self._copy_blob(src, dst, descriptor, stats)
+            return
+        if dst.client.blob_exists(dst.repository, descriptor.digest):
+            stats.add(skipped=1)
+            return
+        data = src.client.get_blob_bytes(src.repository, descriptor.digest, descriptor.size)
+        push_small_blob(dst.client, dst.repository, data)
+        stats.add(copied=1, bytes_moved=len(data))
 
     def _read_back_referrers(self, dst: _Location, digest: Digest, wanted: list[str]) -> str:
         """Every referrer carried must be listed at `dst`, its manifest served (hashed) and

@@ -11,7 +11,9 @@ Distribution spec 1.1 rules followed here:
   same instant can lose an entry — the spec accepts that race, re-attaching repairs it).
 
 Built only on `RegistryClient`'s public methods (`request`, `get_manifest`, `put_manifest`);
-no new primitive in the client.
+one primitive of its own: `push_small_blob`, a monolithic upload (POST, then PUT `?digest=`
+with the whole body) for the few-KiB blobs of attestations — one exchange, and it works on
+registries whose chunked-upload answers differ (crane's registry answers PATCH with 204).
 """
 
 from __future__ import annotations
@@ -113,6 +115,33 @@ def _put_index(client: RegistryClient, repository: str, digest: Digest,
     data = json.dumps(index, separators=(",", ":")).encode()
     client.put_manifest(repository, tag_schema_tag(digest),
                         ManifestBlob(data, mt.OCI_INDEX, Digest.of_bytes(data)))
+
+
+#: Blobs up to this size go monolithic (attestation bundles, SBOMs, empty configs).
+SMALL_BLOB = 16 << 20
+
+
+def push_small_blob(client: RegistryClient, repository: str, data: bytes) -> Digest:
+    """Upload `data` in one PUT unless the registry has it already; returns its digest."""
+    digest = Digest.of_bytes(data)
+    where = f"{client.registry}/{repository}@{digest}"
+    if client.blob_exists(repository, digest):
+        return digest
+    scopes = client.push_scope(repository)
+    started = client.request("POST", f"/v2/{repository}/blobs/uploads/", scopes=scopes)
+    location = started.headers.get("location")
+    if started.status_code != 202 or not location:
+        raise TransportError(f"blob upload POST answered HTTP {started.status_code}",
+                             where=where)
+    if not location.startswith(("http://", "https://", "/")):
+        location = "/" + location
+    done = client.request("PUT", location, scopes=scopes, params={"digest": str(digest)},
+                          content=data, headers={"Content-Type": "application/octet-stream",
+                                                 "Content-Length": str(len(data))})
+    if done.status_code not in (201, 204):
+        raise TransportError(f"blob upload PUT answered HTTP {done.status_code}: "
+                             f"{done.text[:200]}", where=where)
+    return digest
 
 
 def attach(client: RegistryClient, repository: str, blob: ManifestBlob) -> str:
