@@ -43,14 +43,15 @@ def test_result_for(store: EvidenceStore, digest: Digest, name: str) -> dict:
     return test_result_statement(report, digest, name)
 
 
-def sbom_for(engine, image: str, digest: Digest, name: str) -> dict:
-    """The CycloneDX statement: pip inspect + dpkg status read by running `image`."""
+def sbom_of(engine, image: str, digest: Digest, name: str) -> dict:
+    """The CycloneDX document: pip inspect + dpkg status read by running `image` (pulled
+    first when docker does not have it)."""
     from imagekit.attest.sbom import bom_from, collect
 
     if not engine.exists(image):
         engine.client.image.pull(image, quiet=True)
     pip, dpkg = collect(engine, image)
-    return statement(digest, name, SBOM_TYPE, bom_from(digest, name, pip, dpkg))
+    return bom_from(digest, name, pip, dpkg)
 
 
 def _served(client: RegistryClient, reference: ImageReference) -> ManifestBlob:
@@ -72,9 +73,12 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
         attached.append(sign_and_attach(client, reference.repository, subject,
                                         test_result_for(store, subject.digest, name), key))
     if "sbom" in kinds and engine is not None:
-        image = f"{name}@{subject.digest}"
+        from imagekit.attest.history import record_sbom
+
+        bom = sbom_of(engine, f"{name}@{subject.digest}", subject.digest, name)
+        record_sbom(store, name, subject.digest, bom)
         attached.append(sign_and_attach(client, reference.repository, subject,
-                                        sbom_for(engine, image, subject.digest, name), key))
+                                        statement(subject.digest, name, SBOM_TYPE, bom), key))
     return attached
 
 

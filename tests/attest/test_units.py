@@ -81,3 +81,20 @@ def test_promotion_recheck_fails_a_missing_or_failing_link():
     other = Digest.parse("sha256:" + "cd" * 32)
     wrong = check_promotion(st, other)
     assert {c.name for c in wrong if c.status is Status.FAIL} == {"promotion subject", "hops"}
+
+
+def test_sbom_history_diffs_against_the_previous_build(tmp_path):
+    from imagekit.attest.history import record_sbom, sbom_diff
+    from imagekit.evidence import EvidenceStore
+
+    store = EvidenceStore(tmp_path)
+    name = "127.0.0.1:5001/imagekit-local/sglang:one"
+    first, second = D, Digest.parse("sha256:" + "cd" * 32)
+    assert sbom_diff(store, name) is None  # nothing to compare with
+    record_sbom(store, name, first, bom_from(first, name, PIP_BEFORE, DPKG))
+    record_sbom(store, "127.0.0.1:5003/imagekit-local/sglang:two", second,
+                bom_from(second, name, PIP_AFTER, DPKG))  # the same image, promoted
+    diff = sbom_diff(store, name)
+    assert diff.before == str(first) and diff.after == str(second)
+    assert [c.package for c in diff.added] == ["pypi/nixl-cu12"]
+    assert sbom_diff(store, name, first) is None

@@ -1,0 +1,69 @@
+"""SBOMs kept as evidence, per image name, so `imagekit report` can show what changed since the
+previous build of the same image without running anything (packages added, removed, changed).
+
+Key: `sbom-<name>` (the name made safe for a key), kind `sbom`; context `digest` (so the
+report links the attempt to the image) and `image`; file `sbom.cdx.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from imagekit.attest.sbom import SbomDiff, diff_boms
+from imagekit.errors import InvalidInput
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import ImageReference
+from imagekit.oci.digest import Digest
+from imagekit.results import CheckResult, Status
+
+KIND = "sbom"
+FILE = "sbom.cdx.json"
+
+
+def key_for(name: str) -> str:
+    """`127.0.0.1:5001/imagekit-local/sglang:tag` -> `sbom-imagekit-local-sglang`: the
+    registry and tag are not the image's identity (a promoted image keeps its history)."""
+    try:
+        repository = ImageReference.parse(name).repository
+    except InvalidInput:
+        repository = name
+    return "sbom-" + re.sub(r"[^a-z0-9]+", "-", repository.lower()).strip("-")
+
+
+def record_sbom(store: EvidenceStore, name: str, digest: Digest, bom: dict) -> str:
+    components = len(bom.get("components") or [])
+    with store.attempt(key_for(name), KIND, digest=str(digest), image=name) as attempt:
+        attempt.write_json(FILE, bom)
+        attempt.add_check(CheckResult(name="sbom", status=Status.PASS,
+                                      detail=f"{components} components of {digest}"))
+        return str(attempt.path)
+
+
+def sboms(store: EvidenceStore, name: str) -> list[tuple[Digest, dict]]:
+    """(digest, SBOM) of every recorded build of `name`, oldest first, one per digest."""
+    found: dict[str, dict] = {}
+    for record in store.attempts(key_for(name), KIND):
+        if record.status is not Status.PASS:
+            continue
+        path = store.path_of(record) / FILE
+        digest = str(record.context.get("digest", ""))
+        if path.is_file() and digest:
+            found.pop(digest, None)
+            found[digest] = json.loads(path.read_text())
+    return [(Digest.parse(d), bom) for d, bom in found.items()]
+
+
+def sbom_diff(store: EvidenceStore, name: str, digest: Digest | None = None) -> SbomDiff | None:
+    """The diff from the previous build of `name` to `digest` (default: the latest one);
+    None when fewer than two builds have an SBOM."""
+    history = sboms(store, name)
+    if digest is not None:
+        index = next((i for i, (d, _) in enumerate(history) if d == digest), None)
+        if index is None:
+            return None
+        history = history[:index + 1]
+    if len(history) < 2:
+        return None
+    (before, old), (after, new) = history[-2], history[-1]
+    return diff_boms(old, new, before_name=str(before), after_name=str(after))
