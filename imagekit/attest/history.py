@@ -67,3 +67,33 @@ def sbom_diff(store: EvidenceStore, name: str, digest: Digest | None = None) -> 
         return None
     (before, old), (after, new) = history[-2], history[-1]
     return diff_boms(old, new, before_name=str(before), after_name=str(after))
+
+
+def diff_for_digest(store: EvidenceStore, digest: Digest | str) -> SbomDiff | None:
+    """The SBOM diff of the image whose SBOM names `digest`, against its previous build."""
+    wanted = str(digest)
+    for key in store.keys():
+        if not key.startswith("name:sbom-"):
+            continue
+        name = key.removeprefix("name:")
+        for record in store.attempts(name, KIND):
+            if str(record.context.get("digest")) == wanted:
+                return sbom_diff(store, str(record.context.get("image", "")),
+                                 Digest.parse(wanted))
+    return None
+
+
+def markdown_section(evidence_root: str, digest: str) -> list[str]:
+    """`## Packages since the previous build` for `imagekit report` (md)."""
+    out = ["\n## Packages since the previous build\n"]
+    try:
+        diff = diff_for_digest(EvidenceStore(evidence_root), digest)
+    except (OSError, ValueError, InvalidInput):
+        diff = None
+    if diff is None:
+        out.append("No evidence (needs the SBOMs of two builds: `imagekit attest`).")
+        return out
+    out.append(f"From `{diff.before}` to `{diff.after}`:\n")
+    lines = diff.lines()
+    out += [f"- `{line}`" for line in lines] or ["- no package changed"]
+    return out
