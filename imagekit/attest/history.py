@@ -12,7 +12,7 @@ import re
 
 from imagekit.attest.sbom import SbomDiff, diff_boms
 from imagekit.errors import InvalidInput
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Subject
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status
@@ -33,7 +33,10 @@ def key_for(name: str) -> str:
 
 def record_sbom(store: EvidenceStore, name: str, digest: Digest, bom: dict) -> str:
     components = len(bom.get("components") or [])
-    with store.attempt(key_for(name), KIND, digest=str(digest), image=name) as attempt:
+    # subjects per the evidence contract (issue 12): the SBOM is about `digest`. No typed
+    # result yet: a `sbom` model belongs in imagekit/evidence/kinds.py (the evidence owner's).
+    with store.attempt(key_for(name), KIND, subjects=[Subject.of(digest, reference=name)],
+                       digest=str(digest), image=name) as attempt:
         attempt.write_json(FILE, bom)
         attempt.add_check(CheckResult(name="sbom", status=Status.PASS,
                                       detail=f"{components} components of {digest}"))

@@ -6,15 +6,16 @@ Keys are files: the private key path may be given (`--key`), never its content."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from imagekit.cli.app import app, console, guarded, print_json
 from imagekit.errors import InvalidInput
-from imagekit.evidence import EvidenceStore
-from imagekit.oci import ImageReference
-from imagekit.registry import ClientPool, RegistryOptions
-from imagekit.results import Status
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from imagekit.oci import ImageReference
+    from imagekit.registry import ClientPool
 
 keys_app = typer.Typer(help="The project signing key (ECDSA P-256, PEM).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
@@ -26,14 +27,18 @@ CaFile = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
 
 
-def _ref(text: str) -> ImageReference:
+def _ref(text: str) -> "ImageReference":
+    from imagekit.oci import ImageReference
+
     try:
         return ImageReference.parse(text)
     except InvalidInput as exc:
         raise InvalidInput(f"REF: {exc.message}", where=exc.where) from None
 
 
-def _pool(insecure: list[str], ca_file: Path | None) -> ClientPool:
+def _pool(insecure: list[str], ca_file: Path | None) -> "ClientPool":
+    from imagekit.registry import ClientPool, RegistryOptions
+
     return ClientPool(RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file))
 
 
@@ -71,6 +76,7 @@ def attest_cmd(
     OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in docker."""
     from imagekit.attest.keys import default_private_key
     from imagekit.attest.run import attest_reference
+    from imagekit.evidence import EvidenceStore
 
     unknown = set(kind) - {"test-result", "sbom"}
     if unknown:
@@ -109,6 +115,7 @@ def verify_cmd(
 ) -> None:
     """Verify every attestation of the digest REF serves. Exit 0 all PASS, 1 a FAIL, 2 error."""
     from imagekit.attest.verify import verify_reference
+    from imagekit.results import Status
 
     with _pool(insecure, ca_file) as pool:
         report = verify_reference(_ref(reference), key, types=kind, require=require, pool=pool)

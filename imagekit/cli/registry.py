@@ -179,6 +179,7 @@ def promote_cmd(
     attached = []
     if key is not None:
         from imagekit.attest.run import attest_promotion
+        from imagekit.registry import ClientPool
 
         with ClientPool(_options(insecure, ca_file)) as pool:
             attached = attest_promotion(result, key, store=EvidenceStore(evidence_dir),

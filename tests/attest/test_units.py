@@ -97,9 +97,14 @@ def test_sbom_history_diffs_against_the_previous_build(tmp_path):
     diff = sbom_diff(store, name)
     assert diff.before == str(first) and diff.after == str(second)
     assert [c.package for c in diff.added] == ["pypi/nixl-cu12"]
-    assert sbom_diff(store, name, first) is None
+    assert sbom_diff(store, name, first) is None  # the first build has no previous one
     from imagekit.attest.history import markdown_section
 
     section = "\n".join(markdown_section(str(tmp_path), str(second)))
     assert "`~ pypi/pillow 12.2.0 -> 11.3.0`" in section and "`+ pypi/nixl-cu12 1.2.0`" in section
-    assert "No evidence" in "\n".join(markdown_section(str(tmp_path), str(first)))
+    assert "No evidence" in "\n".join(markdown_section(str(tmp_path), str(second.__class__
+                                                                    .parse("sha256:" + "ef" * 32))))
+    from imagekit.report import build_report, render
+
+    page = render(build_report(store, second), "md")  # the report hook, end to end
+    assert "## Packages since the previous build" in page and "pypi/nixl-cu12 1.2.0" in page
