@@ -108,3 +108,20 @@ def test_sbom_history_diffs_against_the_previous_build(tmp_path):
 
     page = render(build_report(store, second), "md")  # the report hook, end to end
     assert "## Packages since the previous build" in page and "pypi/nixl-cu12 1.2.0" in page
+
+
+def test_verify_bad_input_is_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    _, public = keys.generate(tmp_path)
+    for args, needle in ((["127.0.0.1:1/x:1", "--key", str(public), "--type", "nope"],
+                          "unknown attestation type 'nope'"),
+                         (["not a ref", "--key", str(public)], "REF:"),
+                         (["127.0.0.1:1/x:1", "--key", str(tmp_path / "imagekit.key")],
+                          "not a PEM public key")):
+        done = subprocess.run([sys.executable, "-m", "imagekit", "verify", *args],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("imagekit: error: ") and needle in done.stderr
+        assert "Traceback" not in done.stderr
