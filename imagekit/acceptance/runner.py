@@ -27,6 +27,7 @@ from imagekit.acceptance.models import Exchange, RoundResult, RoundSpec
 from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
 from imagekit.evidence import Attempt, EvidenceStore
+from imagekit.evidence.kinds import AcceptResult, BenchResult, Latency
 from imagekit.results import CheckResult, Status
 
 SUITES: dict[str, Callable[[SuiteContext], Awaitable[list[CheckResult]]]] = {
@@ -149,6 +150,10 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                 if on_check is not None:
                     on_check(suite, check)
             attempt.write_json("checks.json", [c.model_dump(mode="json") for c in found])
+            attempt.write_result(AcceptResult(
+                kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
+                model=target.model, engine=target.engine,
+                engine_version=target.engine_version))
             attempt.write_text("report.md", render_report(
                 f"Acceptance suite {suite}", context, found))
             checks.extend(found)
@@ -169,6 +174,22 @@ def _write_exchanges(attempt: Attempt, ctx: SuiteContext) -> None:
 class RoundProgress(Protocol):
     def start(self, spec: RoundSpec) -> Callable[[], None]: ...
     def finish(self, spec: RoundSpec, check: CheckResult) -> None: ...
+
+
+def bench_latency(results: list[RoundResult]) -> list[Latency]:
+    """Each round's TTFT, ITL and end-to-end percentiles (LatencyStats are in seconds)."""
+    series = []
+    for result in results:
+        spec = result.spec
+        label = f"round-{spec.index:02d}-{spec.modality}-c{spec.concurrency}"
+        for metric in ("ttft", "itl", "e2e"):
+            stats = getattr(result, metric)
+            values = {k: v for k, v in (("p50", stats.p50), ("p90", stats.p90),
+                                        ("p99", stats.p99)) if v is not None}
+            if values:
+                series.append(Latency(label=label, metric=metric, unit="s",
+                                      percentiles=values))
+    return series
 
 
 def _media_part(modality: str, matrix: Matrix) -> dict | None:
@@ -265,6 +286,10 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
+        attempt.write_result(BenchResult(
+            matrix=matrix.name, rounds=len(rounds), requests=context["requests"],
+            base_url=target.base_url, model=target.model, engine=target.engine,
+            engine_version=target.engine_version, latency=bench_latency(results)))
         attempt.write_text("report.md", render_report(
             f"Load matrix {matrix.name}", dict(context, calibration=calibration.note), checks))
     return RunOutcome(checks=checks, evidence={"bench": str(attempt.path)}, target=target)

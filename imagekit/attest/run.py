@@ -46,7 +46,7 @@ def test_result_for(store: EvidenceStore, digest: Digest, name: str) -> dict:
 def sbom_of(engine, image: str, digest: Digest, name: str) -> dict:
     """The CycloneDX document: pip inspect + dpkg status read by running `image` (pulled
     first when docker does not have it)."""
-    from imagekit.attest.sbom import bom_from, collect
+    from imagekit.sbom.bom import bom_from, collect
 
     if not engine.exists(image):
         engine.client.image.pull(image, quiet=True)
@@ -73,7 +73,7 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
         attached.append(sign_and_attach(client, reference.repository, subject,
                                         test_result_for(store, subject.digest, name), key))
     if "sbom" in kinds and engine is not None:
-        from imagekit.attest.history import record_sbom
+        from imagekit.sbom.history import record_sbom
 
         bom = sbom_of(engine, f"{name}@{subject.digest}", subject.digest, name)
         record_sbom(store, name, subject.digest, bom)

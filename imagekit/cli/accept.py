@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
+                              show_progress)
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -41,11 +42,9 @@ JsonOut = typer.Option(False, "--json", help="Print one JSON document.")
 
 def _api_key(path: Path | None) -> str | None:
     if path is not None:
-        try:
-            key = path.read_text().strip()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read API key file: {exc.strerror}", where=str(path)) \
-                from None
+        from imagekit.inputs import read_text
+
+        key = read_text(path, "API key file", max_bytes=64 * 1024).strip()
         if not key:
             raise InvalidInput("API key file is empty", where=str(path))
         return key
@@ -58,12 +57,24 @@ def _digest(value: str | None) -> str | None:
     return str(Digest.parse(value)) if value else None
 
 
+def _check_inputs(timeout: float, engine_config: Path | None) -> float:
+    """Before any request: a finite positive timeout, a readable UTF-8 engine config."""
+    from imagekit.inputs import positive, read_text
+
+    if engine_config is not None:
+        read_text(engine_config, "--engine-config")
+    return positive(timeout, "--timeout", maximum=86400)
+
+
 def _check_name(name: str | None) -> None:
     """Fail on a bad evidence name before any request is sent."""
     if name:
         from imagekit.evidence import EvidenceKey
 
-        EvidenceKey.of(name)
+        try:
+            EvidenceKey.of(name)
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, where=exc.where or "--name") from None
 
 
 def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
@@ -116,7 +127,6 @@ def accept(
     from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_suites)
-    from imagekit.evidence import EvidenceStore  # noqa: PLC0415
 
     suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
     for each in suites:
@@ -129,11 +139,12 @@ def accept(
         raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
     digest = _digest(digest)
     _check_name(name)
+    timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
                            needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper))
     key = _api_key(api_key_file)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
 
     async def main() -> Any:
         async with ChatClient(base_url, api_key=key, timeout=timeout) as client:
@@ -203,16 +214,19 @@ def bench(
     from imagekit.acceptance import ChatClient, load_engine_config, load_matrix  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_matrix)
-    from imagekit.evidence import EvidenceStore  # noqa: PLC0415
 
     if engine is not None and engine not in ("vllm", "sglang"):
         raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    from imagekit.inputs import read_text  # noqa: PLC0415
+
+    read_text(matrix, "load matrix")
     spec = load_matrix(matrix)
     digest = _digest(digest)
     _check_name(name)
+    timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     key = _api_key(api_key_file)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
     connections = max(r.concurrency for r in spec.rounds()) + 4
 
     async def main() -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.cli.app import app, console, evidence_store, guarded, print_json
 from imagekit.errors import CheckFailed
 
 
@@ -27,15 +27,19 @@ def gpu_record(
     """Validate a GPU preflight record, add it to evidence; exit 1 when its verdict is not PASS."""
     from rich.table import Table
 
-    from imagekit.evidence import EvidenceStore
     from imagekit.gpu import record_preflight
+    from imagekit.inputs import load_json, read_bytes, read_text
     from imagekit.gpu.evidence import summary_line
     from imagekit.oci import Digest
     from imagekit.results import CheckReport, Status
 
     parsed_digest = Digest.parse(digest) if digest else None
-    done = record_preflight(file, EvidenceStore(evidence_dir), digest=parsed_digest, name=name,
-                            log=log)
+    # UTF-8, bounded size, no NaN, no 400-digit integers: checked before anything is recorded
+    load_json(read_text(file, "GPU record"), str(file), what="GPU record")
+    if log is not None:
+        read_bytes(log, "--log", max_bytes=256 * 1024 * 1024)
+    store = evidence_store(evidence_dir)
+    done = record_preflight(file, store, digest=parsed_digest, name=name, log=log)
     record = done.record
     report = CheckReport.of(f"gpu-preflight {done.key}", list(record.checks),
                             digest=str(parsed_digest) if parsed_digest else None,

@@ -78,7 +78,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.attest.models.PromotionPredicate",
     "imagekit.attest.models.Attached",
     "imagekit.attest.models.AttestVerifyReport",
-    "imagekit.attest.sbom.SbomDiff",
+    "imagekit.sbom.bom.SbomDiff",
     # GPU preflight
     "imagekit.gpu.record.PreflightRecord",
     "imagekit.gpu.evidence.RecordedPreflight",

@@ -111,11 +111,10 @@ def test_video_deferred_without_pyav(ref: Ref, tmp_path: Path,
     assert code == 1
 
 
-def test_api_key_is_sent_but_never_recorded(ref: Ref, tmp_path: Path) -> None:
+def test_api_key_is_sent_but_never_recorded(ref: Ref, tmp_path: Path, secret_file) -> None:
     secret = "sk-ref-7f3a9c1e5b"
     ref.set(api_key=secret)
-    key_file = tmp_path / "key"
-    key_file.write_text(secret + "\n")
+    key_file = secret_file(tmp_path / "key", secret + "\n")  # 0600, removed afterwards
     result = CliRunner().invoke(app, ["accept", "--base-url", ref.url, "--suite", "media",
                                       "--api-key-file", str(key_file), "--json",
                                       "--evidence-dir", str(tmp_path / "ev")])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.attest.history import sboms
-from imagekit.attest.sbom import diff_boms, packages_of
+from imagekit.sbom.history import sboms
+from imagekit.sbom.bom import diff_boms, packages_of
 from imagekit.attest.statements import SBOM_TYPE
 from imagekit.evidence import EvidenceStore
 

@@ -12,7 +12,7 @@ from imagekit.attest import keys
 from imagekit.attest.dsse import EnvelopeError, envelope_of_bundle, bundle_of, sign_envelope, \
     verify_envelope
 from imagekit.attest.models import HopLink
-from imagekit.attest.sbom import bom_from, diff_boms, packages_of
+from imagekit.sbom.bom import bom_from, diff_boms, packages_of
 from imagekit.attest.statements import PROMOTION_TYPE, promotion_predicate, statement
 from imagekit.attest.verify import check_promotion
 from imagekit.errors import InvalidInput
@@ -84,7 +84,7 @@ def test_promotion_recheck_fails_a_missing_or_failing_link():
 
 
 def test_sbom_history_diffs_against_the_previous_build(tmp_path):
-    from imagekit.attest.history import record_sbom, sbom_diff
+    from imagekit.sbom.history import record_sbom, sbom_diff
     from imagekit.evidence import EvidenceStore
 
     store = EvidenceStore(tmp_path)
@@ -98,7 +98,7 @@ def test_sbom_history_diffs_against_the_previous_build(tmp_path):
     assert diff.before == str(first) and diff.after == str(second)
     assert [c.package for c in diff.added] == ["pypi/nixl-cu12"]
     assert sbom_diff(store, name, first) is None  # the first build has no previous one
-    from imagekit.attest.history import markdown_section
+    from imagekit.sbom.history import markdown_section
 
     section = "\n".join(markdown_section(str(tmp_path), str(second)))
     assert "`~ pypi/pillow 12.2.0 -> 11.3.0`" in section and "`+ pypi/nixl-cu12 1.2.0`" in section

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from imagekit.attest.sbom import SbomDiff, diff_boms
+from imagekit.sbom.bom import SbomDiff, diff_boms
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore, Subject
 from imagekit.oci import ImageReference
