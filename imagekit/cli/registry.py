@@ -147,8 +147,13 @@ def promote_cmd(
                                   help="A relay hop, in order (repeatable)."),
     to: str = typer.Option(..., "--to", metavar="REF", help="The final destination."),
     all_platforms: bool = typer.Option(False, "--all-platforms",
-                                       help="Copy the whole index and every platform."),
-    platform: str = PlatformOpt,
+                                       help="Copy the whole index (the default already)."),
+    platform: str = typer.Option(None, "--platform",
+                                 help="Promote only this platform of an index (the digest "
+                                      "then changes; --json says so)."),
+    key: Path = typer.Option(None, "--key", dir_okay=False,
+                             help="Sign the promotion chain with this private key file and "
+                                  "attach it at every endpoint (see `imagekit keys`)."),
     force: bool = typer.Option(False, "--force", help="Promote despite the evidence gate "
                                                       "(needs --reason; recorded)."),
     reason: str = typer.Option(None, "--reason", help="Why --force (recorded in evidence)."),
@@ -164,24 +169,41 @@ def promote_cmd(
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
+    if all_platforms and platform:
+        raise InvalidInput("--all-platforms and --platform exclude each other")
     source_ref = _ref(source, "SOURCE")
     via_refs = [_ref(v, "--via") for v in via]
     to_ref = _ref(to, "--to")
-    wanted, options = Platform.parse(platform), _options(insecure, ca_file)
+    wanted = Platform.parse(platform) if platform else None
+    options = _options(insecure, ca_file)
     store = evidence_store(evidence_dir)
     with progress_sink(json_output) as sink:
         result, where = run_promote(
             source_ref, via_refs, to_ref, store=store,
             all_platforms=all_platforms, platform=wanted,
             options=options, progress=sink, gate=enforce, force=force, reason=reason)
+    attached = []
+    if key is not None:
+        from imagekit.attest.run import attest_promotion
+        from imagekit.registry import ClientPool
+
+        with ClientPool(options) as pool:
+            attached = attest_promotion(result, key, store=store, pool=pool, evidence=where)
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where
+        if key is not None:
+            data["attestations"] = [a.model_dump(mode="json") for a in attached]
         print_json(data)
         return
+    if result.digest_changed:
+        console.print(f"note: {result.digest_changed}", markup=False, soft_wrap=True)
     console.print(f"promoted {result.digest}", markup=False, soft_wrap=True)
     for hop in result.hops:
         console.print(f"  {hop.endpoint}: verified={hop.verified} bytes_moved={hop.bytes_moved} "
                       f"copied={hop.blobs_copied} skipped={hop.blobs_skipped} "
                       f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False, soft_wrap=True)
+    for item in attached:
+        console.print(f"  attested {item.predicate_type} at {item.repository} "
+                      f"({item.manifest[:19]}, {item.listing})", markup=False, soft_wrap=True)
     console.print(f"evidence: {where}", markup=False, soft_wrap=True)

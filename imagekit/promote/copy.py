@@ -9,7 +9,9 @@ same digest, and every blob must be present.
 Each hop reads from the previous hop (a relay), skips blobs the hop already has (HEAD), mounts
 across repositories inside one registry, uploads the rest in chunks (resuming, see
 `RegistryClient.upload_blob`), pushes child manifests before their index, and carries cosign
-style `sha256-<hex>.sig|.att|.sbom` tags and OCI referrers when the source has them.
+style `sha256-<hex>.sig|.att|.sbom` tags and OCI referrers when the source has them
+(`imagekit.registry.referrers`: the API or the tag schema, merged into the destination's list,
+and read back with the image).
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_manifest
-from imagekit.oci.platform import LINUX_AMD64
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink
+from imagekit.registry.referrers import attach as attach_referrer
+from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
 
-#: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …).
-COMPANION_SUFFIXES = (".sig", ".att", ".sbom", "")
+#: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …). The bare
+#: `sha256-<hex>` tag is the referrers tag schema: carried entry by entry, not copied whole.
+COMPANION_SUFFIXES = (".sig", ".att", ".sbom")
 
 
 class HopRecord(BaseModel):
@@ -50,6 +54,7 @@ class HopRecord(BaseModel):
     blobs_mounted: int
     manifests_pushed: int
     companions: list[str] = []
+    referrers: list[str] = []
     seconds: float
     read_back: str
 
@@ -64,6 +69,8 @@ class PromoteResult(BaseModel):
     platform: str | None
     hops: list[HopRecord]
     gate: dict | None = None
+    source_digest: str | None = None
+    digest_changed: str | None = None
 
 
 @dataclass
@@ -84,6 +91,7 @@ class _Stats:
     mounted: int = 0
     manifests: int = 0
     companions: list[str] = field(default_factory=list)
+    referrers: list[str] = field(default_factory=list)
     lock: Lock = field(default_factory=Lock)
 
     def add(self, **counts: int) -> None:
@@ -93,14 +101,25 @@ class _Stats:
 
 
 def resolve_source(client: RegistryClient, source: ImageReference, all_platforms: bool,
-                   platform: Platform) -> tuple[ManifestBlob, Platform | None]:
-    """The manifest to promote: the whole index with --all-platforms, else the one platform."""
+                   platform: Platform | None) -> tuple[ManifestBlob, Platform | None]:
+    """The manifest to promote: by default (no platform asked for) what the source names —
+    an index stays the whole index, as crane and regctl copy it, so the digest a tag names is
+    the digest promoted; with `platform` (and not `all_platforms`) that platform's manifest."""
     top = client.get_manifest(source.repository, source.digest or source.identifier)
     parsed = parse_manifest(top.data, top.media_type)
-    if isinstance(parsed, ImageIndex) and not all_platforms:
+    if isinstance(parsed, ImageIndex) and not all_platforms and platform is not None:
         entry = parsed.select(platform)
         return client.get_manifest(source.repository, entry.digest), entry.platform
     return top, None
+
+
+def digest_note(source_digest: Digest, promoted: Digest, chosen: Platform | None) -> str | None:
+    """Why the promoted digest is not the one the source reference names (None: it is)."""
+    if promoted == source_digest:
+        return None
+    return (f"the source names index {source_digest}; --platform {chosen} promoted that "
+            f"platform's manifest {promoted}, so the digest changed: the tag at each "
+            "endpoint names the single-platform manifest, not the source's index")
 
 
 class Promoter:
@@ -179,14 +198,58 @@ class Promoter:
             self._copy_tree(src, dst, blob, stats, pool)
             dst.client.put_manifest(dst.repository, tag, blob)
             stats.companions.append(tag)
-        for entry in src.client.referrers(src.repository, digest):
+        self._referrers(src, dst, digest, stats, pool)
+
+    def _referrers(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
+                   pool: ThreadPoolExecutor) -> None:
+        """Each referrer's blobs, then its manifest attached at `dst` (API or tag schema)."""
+        for entry in list_referrers(src.client, src.repository, digest):
             try:
                 referrer = Digest.parse(entry.get("digest", ""))
             except InvalidInput:
                 continue
             blob = src.client.get_manifest(src.repository, referrer)
-            self._copy_tree(src, dst, blob, stats, pool)
-            stats.companions.append(str(referrer))
+            children, blobs = self._children(src, blob)
+            for child in children:
+                self._copy_tree(src, dst, child, stats, pool)
+            unique = list({d.digest: d for d in blobs}.values())
+            for future in [pool.submit(self._copy_referrer_blob, src, dst, d, stats)
+                           for d in unique]:
+                future.result()
+            attach_referrer(dst.client, dst.repository, blob)
+            stats.add(manifests=1)
+            stats.referrers.append(str(referrer))
+
+    def _copy_referrer_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
+                            stats: _Stats) -> None:
+        """Attestation blobs are small: read whole (verified), pushed in one PUT."""
+        if descriptor.size > SMALL_BLOB:
+            self._copy_blob(src, dst, descriptor, stats)
+            return
+        if dst.client.blob_exists(dst.repository, descriptor.digest):
+            stats.add(skipped=1)
+            return
+        data = src.client.get_blob_bytes(src.repository, descriptor.digest, descriptor.size)
+        push_small_blob(dst.client, dst.repository, data)
+        stats.add(copied=1, bytes_moved=len(data))
+
+    def _read_back_referrers(self, dst: _Location, digest: Digest, wanted: list[str]) -> str:
+        """Every referrer carried must be listed at `dst`, its manifest served (hashed) and
+        its blobs present."""
+        if not wanted:
+            return "0 referrers"
+        listed = {e.get("digest") for e in list_referrers(dst.client, dst.repository, digest)}
+        missing = [r for r in wanted if r not in listed]
+        if missing:
+            raise NotFound(f"hop does not list {len(missing)} referrer(s) of {digest.short}: "
+                           f"{', '.join(missing[:3])}", where=str(dst.reference))
+        for referrer in wanted:
+            blob = dst.client.get_manifest(dst.repository, Digest.parse(referrer))
+            for descriptor in self._children(dst, blob)[1]:
+                if not dst.client.blob_exists(dst.repository, descriptor.digest):
+                    raise NotFound(f"referrer {referrer} lacks blob {descriptor.digest}",
+                                   where=str(dst.reference))
+        return f"{len(wanted)} referrers listed and served"
 
     # -- read back -----------------------------------------------------------------------------
     def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor) -> str:
@@ -235,16 +298,18 @@ class Promoter:
                 self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
             self._companions(src, dst, root.digest, stats, pool)
             read_back = self._read_back(dst, root, pool)
+            read_back += "; " + self._read_back_referrers(dst, root.digest, stats.referrers)
         return HopRecord(
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
             manifests_pushed=stats.manifests, companions=stats.companions,
+            referrers=stats.referrers,
             seconds=round(time.perf_counter() - started, 4), read_back=read_back)
 
 
 def promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
-            all_platforms: bool = False, platform: Platform = LINUX_AMD64,
+            all_platforms: bool = False, platform: Platform | None = None,
             pool: ClientPool | None = None, progress: ProgressSink | None = None,
             gate=None, on_hop=None, workers: int = 4) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
@@ -255,6 +320,8 @@ def promote(source: ImageReference, via: list[ImageReference], to: ImageReferenc
     try:
         src_client = pool.get(source.registry)
         root, chosen = resolve_source(src_client, source, all_platforms, platform)
+        named = root.digest if chosen is None else src_client.get_manifest(
+            source.repository, source.digest or source.identifier).digest
         gate_info = gate(root.digest) if gate is not None else None
         promoter = Promoter(progress, workers)
         previous = _Location(src_client, source.with_digest(root.digest))
@@ -272,7 +339,8 @@ def promote(source: ImageReference, via: list[ImageReference], to: ImageReferenc
         return PromoteResult(source=str(source), digest=str(root.digest),
                              media_type=root.media_type, all_platforms=all_platforms,
                              platform=str(chosen) if chosen else None, hops=hops,
-                             gate=gate_info)
+                             gate=gate_info, source_digest=str(named),
+                             digest_changed=digest_note(named, root.digest, chosen))
     finally:
         if own_pool:
             pool.close()

@@ -15,7 +15,6 @@ from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GateDecision, HopEvidence, PromoteEvidence
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
-from imagekit.oci.platform import LINUX_AMD64
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
 from imagekit.registry import ClientPool
 from imagekit.registry.progress import ProgressSink
@@ -40,7 +39,7 @@ def promotion_gate(gate: Gate, store: EvidenceStore, digest: Digest, *, force: b
 
 def run_promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
                 store: EvidenceStore, all_platforms: bool = False,
-                platform: Platform = LINUX_AMD64, options=None, progress: ProgressSink | None
+                platform: Platform | None = None, options=None, progress: ProgressSink | None
                 = None, gate: Gate | Literal[False], force: bool = False,
                 reason: str | None = None) -> tuple[PromoteResult, str]:
     """Promote and record one `promote` attempt keyed by the promoted digest (per-hop records,

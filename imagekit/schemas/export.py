@@ -74,6 +74,11 @@ MODELS: tuple[str, ...] = (
     # registry operations
     "imagekit.verify.copy.VerifyCopyResult",
     "imagekit.promote.copy.PromoteResult",
+    # attestations (issue 16)
+    "imagekit.attest.models.PromotionPredicate",
+    "imagekit.attest.models.Attached",
+    "imagekit.attest.models.AttestVerifyReport",
+    "imagekit.sbom.bom.SbomDiff",
     # GPU preflight
     "imagekit.gpu.record.PreflightRecord",
     "imagekit.gpu.evidence.RecordedPreflight",
