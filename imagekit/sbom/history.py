@@ -13,6 +13,7 @@ import re
 from imagekit.sbom.bom import SbomDiff, diff_boms
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore, Subject
+from imagekit.evidence.kinds import SbomResult
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status
@@ -33,11 +34,10 @@ def key_for(name: str) -> str:
 
 def record_sbom(store: EvidenceStore, name: str, digest: Digest, bom: dict) -> str:
     components = len(bom.get("components") or [])
-    # subjects per the evidence contract (issue 12): the SBOM is about `digest`. No typed
-    # result yet: a `sbom` model belongs in imagekit/evidence/kinds.py (the evidence owner's).
     with store.attempt(key_for(name), KIND, subjects=[Subject.of(digest, reference=name)],
                        digest=str(digest), image=name) as attempt:
         attempt.write_json(FILE, bom)
+        attempt.write_result(SbomResult(image=name, digest=str(digest), components=components))
         attempt.add_check(CheckResult(name="sbom", status=Status.PASS,
                                       detail=f"{components} components of {digest}"))
         return str(attempt.path)
@@ -50,7 +50,8 @@ def sboms(store: EvidenceStore, name: str) -> list[tuple[Digest, dict]]:
         if record.status is not Status.PASS:
             continue
         path = store.path_of(record) / FILE
-        digest = str(record.context.get("digest", ""))
+        result = store.result(record)
+        digest = result.digest if isinstance(result, SbomResult) else ""
         if path.is_file() and digest:
             found.pop(digest, None)
             found[digest] = json.loads(path.read_text())
@@ -80,9 +81,9 @@ def diff_for_digest(store: EvidenceStore, digest: Digest | str) -> SbomDiff | No
             continue
         name = key.removeprefix("name:")
         for record in store.attempts(name, KIND):
-            if str(record.context.get("digest")) == wanted:
-                return sbom_diff(store, str(record.context.get("image", "")),
-                                 Digest.parse(wanted))
+            result = store.result(record)
+            if isinstance(result, SbomResult) and result.digest == wanted:
+                return sbom_diff(store, result.image, Digest.parse(wanted))
     return None
 
 

@@ -43,6 +43,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.GateOverrideResult",
     "imagekit.evidence.kinds.StandinRootfsResult",
     "imagekit.evidence.kinds.StandinBuildResult",
+    "imagekit.evidence.kinds.SbomResult",
     # OCI nouns
     "imagekit.oci.descriptor.Descriptor",
     "imagekit.oci.platform.Platform",
