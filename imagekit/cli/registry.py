@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -127,13 +128,53 @@ def verify_copy_cmd(
         raise typer.Exit(1)
 
 
-@app.command("promote")
+class _HopOrderCommand(TyperCommand):
+    """Remembers the command-line order of --via and --await (typer keeps each list apart)."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
+        order: list[tuple[str, str]] = []
+        tokens = list(args)
+        for index, token in enumerate(tokens):
+            if token == "--":
+                break
+            for flag in ("--via", "--await"):
+                if token == flag and index + 1 < len(tokens):
+                    order.append((flag, tokens[index + 1]))
+                elif token.startswith(flag + "="):
+                    order.append((flag, token.split("=", 1)[1]))
+        ctx.meta["imagekit.hop_order"] = order
+        return super().parse_args(ctx, args)
+
+
+def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
+    """--via and --await values in command-line order (AwaitHop for the awaited ones)."""
+    from imagekit.promote.await_ import AwaitHop
+
+    if sorted(v for f, v in order if f == "--via") != sorted(via) or \
+            sorted(v for f, v in order if f == "--await") != sorted(awaited):
+        order = [("--via", v) for v in via] + [("--await", a) for a in awaited]
+    return [AwaitHop(_ref(value, "--await")) if flag == "--await" else _ref(value, "--via")
+            for flag, value in order]
+
+
+@app.command("promote", cls=_HopOrderCommand)
 @guarded
 def promote_cmd(
+    ctx: typer.Context,
     source: str = typer.Argument(..., help="The image to promote (tag or @digest)."),
     via: list[str] = typer.Option([], "--via", metavar="REF",
-                                  help="A relay hop, in order (repeatable)."),
-    to: str = typer.Option(..., "--to", metavar="REF", help="The final destination."),
+                                  help="A relay hop imagekit copies to, in order (repeatable)."),
+    awaited: list[str] = typer.Option(
+        [], "--await", metavar="REF",
+        help="A hop that replicates by itself (pull-through cache, sync job): nothing is "
+             "copied there; it is polled until it serves the digest. Repeatable, in order "
+             "with --via; the last one may stand for --to."),
+    to: str = typer.Option(None, "--to", metavar="REF",
+                           help="The final destination (not needed after a last --await)."),
+    await_deadline: float = typer.Option(900.0, "--await-deadline", metavar="SECONDS",
+                                         help="How long an awaited hop may take."),
+    await_interval: float = typer.Option(1.0, "--await-interval", metavar="SECONDS",
+                                         help="First wait between polls (doubles, max 30 s)."),
     all_platforms: bool = typer.Option(False, "--all-platforms",
                                        help="Copy the whole index and every platform."),
     platform: str = PlatformOpt,
@@ -145,19 +186,27 @@ def promote_cmd(
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
 ) -> None:
-    """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back."""
+    """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
+    --await hops are not copied to but polled until they serve the digest."""
     from imagekit.promote import run_promote
+    from imagekit.promote.await_ import AwaitPolicy
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
+    if await_deadline <= 0 or await_interval <= 0:
+        raise InvalidInput("--await-deadline and --await-interval must be > 0 seconds")
     source_ref = _ref(source, "SOURCE")
-    via_refs = [_ref(v, "--via") for v in via]
-    to_ref = _ref(to, "--to")
+    order = ctx.meta.get("imagekit.hop_order", [])
+    hops = _hops(via, awaited, order)
+    if to is None and not (hops and not isinstance(hops[-1], ImageReference)):
+        raise InvalidInput("give --to REF (or end the hops with --await REF)")
+    to_ref = _ref(to, "--to") if to is not None else None
     with progress_sink(json_output) as sink:
         result, where = run_promote(
-            source_ref, via_refs, to_ref, store=EvidenceStore(evidence_dir),
+            source_ref, hops, to_ref, store=EvidenceStore(evidence_dir),
             all_platforms=all_platforms, platform=Platform.parse(platform),
-            options=_options(insecure, ca_file), progress=sink, force=force, reason=reason)
+            options=_options(insecure, ca_file), progress=sink, force=force, reason=reason,
+            await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval))
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where
@@ -165,6 +214,11 @@ def promote_cmd(
         return
     console.print(f"promoted {result.digest}", markup=False, soft_wrap=True)
     for hop in result.hops:
+        if hop.mode == "await":
+            console.print(f"  {hop.endpoint}: awaited, verified={hop.verified} "
+                          f"{len(hop.polls)} poll(s) {hop.seconds:.2f}s: {hop.read_back}",
+                          markup=False, soft_wrap=True)
+            continue
         console.print(f"  {hop.endpoint}: verified={hop.verified} bytes_moved={hop.bytes_moved} "
                       f"copied={hop.blobs_copied} skipped={hop.blobs_skipped} "
                       f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
 from imagekit.oci.platform import LINUX_AMD64
+from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
 from imagekit.registry import ClientPool
 from imagekit.registry.progress import ProgressSink
@@ -43,16 +44,18 @@ def promotion_gate(store: EvidenceStore, digest: Digest, *, force: bool = False,
     return data
 
 
-def run_promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
+def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
+                to: ImageReference | AwaitHop | None, *,
                 store: EvidenceStore, all_platforms: bool = False,
                 platform: Platform = LINUX_AMD64, options=None, progress: ProgressSink | None
-                = None, gate: bool = True, force: bool = False, reason: str | None = None
-                ) -> tuple[PromoteResult, str]:
+                = None, gate: bool = True, force: bool = False, reason: str | None = None,
+                await_policy: AwaitPolicy | None = None) -> tuple[PromoteResult, str]:
     """Promote and record one `promote` attempt keyed by the promoted digest (per-hop records,
     partial ones too when a hop fails). Returns (result, evidence directory)."""
     hops: list[HopRecord] = []
-    context = {"source": str(source), "via": [str(v) for v in via], "to": str(to),
-               "all_platforms": all_platforms}
+    context = {"source": str(source), "via": [str(v) for v in via],
+               "to": str(to) if to is not None else None, "all_platforms": all_platforms,
+               "awaited": [str(h) for h in [*via, to] if isinstance(h, AwaitHop)]}
     pool = ClientPool(options)
     state: dict[str, Any] = {}
 
@@ -61,12 +64,17 @@ def run_promote(source: ImageReference, via: list[ImageReference], to: ImageRefe
         if not gate:
             return {"gate": "skipped", "detail": "gate disabled by the caller"}
         return promotion_gate(store, digest, force=force, reason=reason,
-                              promoted_to=[str(v) for v in via] + [str(to)])
+                              promoted_to=[str(v) for v in [*via, to] if v is not None])
 
     try:
         try:
             result = promote(source, via, to, all_platforms=all_platforms, platform=platform,
-                             pool=pool, progress=progress, gate=gate_fn, on_hop=hops.append)
+                             pool=pool, progress=progress, gate=gate_fn, on_hop=hops.append,
+                             await_policy=await_policy)
+        except AwaitFailed as exc:
+            if "digest" in state:
+                _record_await_failure(store, state["digest"], context, hops, exc)
+            raise
         except ImagekitError as exc:
             if "digest" in state:
                 _record_failure(store, state["digest"], context, hops, exc)
@@ -96,3 +104,21 @@ def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
                                   detail=exc.one_line()[:1000]))
         attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc.one_line()}"[:500],
                        checks=checks)
+
+
+def _record_await_failure(store: EvidenceStore, digest: Digest, context: dict,
+                          hops: list[HopRecord], exc: AwaitFailed) -> None:
+    """An awaited hop that never came to serve the digest (or tags another one): FAIL, with
+    every poll it saw."""
+    polls = [p.model_dump(mode="json") for p in exc.polls]
+    with store.attempt(digest, "promote", **context) as attempt:
+        attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
+        attempt.write_json("polls.json", polls)
+        checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
+                              detail=f"{h.endpoint} serves {h.digest}", data=h.model_dump(
+                                  mode="json")) for i, h in enumerate(hops)]
+        checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.FAIL,
+                                  detail=exc.one_line()[:1000],
+                                  data={"endpoint": exc.endpoint, "mode": "await",
+                                        "polls": polls}))
+        attempt.finish(Status.FAIL, summary=exc.one_line()[:500], checks=checks)
