@@ -251,25 +251,15 @@ def _probe_plan(values: list[str] | None) -> list[tuple[str, list[str]]] | None:
     return plan
 
 
-def _spec_image(ref, spec_path: Path | None):
-    """(spec, image name, ImageSpec) for the spec image whose repository `ref` names."""
-    if spec_path is None or not spec_path.is_file():
-        return None
-    from imagekit.spec import load_spec
-
-    spec = load_spec(spec_path)
-    for name, image in spec.images.items():
-        if ref.repository == image.repository or ref.repository.endswith("/" + image.repository):
-            return spec, name, image
-    return None
-
-
 def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
     """The spec's probes for that image, with find_spec's modules and cli_help's engine."""
     if found is None:
         return None
+    from imagekit.spec.engines import engine_find_spec
+
     _, _, image = found
-    return [(probe, list(image.find_spec) if probe == "find_spec" else
+    return [(probe, list(image.find_spec or engine_find_spec(image.engine))
+             if probe == "find_spec" else
              [image.engine] if probe == "cli_help" else []) for probe in image.probes]
 
 
@@ -296,7 +286,8 @@ def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[d
 @cluster_app.command("probe")
 @guarded
 def cluster_probe(
-    reference: str = typer.Argument(..., help="Image by tag (or digest) in a registry."),
+    reference: str = typer.Argument(..., help="An image NAME of the spec (the profile's latest "
+                                              "verified build) or a reference by tag or digest."),
     namespace: str = typer.Option("imagekit", help="Namespace for the probe Pod."),
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
@@ -320,11 +311,17 @@ def cluster_probe(
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.probe import ProbeOptions, run_probe
-    from imagekit.oci import Digest, ImageReference
+    from imagekit.oci import Digest
 
-    ref = ImageReference.parse(reference)
+    from imagekit.names import resolve_target
+
+    # NAME or REF, one resolver: `sglang` is the spec's image, never docker.io/library/sglang
+    resolved = resolve_target(reference, spec_path=spec_file,
+                              store=EvidenceStore(evidence_dir), profile=profile)
+    ref = resolved.reference
     expected = Digest.parse(expect_digest) if expect_digest else None
-    found = _spec_image(ref, spec_file)
+    found = (resolved.spec, resolved.name, resolved.image) if resolved.image is not None \
+        else None
     client, docker_config = _registry_client(ref.registry)
     options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
@@ -408,7 +405,7 @@ def cluster_precheck(
 @cluster_app.command("gpu-preflight")
 @guarded
 def cluster_gpu_preflight(
-    reference: str = typer.Argument(..., help="Image by tag or digest."),
+    reference: str = typer.Argument(..., help="An image NAME of the spec or a reference by tag or digest."),
     namespace: str = typer.Option("imagekit", help="Namespace for the Pod."),
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
@@ -432,14 +429,15 @@ def cluster_gpu_preflight(
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.precheck import StorageNeed
     from imagekit.cluster.preflight import PreflightOptions, run_preflight
-    from imagekit.oci import ImageReference
 
     if preemption_policy not in (None, "Never", "PreemptLowerPriority"):
         raise InvalidInput("preemption policy must be Never or PreemptLowerPriority",
                            where=preemption_policy)
     if script is not None and not script.is_file():
         raise InvalidInput("preflight script not found", where=str(script))
-    ref = ImageReference.parse(reference)
+    from imagekit.names import resolve_target
+
+    ref = resolve_target(reference, store=EvidenceStore(evidence_dir)).reference
     client, docker_config = _registry_client(ref.registry)
     with client:
         digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest

@@ -146,6 +146,15 @@ class _HopOrderCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
+def _source(text: str, evidence_dir: Path | None) -> ImageReference:
+    """SOURCE as a spec image NAME (its latest verified build, pinned by digest) or a REF."""
+    from imagekit.names import looks_like_name, resolve_target
+
+    if looks_like_name(text):
+        return resolve_target(text, store=EvidenceStore(evidence_dir)).reference
+    return _ref(text, "SOURCE")
+
+
 def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
     """--via and --await values in command-line order (AwaitHop for the awaited ones)."""
     from imagekit.promote.await_ import AwaitHop
@@ -161,7 +170,8 @@ def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> l
 @guarded
 def promote_cmd(
     ctx: typer.Context,
-    source: str = typer.Argument(..., help="The image to promote (tag or @digest)."),
+    source: str = typer.Argument(..., help="The image to promote: a spec image NAME (its latest "
+                                           "verified build) or a reference (tag or @digest)."),
     via: list[str] = typer.Option([], "--via", metavar="REF",
                                   help="A relay hop imagekit copies to, in order (repeatable)."),
     awaited: list[str] = typer.Option(
@@ -195,7 +205,7 @@ def promote_cmd(
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
     if await_deadline <= 0 or await_interval <= 0:
         raise InvalidInput("--await-deadline and --await-interval must be > 0 seconds")
-    source_ref = _ref(source, "SOURCE")
+    source_ref = _source(source, evidence_dir)
     order = ctx.meta.get("imagekit.hop_order", [])
     hops = _hops(via, awaited, order)
     if to is None and not (hops and not isinstance(hops[-1], ImageReference)):
