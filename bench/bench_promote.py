@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -112,12 +113,27 @@ def ensure_image(registry: Registry, layers: int, layer_mb: int) -> tuple[str, i
         return f"{registry.address}/{repo}:{tag}", image.total_bytes
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
-    """Wall seconds of one whole process, from its start to its exit; it must exit 0."""
+#: CPU seconds (user + system) of every timed process, by what it was: on a shared 2-core
+#: machine the wall clock mostly measures the neighbours, CPU what the tool itself costs
+CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None, label: str | None = None
+          ) -> float:
+    """Wall seconds of one whole process, from its start to its exit; it must exit 0. Its CPU
+    seconds go to CPU[label]."""
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           check=False)
     took = time.perf_counter() - started
+    if label:
+        CPU.setdefault(label, []).append(_children_cpu() - cpu_before)
     if done.returncode != 0:
         sys.stderr.write(done.stdout.decode(errors="replace")[-2000:]
                          + done.stderr.decode(errors="replace")[-2000:])
@@ -182,7 +198,7 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="bench-evidence-") as evidence:
                 return timed([*ik, "promote", src_ref, "--to", dst_ref, "--json",
                               "--evidence-dir", evidence, "--force", "--reason",
-                              "benchmark image without check evidence"], env)
+                              "benchmark image without check evidence"], env, "ours")
 
         def ours_inproc() -> float:
             nonlocal moved
@@ -196,12 +212,13 @@ def main() -> int:
             return took
 
         def crane_copy() -> float:
-            return timed([tools["crane"], "copy", "--insecure", src_ref, dst_ref])
+            return timed([tools["crane"], "copy", "--insecure", src_ref, dst_ref],
+                         label="crane")
 
         def skopeo_copy() -> float:
             return timed([tools["skopeo"], "copy", "--src-tls-verify=false",
                           "--dest-tls-verify=false", "--quiet", f"docker://{src_ref}",
-                          f"docker://{dst_ref}"])
+                          f"docker://{dst_ref}"], label="skopeo")
 
         for _ in range(args.rounds):  # interleaved: load on the machine hits all alike
             rounds["ours"].append(in_fresh(ours_cli))
@@ -214,14 +231,15 @@ def main() -> int:
         verify_rounds: dict[str, list[float]] = {"ours": [], "crane": []}
         re_times, re_bytes = [], []
         try:
-            crane_copy()
+            timed([tools["crane"], "copy", "--insecure", src_ref, dst_ref])  # populate
             for _ in range(args.rounds):
                 with tempfile.TemporaryDirectory(prefix="bench-evidence-") as evidence:
                     verify_rounds["ours"].append(timed(
                         [*ik, "verify-copy", src_ref, dst_ref, "--diffids", "--json",
-                         "--evidence-dir", evidence], env))
+                         "--evidence-dir", evidence], env, "verify_ours"))
                 verify_rounds["crane"].append(timed(
-                    [tools["crane"], "validate", "--insecure", "--remote", dst_ref]))
+                    [tools["crane"], "validate", "--insecure", "--remote", dst_ref],
+                    label="verify_crane"))
             # re-promotion of a present image (context: in-process, fresh client pool)
             for _ in range(args.rounds):
                 started = time.perf_counter()
@@ -270,6 +288,9 @@ def main() -> int:
                        "ours_s": round(inproc_s, 3), "peer_s": round(crane_s, 3),
                        "ratio": round(inproc_s / crane_s, 3),
                        "ours_rounds_s": [round(t, 3) for t in rounds["inproc"]]},
+        "cpu_s": {label: round(median(values), 3) for label, values in CPU.items()},
+        "cpu_note": "median CPU seconds (user+system) of each timed process; the wall "
+                    "figures on a shared machine include waiting for other work",
         "repromote_s": round(re_s, 4), "repromote_bytes": max(re_bytes),
         "repromote_goal_s": GOAL_REPROMOTE_S, "repromote_met": re_met,
     }
@@ -281,7 +302,8 @@ def main() -> int:
           f"in-process {inproc_s:.2f}s (context); verify-copy --diffids {v_ours:.2f}s vs "
           f"crane validate --remote {v_crane:.2f}s ({v_crane / v_ours:.2f}x faster, goal >= 2x: "
           f"{'MET' if result['verify_copy']['met'] else 'NOT MET'}); re-promotion "
-          f"{re_s * 1000:.0f} ms, {max(re_bytes)} bytes")
+          f"{re_s * 1000:.0f} ms, {max(re_bytes)} bytes; CPU s (median): "
+          + ", ".join(f"{k} {v}" for k, v in result["cpu_s"].items()))
     return 0
 
 
