@@ -9,30 +9,19 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperCommand
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
-from imagekit.errors import (
-    DigestMismatch,
-    InvalidInput,
-    NotFound,
-    TransportError,
-    Unauthorized,
-)
-from imagekit.evidence import EvidenceStore
-from imagekit.oci import ImageReference, Platform
-from imagekit.registry import ClientPool, RegistryOptions
-from imagekit.registry.progress import NullProgress
+from imagekit.errors import InvalidInput
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from rich.progress import Progress
+
+    from imagekit.oci import ImageReference
+    from imagekit.registry import RegistryOptions
 
 Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
                         help="Allow plain HTTP / unverified TLS for this registry (host:port); "
@@ -67,8 +56,19 @@ class RichSink:
 @contextmanager
 def progress_sink(json_output: bool):
     if not show_progress(json_output):
+        from imagekit.registry.progress import NullProgress
+
         yield NullProgress()
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console,
                   transient=True) as progress:
@@ -76,10 +76,14 @@ def progress_sink(json_output: bool):
 
 
 def _options(insecure: list[str], ca_file: Path | None) -> RegistryOptions:
+    from imagekit.registry import RegistryOptions
+
     return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
 
 
 def _ref(text: str, what: str) -> ImageReference:
+    from imagekit.oci import ImageReference
+
     try:
         return ImageReference.parse(text)
     except InvalidInput as exc:
@@ -100,6 +104,10 @@ def verify_copy_cmd(
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
+    from imagekit.errors import DigestMismatch, NotFound, TransportError, Unauthorized
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import Platform
+    from imagekit.registry import ClientPool
     from imagekit.verify import record_evidence, verify_copy
     from imagekit.verify.copy import record_failure
 
@@ -151,6 +159,8 @@ def _source(text: str, evidence_dir: Path | None) -> ImageReference:
     from imagekit.names import looks_like_name, resolve_target
 
     if looks_like_name(text):
+        from imagekit.evidence import EvidenceStore
+
         return resolve_target(text, store=EvidenceStore(evidence_dir)).reference
     return _ref(text, "SOURCE")
 
@@ -198,8 +208,10 @@ def promote_cmd(
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
     --await hops are not copied to but polled until they serve the digest."""
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import Platform
     from imagekit.promote import run_promote
-    from imagekit.promote.await_ import AwaitPolicy
+    from imagekit.promote.await_ import AwaitHop, AwaitPolicy
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
@@ -208,7 +220,7 @@ def promote_cmd(
     source_ref = _source(source, evidence_dir)
     order = ctx.meta.get("imagekit.hop_order", [])
     hops = _hops(via, awaited, order)
-    if to is None and not (hops and not isinstance(hops[-1], ImageReference)):
+    if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
     with progress_sink(json_output) as sink:

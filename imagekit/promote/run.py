@@ -17,6 +17,7 @@ from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
 from imagekit.oci.platform import LINUX_AMD64
 from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy
+from imagekit.promote.await_ import summary as poll_summary
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
 from imagekit.registry import ClientPool
 from imagekit.registry.progress import ProgressSink
@@ -110,10 +111,21 @@ def _record_await_failure(store: EvidenceStore, digest: Digest, context: dict,
                           hops: list[HopRecord], exc: AwaitFailed) -> None:
     """An awaited hop that never came to serve the digest (or tags another one): FAIL, with
     every poll it saw."""
+    from imagekit.evidence.kinds import HopEvidence, PromoteEvidence
+
     polls = [p.model_dump(mode="json") for p in exc.polls]
     with store.attempt(digest, "promote", **context) as attempt:
         attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
         attempt.write_json("polls.json", polls)
+        attempt.write_result(PromoteEvidence(
+            source=context["source"], digest=str(digest), via=context["via"],
+            to=context["to"], error=exc.one_line()[:1000],
+            hops=[HopEvidence(endpoint=h.endpoint, registry=h.registry, digest=h.digest,
+                              verified=h.verified, bytes_moved=h.bytes_moved,
+                              read_back=h.read_back) for h in hops]
+            + [HopEvidence(endpoint=exc.endpoint, registry=exc.endpoint.split("/", 1)[0],
+                           digest=str(digest), verified=False,
+                           read_back=f"awaited: {poll_summary(exc.polls)}")]))
         checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
                               detail=f"{h.endpoint} serves {h.digest}", data=h.model_dump(
                                   mode="json")) for i, h in enumerate(hops)]
