@@ -75,10 +75,18 @@ def progress_sink(json_output: bool):
         yield RichSink(progress)
 
 
-def _options(insecure: list[str], ca_file: Path | None) -> RegistryOptions:
+#: PATCH size for promote's uploads. Each chunk is kept in memory until the registry
+#: acknowledged it (for a resend), so 128 MiB chunks held ~370 MiB for 4 parallel blobs and
+#: the page faults cost sys time; 16 MiB measured (4 x 150 MB image, fresh registry):
+#: sys 0.41-0.45 s instead of 0.67-0.84 s, peak RSS 123 MiB instead of 370 MiB, and a
+#: finer resume point for an interrupted upload.
+PROMOTE_CHUNK_BYTES = 16 << 20
+
+
+def _options(insecure: list[str], ca_file: Path | None, **extra: object) -> RegistryOptions:
     from imagekit.registry import RegistryOptions
 
-    return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
+    return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file, **extra)
 
 
 def _ref(text: str, what: str) -> ImageReference:
@@ -227,7 +235,8 @@ def promote_cmd(
         result, where = run_promote(
             source_ref, hops, to_ref, store=EvidenceStore(evidence_dir),
             all_platforms=all_platforms, platform=Platform.parse(platform),
-            options=_options(insecure, ca_file), progress=sink, force=force, reason=reason,
+            options=_options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES), progress=sink,
+            force=force, reason=reason,
             await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval))
     if json_output:
         data = result.model_dump(mode="json")
