@@ -223,8 +223,10 @@ def promote_cmd(
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
-    if await_deadline <= 0 or await_interval <= 0:
-        raise InvalidInput("--await-deadline and --await-interval must be > 0 seconds")
+    from imagekit.inputs import positive
+
+    await_deadline = positive(await_deadline, "--await-deadline", maximum=7 * 86400)
+    await_interval = positive(await_interval, "--await-interval", maximum=3600)
     source_ref = _source(source, evidence_dir)
     order = ctx.meta.get("imagekit.hop_order", [])
     hops = _hops(via, awaited, order)

@@ -260,6 +260,14 @@ def test_without_to_the_last_hop_must_be_awaited(relays, image, tmp_path):
     assert done.returncode == 2 and "--to" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_await_deadline_must_be_a_finite_positive_number(value, tmp_path):
+    done = cli("promote", "127.0.0.1:5129/x/y:v1", "--await", "127.0.0.1:5129/x/z:v1",
+               "--await-deadline", value, "--evidence-dir", str(tmp_path))
+    assert done.returncode == 2 and "--await-deadline" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_hops_keep_command_line_order():
     from imagekit.cli.registry import _hops
 
