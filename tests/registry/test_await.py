@@ -28,7 +28,7 @@ from imagekit.oci import ImageReference
 from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy, PollState
 from imagekit.promote import promote, run_promote
 from imagekit.registry import ClientPool, RegistryClient, RegistryOptions
-from .images import layer_tar, push_image
+from .images import config_for, push_image, push_index
 from .settings import FAST_RETRY
 
 pytestmark = pytest.mark.registry
@@ -251,6 +251,28 @@ def test_partial_replication_is_recorded_as_such(relays, image, tars):
     states = [p.state for p in failed.value.polls]
     assert set(states) == {PollState.BLOBS_PARTIAL}
     assert failed.value.polls[0].blobs_present == 2 and failed.value.polls[0].blobs_total == 3
+
+
+def test_whole_index_through_the_pull_through_cache(relays, tars):
+    """--all-platforms: every child manifest and every blob of every platform must be served."""
+    repo = f"await/{uuid.uuid4().hex[:8]}"
+    with RegistryClient(relays["src"]) as client:
+        amd = push_image(client, repo, "amd64", tars[:1], compression="gzip", level=1)
+        arm = push_image(client, repo, "arm64", tars[1:2], compression="gzip", level=1,
+                         config=config_for(tars[1:2], architecture="arm64"))
+        index = push_index(client, repo, "v1", [(amd, "linux", "amd64"),
+                                                (arm, "linux", "arm64")])
+    with ClientPool(RegistryOptions(retry=FAST_RETRY)) as pool:
+        result = promote(ImageReference.parse(f"{relays['src']}/{repo}:v1"),
+                         [ImageReference.parse(f"{relays['upstream']}/{repo}:v1")],
+                         AwaitHop(ImageReference.parse(f"{relays['cache']}/{repo}:v1")),
+                         all_platforms=True, pool=pool,
+                         await_policy=AwaitPolicy(deadline_s=30, interval_s=0.2))
+    awaited = result.hops[1]
+    assert result.digest == str(index.digest) and awaited.mode == "await"
+    last = awaited.polls[-1]
+    # 2 images x (config + layer) + the attestation's config and layer
+    assert last.state is PollState.SERVED and last.blobs_present == last.blobs_total == 6
 
 
 def test_without_to_the_last_hop_must_be_awaited(relays, image, tmp_path):
