@@ -96,13 +96,18 @@ def resolve_target(text: str, *, spec=None, spec_path: Path | None = None,  # no
                 f"{text!r} is not an image of the spec (images: {', '.join(spec.images)}); a "
                 "reference needs a registry and repository, e.g. 127.0.0.1:5001/imagekit/"
                 f"{text}:TAG", where=str(spec.root / "images.toml"))
-        from imagekit.build import latest_build
+        from imagekit.build import build_key, latest_build
+        from imagekit.spec import resolve_image
 
-        profile_name = profile or spec.default_profile
-        record = latest_build(text, profile_name, store or EvidenceStore())
+        profile_name, _ = spec.profile(profile)
+        # the build of what THIS spec and its lock say (base digest, context, build args), not
+        # whatever was built last under that name
+        wanted = build_key(resolve_image(spec, text, profile_name))
+        record = latest_build(text, profile_name, store or EvidenceStore(), cache_key=wanted)
         if record is None or record.reference is None or record.digest is None:
-            raise InvalidInput(f"image {text!r} has no verified (built and pushed) build in "
-                               f"profile {profile_name!r} yet; run `imagekit build {text}` or "
+            raise InvalidInput(f"image {text!r} has no verified (built and pushed) build of this "
+                               f"spec and lock in profile {profile_name!r} yet; run `imagekit "
+                               f"build {text} --spec {spec.root / 'images.toml'}` or "
                                "`imagekit images verify`",
                                where=str((store or EvidenceStore()).root))
         reference = record.reference

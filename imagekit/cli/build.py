@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
+                              show_progress)
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -103,13 +104,13 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
     from imagekit.build import default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
     images = load_spec(spec)
+    store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
-        records = build_standins(images, default_engine(), EvidenceStore(evidence_dir), profile,
+        records = build_standins(images, default_engine(), store, profile,
                                  no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
@@ -130,14 +131,16 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
     from imagekit.build import build_image, default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.spec import load_spec
 
     images = load_spec(spec)
     if all_images == (image is not None):
         raise InvalidInput("name one IMAGE or pass --all")
     names = list(images.images) if all_images else [image]
-    engine, store = default_engine(), EvidenceStore(evidence_dir)
+    for name in names:
+        images.image(name)
+    store = evidence_store(evidence_dir)
+    engine = default_engine()
     records = []
     for name in names:
         with _progress(json_output, f"build {name}") as on_line:
@@ -172,7 +175,6 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
     from imagekit.build import default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.names import resolve_target
     from imagekit.oci import ImageReference
     from imagekit.probe import probe_image
@@ -180,12 +182,13 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     from imagekit.results import exit_code_for
     from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
 
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
     for probe in probes or []:
         if probe not in KNOWN_PROBES:
             raise InvalidInput(f"unknown probe {probe!r}", where=target)
-    # one resolver for NAME and REF; a REF in a spec image's repository gets that image's
-    # probes and find_spec list (the wrong nixl fix must fail however it is named)
+    # one resolver for NAME and REF (a NAME: the build of what THIS spec and its lock say); a
+    # REF in a spec image's repository gets that image's probes and find_spec list (the wrong
+    # nixl fix must fail however it is named)
     resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
     if resolved.by_name:
         run_ref, shown, digest = resolved.local_tag, str(resolved.reference), resolved.digest
@@ -201,6 +204,10 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                         engine=engine_name, probes=probes, find_spec=find_spec)
         run_ref, shown, digest = target, target, resolved.reference.digest
     engine = default_engine()
+    if not resolved.by_name and not engine.exists(target):
+        # `docker run` would pull once per probe, and a table of ERRORs is not an answer
+        raise InvalidInput("image is not in the local docker engine: pull it first, or probe "
+                           "a spec image by NAME", where=target)
     if digest is None and not resolved.by_name and engine.exists(target):
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
@@ -226,7 +233,6 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build both images, push to staging, probe, verify-copy mirrors, write the manifest."""
     from imagekit.build import default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.imagesverify import verify_images
     from imagekit.results import Status
     from imagekit.spec import load_spec
@@ -234,8 +240,9 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     images = load_spec(spec)
     for name in image or []:
         images.image(name)
+    store = evidence_store(evidence_dir)
     with _progress(json_output, "images verify") as on_line:
-        report = verify_images(images, default_engine(), EvidenceStore(evidence_dir), profile=profile,
+        report = verify_images(images, default_engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json(report)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import typer
 from typer.core import TyperCommand
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
+                              show_progress)
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -84,8 +85,11 @@ PROMOTE_CHUNK_BYTES = 16 << 20
 
 
 def _options(insecure: list[str], ca_file: Path | None, **extra: object) -> RegistryOptions:
+    from imagekit.inputs import pem_ca_file
     from imagekit.registry import RegistryOptions
 
+    if ca_file is not None:
+        pem_ca_file(ca_file)
     return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file, **extra)
 
 
@@ -113,7 +117,6 @@ def verify_copy_cmd(
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
     from imagekit.errors import DigestMismatch, NotFound, TransportError, Unauthorized
-    from imagekit.evidence import EvidenceStore
     from imagekit.oci import Platform
     from imagekit.registry import ClientPool
     from imagekit.verify import record_evidence, verify_copy
@@ -121,9 +124,10 @@ def verify_copy_cmd(
 
     official_ref, copy_ref = _ref(official, "OFFICIAL"), _ref(copy, "COPY")
     wanted = Platform.parse(platform)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
+    options = _options(insecure, ca_file)
     try:
-        with ClientPool(_options(insecure, ca_file)) as pool, \
+        with ClientPool(options) as pool, \
                 progress_sink(json_output) as sink:
             result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
                                  pool=pool, progress=sink)
@@ -162,14 +166,12 @@ class _HopOrderCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _source(text: str, evidence_dir: Path | None) -> ImageReference:
+def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
     """SOURCE as a spec image NAME (its latest verified build, pinned by digest) or a REF."""
     from imagekit.names import looks_like_name, resolve_target
 
     if looks_like_name(text):
-        from imagekit.evidence import EvidenceStore
-
-        return resolve_target(text, store=EvidenceStore(evidence_dir)).reference
+        return resolve_target(text, store=store).reference
     return _ref(text, "SOURCE")
 
 
@@ -216,29 +218,30 @@ def promote_cmd(
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
     --await hops are not copied to but polled until they serve the digest."""
-    from imagekit.evidence import EvidenceStore
+    from imagekit.inputs import positive
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
     from imagekit.promote.await_ import AwaitHop, AwaitPolicy
+    from imagekit.report.gate import enforce      # the gate, handed to promotion
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
-    from imagekit.inputs import positive
-
     await_deadline = positive(await_deadline, "--await-deadline", maximum=7 * 86400)
     await_interval = positive(await_interval, "--await-interval", maximum=3600)
-    source_ref = _source(source, evidence_dir)
     order = ctx.meta.get("imagekit.hop_order", [])
     hops = _hops(via, awaited, order)
     if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
+    wanted = Platform.parse(platform)
+    options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
+    store = evidence_store(evidence_dir)
+    source_ref = _source(source, store)
     with progress_sink(json_output) as sink:
         result, where = run_promote(
-            source_ref, hops, to_ref, store=EvidenceStore(evidence_dir),
-            all_platforms=all_platforms, platform=Platform.parse(platform),
-            options=_options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES), progress=sink,
-            force=force, reason=reason,
+            source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
+            platform=wanted, options=options, progress=sink, gate=enforce, force=force,
+            reason=reason,
             await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval))
     if json_output:
         data = result.model_dump(mode="json")
