@@ -28,6 +28,9 @@ from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_manifest
+from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord
+from imagekit.promote.await_ import await_served, expected_tree
+from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink
@@ -57,6 +60,10 @@ class HopRecord(BaseModel):
     referrers: list[str] = []
     seconds: float
     read_back: str
+    #: "copy": imagekit copied this hop; "await": the endpoint replicates by itself and was
+    #: polled until it served the digest (`polls` is that history, see promote/await_.py)
+    mode: str = "copy"
+    polls: list[PollRecord] = []
 
 
 class PromoteResult(BaseModel):
@@ -308,15 +315,37 @@ class Promoter:
             seconds=round(time.perf_counter() - started, 4), read_back=read_back)
 
 
-def promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
+def await_hop(src: _Location, dst: _Location, root: ManifestBlob,
+              policy: AwaitPolicy | None = None) -> HopRecord:
+    """A hop the endpoint replicates by itself: copy nothing, poll until it serves `root`."""
+    started = time.perf_counter()
+    expected = expected_tree(src.client, src.repository, root)
+    polls = await_served(dst.client, dst.reference, root, expected, policy)
+    return HopRecord(
+        endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
+        verified=True, bytes_moved=0, blobs_copied=0, blobs_skipped=0, blobs_mounted=0,
+        manifests_pushed=0, seconds=round(time.perf_counter() - started, 4),
+        read_back=f"{polls[-1].detail} (awaited: {poll_summary(polls)})", mode="await",
+        polls=polls)
+
+
+def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
+            to: ImageReference | AwaitHop | None, *,
             all_platforms: bool = False, platform: Platform | None = None,
             pool: ClientPool | None = None, progress: ProgressSink | None = None,
-            gate=None, on_hop=None, workers: int = 4) -> PromoteResult:
+            gate=None, on_hop=None, workers: int = 4,
+            await_policy: AwaitPolicy | None = None) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
-    copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands."""
+    copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands.
+    An `AwaitHop` (in `via` or as `to`) is not copied to: it is polled until it serves the
+    digest (`await_policy`), and the next hop reads from it. `to` may be None when the last
+    `via` is the final endpoint."""
     tune_malloc()
     own_pool = pool is None
     pool = pool or ClientPool()
+    targets = [*via, *([to] if to is not None else [])]
+    if not targets:
+        raise InvalidInput("promote needs a destination (--to or a last --await)")
     try:
         src_client = pool.get(source.registry)
         root, chosen = resolve_source(src_client, source, all_platforms, platform)
@@ -326,12 +355,17 @@ def promote(source: ImageReference, via: list[ImageReference], to: ImageReferenc
         promoter = Promoter(progress, workers)
         previous = _Location(src_client, source.with_digest(root.digest))
         hops: list[HopRecord] = []
-        for target in [*via, to]:
+        for hop_target in targets:
+            awaited = isinstance(hop_target, AwaitHop)
+            target = hop_target.reference if awaited else hop_target
             if target.digest is not None and target.digest != root.digest:
                 raise InvalidInput(f"destination pins {target.digest}, but the source is "
                                    f"{root.digest}", where=str(target))
             here = _Location(pool.get(target.registry), target)
-            record = promoter.hop(previous, here, root)
+            if awaited:
+                record = await_hop(previous, here, root, await_policy)
+            else:
+                record = promoter.hop(previous, here, root)
             hops.append(record)
             if on_hop is not None:
                 on_hop(record)
