@@ -103,6 +103,7 @@ def gpu_preflight_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions
                                       detail=f"record {record.status} (world "
                                              f"{record.world_size}); evidence "
                                              f"{recorded.evidence}"))
+            checks.extend(record.checks)   # the script's own: matmul, all-reduce, ...
             checks.extend(record_checks(record, options.pods * options.nproc_per_pod))
     report = CheckReport.of(str(pinned), checks, digest=str(pinned.digest),
                             evidence=run.evidence)

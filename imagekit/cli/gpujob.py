@@ -33,19 +33,22 @@ _EXTRA = {
     "preflight_args": typer.Option(None, "--preflight-args", help="With --nodes: arguments "
                                    "for the script, one shell-quoted string, e.g. "
                                    "'--backend gloo --max-bytes 8K'."),
+    "pod_env": typer.Option(None, "--env", help="With --nodes: KEY=VALUE for every Pod "
+                            "(repeatable), e.g. NCCL_NVLS_ENABLE=0."),
     "job_mode": typer.Option("auto", "--job-mode", help="With --nodes: auto (Indexed Job when "
                              "the server keeps completionMode and has cluster DNS, else one "
                              "Job per index), indexed-job or job-per-index."),
 }
 
 _TYPES = {"nodes": int, "gpus_per_node": int, "pods_per_node": int, "preflight_args": str,
-          "job_mode": str}
+          "pod_env": list[str], "job_mode": str}
 
 
 def _run_job(*, reference: str, namespace: str, selector, toleration, priority_class,
              script, submit: bool, timeout: float, kubeconfig, evidence_dir, json_output: bool,
              nodes: int, gpus_per_node: int | None, pods_per_node: int,
-             preflight_args: str | None, job_mode: str, **_ignored) -> None:
+             preflight_args: str | None, pod_env: list[str] | None, job_mode: str,
+             **_ignored) -> None:
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
@@ -69,6 +72,7 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
         tolerations=cluster_cli._parse_tolerations(toleration) or [GPU_TOLERATION],
         priority_class_name=priority_class,
         script=script or Path("gpu_checks/preflight.py"), script_args=args,
+        env=cluster_cli._parse_pairs(pod_env, "env"),
         timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
     options.validate()
     with Kube(cluster_cli._kubeconfig(kubeconfig)) as kube:
@@ -102,7 +106,7 @@ def _install() -> None:
     def callback(**kwargs):
         mine = {name: kwargs.pop(name, None) for name in _EXTRA}
         if mine["nodes"] is None:
-            given = [f"--{n.replace('_', '-')}" for n in ("gpus_per_node", "preflight_args")
+            given = [f"--{n.replace('_', '-')}" for n in ("gpus_per_node", "preflight_args", "pod_env")
                      if mine[n] is not None]
             if given or (mine["pods_per_node"] not in (None, 1)) or \
                     mine["job_mode"] not in (None, "auto"):

@@ -89,6 +89,7 @@ class GpuJobOptions:
     priority_class_name: str | None = None
     script: Path = Path("gpu_checks/preflight.py")
     script_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)   # e.g. NCCL_NVLS_ENABLE=0, every Pod
     timeout_s: float = 900.0
     rdzv_timeout_s: int = 300
     docker_config_dir: Path | None = None
@@ -203,6 +204,7 @@ def _pod_spec(image: str, options: GpuJobOptions, name: str, *, index: int | Non
             "fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}})
     else:
         env.append({"name": "IMAGEKIT_INDEX", "value": str(index)})
+    env += [{"name": k, "value": v} for k, v in sorted(options.env.items())]
     if options.gpus_per_pod == 0:
         # a CPU world: keep CUDA images off the GPUs, one thread per rank
         env += [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
@@ -420,22 +422,37 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
         run.checks.append(_cleanup(kube, options, rendered))
 
 
-def _wait(kube: Kube, options: GpuJobOptions, rendered: Rendered) -> dict:
+def _finished(job: dict) -> str | None:
+    for cond in job.get("status", {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond["type"]
+    return None
+
+
+def _wait(kube: Kube, options: GpuJobOptions, rendered: Rendered,
+          grace_s: float = 60.0) -> dict:
+    """Until every Job is Complete or Failed. After the first failure the others get
+    `grace_s` to finish (rank 0 may still be writing the record), then the run stops."""
     ns = options.namespace
     deadline = time.monotonic() + options.timeout_s
     expected = options.pods
-    jobs: list[dict] = []
+    first_failure: float | None = None
     while True:
         jobs = [kube.maybe_get(f"/apis/batch/v1/namespaces/{ns}/jobs/{j['metadata']['name']}")
                 or {} for j in rendered.jobs]
         succeeded = sum(int(j.get("status", {}).get("succeeded") or 0) for j in jobs)
         failed = sum(int(j.get("status", {}).get("failed") or 0) for j in jobs)
-        if succeeded >= expected:
-            return {"status": Status.PASS, "jobs": jobs,
-                    "detail": f"{succeeded}/{expected} Pods Succeeded ({rendered.mode})"}
-        if failed:
+        states = [_finished(j) for j in jobs]
+        if failed and first_failure is None:
+            first_failure = time.monotonic()
+        if all(states) or (first_failure is not None
+                           and time.monotonic() - first_failure > grace_s):
+            if succeeded >= expected and not failed:
+                return {"status": Status.PASS, "jobs": jobs,
+                        "detail": f"{succeeded}/{expected} Pods Succeeded ({rendered.mode})"}
             return {"status": Status.FAIL, "jobs": jobs,
-                    "detail": f"{failed} Pod(s) failed, {succeeded}/{expected} Succeeded"}
+                    "detail": f"{failed} Pod(s) failed, {succeeded}/{expected} Succeeded "
+                              f"({rendered.mode})"}
         pods = kube.list(f"/api/v1/namespaces/{ns}/pods",
                          labelSelector=f"imagekit.dev/gpujob={rendered.name}")
         for pod in pods:

@@ -31,6 +31,7 @@ import json
 import shlex
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from imagekit.errors import InfraError
@@ -48,22 +49,36 @@ CONFLIST = "05-imagekit-podnet.conflist"
 OLD_CONFLISTS = ("10-lo-only.conflist",)
 PLUGINS = ("bridge", "host-local", "portmap", "loopback")
 CNI_DIR = Path("/usr/lib/cni")
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    """One bridge network; the cluster uses `DEFAULT`, the kubelet-less test a scratch one."""
+
+    bridge: str = BRIDGE
+    subnet: str = POD_SUBNET
+    gateway: str = GATEWAY
+    service_cidr: str = SERVICE_CIDR
+    chain: str = CHAIN
+    name: str = NETWORK_NAME
+
+
+DEFAULT = PodNetwork()
 PORTMAP_CHAINS = ("CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SETMARK", "CNI-HOSTPORT-MASQ")
 ROUTE_LOCALNET = Path("/proc/sys/net/ipv4/conf/all/route_localnet")
 
 
-def conflist(ipam_dir: Path, bridge: str = BRIDGE, subnet: str = POD_SUBNET,
-             gateway: str = GATEWAY, name: str = NETWORK_NAME) -> dict:
+def conflist(ipam_dir: Path, net: PodNetwork = DEFAULT) -> dict:
     """The CNI network: bridge with the gateway address, host-local IPAM with no default route,
     portmap for hostPorts. `ipam_dir` lies below the cluster's containerd dir (wiped by down)."""
     return {
-        "cniVersion": "0.4.0", "name": name,
+        "cniVersion": "0.4.0", "name": net.name,
         "plugins": [
-            {"type": "bridge", "bridge": bridge, "isGateway": True, "isDefaultGateway": False,
-             "ipMasq": False, "hairpinMode": True,
+            {"type": "bridge", "bridge": net.bridge, "isGateway": True,
+             "isDefaultGateway": False, "ipMasq": False, "hairpinMode": True,
              "ipam": {"type": "host-local", "dataDir": str(ipam_dir),
-                      "ranges": [[{"subnet": subnet, "gateway": gateway}]],
-                      "routes": [{"dst": SERVICE_CIDR}]}},
+                      "ranges": [[{"subnet": net.subnet, "gateway": net.gateway}]],
+                      "routes": [{"dst": net.service_cidr}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ]}
 
@@ -83,7 +98,7 @@ def install_cni(cni_bin: Path, cni_conf: Path, ipam_dir: Path) -> None:
             tmp = target.with_suffix(".new")
             shutil.copy2(source, tmp)
             tmp.replace(target)
-    text = json.dumps(conflist(ipam_dir), indent=2) + "\n"
+    text = json.dumps(conflist(ipam_dir, DEFAULT), indent=2) + "\n"
     path = cni_conf / CONFLIST
     if not path.is_file() or path.read_text() != text:
         tmp = cni_conf / (CONFLIST + ".tmp")   # not *.conflist: never loaded half-written
@@ -117,44 +132,45 @@ def bridge_exists(bridge: str = BRIDGE) -> bool:
     return _ip("link", "show", "dev", bridge, check=False).returncode == 0
 
 
-def ensure_bridge() -> None:
+def ensure_bridge(net: PodNetwork = DEFAULT) -> None:
     """The bridge with the gateway address and the host route for the Service range, made
     before the first Pod (the bridge plugin finds and keeps them)."""
-    if not bridge_exists():
-        _ip("link", "add", BRIDGE, "type", "bridge")
-    prefix = ipaddress.ip_network(POD_SUBNET).prefixlen
-    if f"inet {GATEWAY}/" not in _ip("-4", "addr", "show", "dev", BRIDGE).stdout:
-        _ip("addr", "add", f"{GATEWAY}/{prefix}", "dev", BRIDGE)
-    _ip("link", "set", BRIDGE, "up")
-    _ip("route", "replace", SERVICE_CIDR, "dev", BRIDGE)
+    if not bridge_exists(net.bridge):
+        _ip("link", "add", net.bridge, "type", "bridge")
+    prefix = ipaddress.ip_network(net.subnet).prefixlen
+    if f"inet {net.gateway}/" not in _ip("-4", "addr", "show", "dev", net.bridge).stdout:
+        _ip("addr", "add", f"{net.gateway}/{prefix}", "dev", net.bridge)
+    _ip("link", "set", net.bridge, "up")
+    _ip("route", "replace", net.service_cidr, "dev", net.bridge)
 
 
-FORWARD_RULES = (
-    ("-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT"),
-    ("-i", BRIDGE, "-j", "DROP"),    # nothing leaves the bridge for another interface
-    ("-o", BRIDGE, "-j", "DROP"),    # nothing from another interface reaches a Pod
-)
+def forward_rules(net: PodNetwork = DEFAULT) -> tuple[tuple[str, ...], ...]:
+    return (("-i", net.bridge, "-o", net.bridge, "-j", "ACCEPT"),
+            ("-i", net.bridge, "-j", "DROP"),    # nothing leaves the bridge for elsewhere
+            ("-o", net.bridge, "-j", "DROP"))    # nothing from elsewhere reaches a Pod
 
 
-def ensure_isolation() -> None:
-    """`IMAGEKIT-PODNET`, jumped to first from FORWARD (before Docker's chains)."""
-    if _ipt("-S", CHAIN, check=False).returncode != 0:
-        _ipt("-N", CHAIN)
-    for rule in FORWARD_RULES:
-        if _ipt("-C", CHAIN, *rule, check=False).returncode != 0:
-            _ipt("-A", CHAIN, *rule)
-    if _ipt("-C", "FORWARD", "-j", CHAIN, check=False).returncode != 0:
-        _ipt("-I", "FORWARD", "1", "-j", CHAIN)
+def ensure_isolation(net: PodNetwork = DEFAULT) -> None:
+    """The chain (`IMAGEKIT-PODNET`), jumped to first from FORWARD (before Docker's chains)."""
+    if _ipt("-S", net.chain, check=False).returncode != 0:
+        _ipt("-N", net.chain)
+    for rule in forward_rules(net):
+        if _ipt("-C", net.chain, *rule, check=False).returncode != 0:
+            _ipt("-A", net.chain, *rule)
+    if _ipt("-C", "FORWARD", "-j", net.chain, check=False).returncode != 0:
+        _ipt("-I", "FORWARD", "1", "-j", net.chain)
 
 
-def ensure(state_file: Path) -> None:
+def ensure(state_file: Path, net: PodNetwork = DEFAULT) -> None:
     """Bridge, host route, isolation chain; remembers route_localnet (kube-proxy sets it to 1
     for loopback NodePorts) so teardown puts it back."""
     if not state_file.is_file():
         state_file.parent.mkdir(parents=True, exist_ok=True)
-        state_file.write_text(json.dumps({"route_localnet": _read_sysctl(ROUTE_LOCALNET)}) + "\n")
-    ensure_bridge()
-    ensure_isolation()
+        # only the cluster's own network runs with kube-proxy (a scratch one never touches it)
+        saved = _read_sysctl(ROUTE_LOCALNET) if net == DEFAULT else None
+        state_file.write_text(json.dumps({"route_localnet": saved}) + "\n")
+    ensure_bridge(net)
+    ensure_isolation(net)
 
 
 def _read_sysctl(path: Path) -> str | None:
@@ -199,19 +215,20 @@ def remove_netns(paths: list[Path]) -> None:
             _ip("netns", "delete", path.name, check=False)
 
 
-def teardown(kube_proxy: Path | None, state_file: Path) -> None:
+def teardown(kube_proxy: Path | None, state_file: Path, net: PodNetwork = DEFAULT) -> None:
     """Remove what `ensure`, the CNI plugins and kube-proxy added. Safe to run twice."""
     if kube_proxy is not None and kube_proxy.is_file():
         subprocess.run([str(kube_proxy), "--cleanup", "--proxy-mode=iptables"],
                        capture_output=True, check=False, timeout=120)
-    if _ipt("-C", "FORWARD", "-j", CHAIN, check=False).returncode == 0:
-        _ipt("-D", "FORWARD", "-j", CHAIN, check=False)
-    if _ipt("-S", CHAIN, check=False).returncode == 0:
-        _ipt("-F", CHAIN, check=False)
-        _ipt("-X", CHAIN, check=False)
+    while _ipt("-C", "FORWARD", "-j", net.chain, check=False).returncode == 0:
+        if _ipt("-D", "FORWARD", "-j", net.chain, check=False).returncode != 0:
+            break
+    if _ipt("-S", net.chain, check=False).returncode == 0:
+        _ipt("-F", net.chain, check=False)
+        _ipt("-X", net.chain, check=False)
     _remove_empty_portmap_chains()
-    if bridge_exists():
-        _ip("link", "delete", BRIDGE, "type", "bridge", check=False)
+    if bridge_exists(net.bridge):
+        _ip("link", "delete", net.bridge, "type", "bridge", check=False)
     if state_file.is_file():
         try:
             previous = json.loads(state_file.read_text()).get("route_localnet")
@@ -242,3 +259,29 @@ def _remove_empty_portmap_chains() -> None:
                 _ipt("-D", *shlex.split(line[3:]), table="nat", check=False)
         _ipt("-F", chain, table="nat", check=False)
         _ipt("-X", chain, table="nat", check=False)
+
+
+def cni_chain(conf: dict, command: str, netns: Path, container_id: str,
+              cni_path: Path = CNI_DIR, ifname: str = "eth0") -> dict | None:
+    """Run a conflist's plugins as a CNI runtime does (ADD in order with prevResult, DEL in
+    reverse): the kubelet-less way to try a network before containerd uses it."""
+    import os
+
+    plugins = conf["plugins"] if command == "ADD" else list(reversed(conf["plugins"]))
+    result: dict | None = None
+    for plugin in plugins:
+        stdin = dict(plugin, name=conf["name"], cniVersion=conf["cniVersion"])
+        if result is not None:
+            stdin["prevResult"] = result
+        env = {**os.environ, "CNI_COMMAND": command, "CNI_CONTAINERID": container_id,
+               "CNI_NETNS": str(netns), "CNI_IFNAME": ifname, "CNI_PATH": str(cni_path)}
+        done = subprocess.run([str(cni_path / plugin["type"])], input=json.dumps(stdin),
+                              capture_output=True, text=True, env=env, check=False,
+                              timeout=60)
+        if done.returncode != 0:
+            raise InfraError(f"CNI {plugin['type']} {command} failed: "
+                             f"{(done.stdout or done.stderr).strip()[:300]}",
+                             where=str(cni_path / plugin["type"]))
+        if command == "ADD" and done.stdout.strip():
+            result = json.loads(done.stdout)
+    return result

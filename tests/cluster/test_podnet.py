@@ -1,0 +1,195 @@
+"""The local cluster's real Pod network: Pod IPs on the bridge, Pod to Pod, a ClusterIP Service
+through kube-proxy, a headless Service's endpoints, env-var Service discovery, no way out.
+Plus the same network code kubelet-less on a scratch bridge, up and down, leaving nothing.
+
+Clients are Pods that run `wget` once and exit; their log is the answer (no exec needed)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from imagekit.infra import podnet
+
+from .helpers import busybox_pod, wait_running
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+SERVER = ("mkdir -p /www && echo \"pod $(hostname)\" > /www/id && "
+          "exec httpd -f -p 8080 -h /www")
+
+
+def _server(name: str, ns: str) -> dict:
+    pod = busybox_pod(name, ns)
+    pod["metadata"]["labels"] = {"app": name}
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", SERVER]
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    return pod
+
+
+def _client(kube, ns: str, name: str, script: str, timeout: float = 90) -> tuple[str, str]:
+    """Run `script` in a one-shot busybox Pod; (phase, log)."""
+    pod = busybox_pod(name, ns)
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", script]
+    kube.create(pod)
+    deadline = time.monotonic() + timeout
+    phase = None
+    while time.monotonic() < deadline:
+        phase = (kube.get_pod(ns, name) or {}).get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            break
+        time.sleep(0.5)
+    log = kube.pod_logs(ns, name)
+    kube.delete(kube.pod_path(ns, name), grace_seconds=0)
+    return phase or "unknown", log
+
+
+@pytest.fixture(scope="module")
+def servers(kube, test_ns):
+    made = []
+    for name in ("web-a", "web-b"):
+        kube.create(_server(name, test_ns))
+        made.append(name)
+    pods = {name: wait_running(kube, test_ns, name) for name in made}
+    yield pods
+    for name in made:
+        kube.delete(kube.pod_path(test_ns, name), grace_seconds=0)
+
+
+def test_pods_get_their_own_ips_on_the_bridge(servers) -> None:
+    ips = {name: pod["status"]["podIP"] for name, pod in servers.items()}
+    subnet = ipaddress.ip_network(podnet.POD_SUBNET)
+    assert len(set(ips.values())) == 2, ips
+    assert all(ipaddress.ip_address(ip) in subnet for ip in ips.values()), ips
+    assert podnet.GATEWAY not in ips.values()
+    assert podnet.bridge_exists()
+
+
+def test_pod_reaches_pod_over_pod_ip(kube, test_ns, servers) -> None:
+    target = servers["web-b"]["status"]["podIP"]
+    phase, log = _client(kube, test_ns, "client-podip",
+                         f"wget -q -T 5 -O - http://{target}:8080/id")
+    assert phase == "Succeeded" and "pod web-b" in log, log
+
+
+def test_pod_reaches_pod_through_clusterip_service(kube, test_ns, servers) -> None:
+    svc = kube.call("POST", f"/api/v1/namespaces/{test_ns}/services", body={
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web-a"},
+                 "ports": [{"port": 80, "targetPort": 8080}]}})
+    try:
+        ip = svc["spec"]["clusterIP"]
+        assert ipaddress.ip_address(ip) in ipaddress.ip_network(podnet.SERVICE_CIDR)
+        # kube-proxy programs the rule within its sync period; the client retries for a while.
+        # WEB_SERVICE_HOST: the kubelet's env-var discovery (no cluster DNS here).
+        script = ("for i in $(seq 1 30); do "
+                  "wget -q -T 2 -O - http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/id && exit 0; "
+                  "sleep 1; done; exit 1")
+        phase, log = _client(kube, test_ns, "client-svc", f"echo svc=$WEB_SERVICE_HOST; {script}")
+        assert f"svc={ip}" in log, log
+        assert phase == "Succeeded" and "pod web-a" in log, log
+    finally:
+        kube.delete(f"/api/v1/namespaces/{test_ns}/services/web")
+
+
+def test_headless_service_lists_pod_ips_and_they_answer(kube, test_ns, servers) -> None:
+    kube.call("POST", f"/api/v1/namespaces/{test_ns}/services", body={
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "webs"},
+        "spec": {"clusterIP": "None", "selector": {"app": "web-b"},
+                 "ports": [{"port": 8080, "targetPort": 8080}]}})
+    try:
+        want = servers["web-b"]["status"]["podIP"]
+        deadline = time.monotonic() + 30
+        ips: list[str] = []
+        while time.monotonic() < deadline and want not in ips:
+            ep = kube.maybe_get(f"/api/v1/namespaces/{test_ns}/endpoints/webs") or {}
+            ips = [a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or []]
+            time.sleep(0.5)
+        assert ips == [want]
+        phase, log = _client(kube, test_ns, "client-headless",
+                             f"wget -q -T 5 -O - http://{ips[0]}:8080/id")
+        assert phase == "Succeeded" and "pod web-b" in log, log
+    finally:
+        kube.delete(f"/api/v1/namespaces/{test_ns}/services/webs")
+
+
+def test_pod_has_no_route_off_the_machine(kube, test_ns) -> None:
+    """No default route: only the Pod subnet and the Service range (never sends traffic)."""
+    phase, log = _client(kube, test_ns, "client-routes", "cat /proc/net/route; busybox ip route")
+    assert phase == "Succeeded", log
+    rows = [line.split() for line in log.splitlines()[1:] if line.startswith("eth0")]
+    destinations = {ipaddress.ip_address(int(r[1], 16).to_bytes(4, "little")) for r in rows}
+    assert ipaddress.ip_address("0.0.0.0") not in destinations, log
+    assert "default" not in log, log
+    assert ipaddress.ip_address("10.96.0.0") in destinations, log   # the Service range
+    assert ipaddress.ip_address("10.244.0.0") in destinations, log  # the Pod subnet
+
+
+def test_host_forwards_nothing_between_the_bridge_and_elsewhere() -> None:
+    forward = subprocess.run(["iptables", "-w", "10", "-S", "FORWARD"], capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    assert forward[1] == f"-A FORWARD -j {podnet.CHAIN}", forward[:3]
+    chain = subprocess.run(["iptables", "-w", "10", "-S", podnet.CHAIN], capture_output=True,
+                           text=True, check=True).stdout
+    assert f"-A {podnet.CHAIN} -i {podnet.BRIDGE} -j DROP" in chain
+    assert f"-A {podnet.CHAIN} -o {podnet.BRIDGE} -j DROP" in chain
+    nat = subprocess.run(["iptables", "-w", "10", "-t", "nat", "-S"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "-j KUBE-SERVICES" in nat           # kube-proxy runs in iptables mode
+    assert "10.244." not in "\n".join(line for line in nat.splitlines()
+                                      if "MASQUERADE" in line and "-s" in line)
+
+
+# ------------------------------------------------------------------------------ kubelet-less
+
+SCRATCH = podnet.PodNetwork(bridge="ikpodtest0", subnet="10.245.0.0/24", gateway="10.245.0.1",
+                            service_cidr="10.112.0.0/12", chain="IMAGEKIT-PODNET-TEST",
+                            name="imagekit-podnet-test")
+
+
+def _sh(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+
+
+def test_scratch_network_up_and_down_leaves_nothing(tmp_path: Path) -> None:
+    """The network code without kubelet or containerd: two netns on a scratch bridge talk,
+    nothing else is reachable, and teardown removes bridge, chain, jump and netns."""
+    state = tmp_path / "podnet.json"
+    conf = podnet.conflist(tmp_path / "ipam", SCRATCH)
+    names = [f"ikpt-{i}-{int(time.time()) % 100000}" for i in range(2)]
+    try:
+        podnet.ensure(state, SCRATCH)
+        podnet.ensure(state, SCRATCH)   # idempotent: one jump, one set of rules
+        forward = _sh("iptables", "-w", "10", "-S", "FORWARD").stdout
+        assert forward.count(f"-j {SCRATCH.chain}") == 1
+        results = []
+        for i, name in enumerate(names):
+            assert _sh("ip", "netns", "add", name).returncode == 0
+            results.append(podnet.cni_chain(conf, "ADD", Path("/run/netns") / name, f"c{i}"))
+        ips = [r["ips"][0]["address"].split("/")[0] for r in results]
+        routes = _sh("ip", "-n", names[0], "route").stdout
+        assert "default" not in routes and SCRATCH.service_cidr in routes
+        ping = _sh("ip", "netns", "exec", names[0], "busybox", "ping", "-c", "1", "-W", "2",
+                   ips[1])
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        out = _sh("ip", "netns", "exec", names[0], "busybox", "ping", "-c", "1", "-W", "1",
+                  "192.0.2.1")  # no route: refused locally, nothing is sent
+        assert out.returncode != 0 and "unreachable" in (out.stdout + out.stderr).lower()
+        for i, name in enumerate(names):
+            podnet.cni_chain(conf, "DEL", Path("/run/netns") / name, f"c{i}")
+    finally:
+        podnet.remove_netns([Path("/run/netns") / n for n in names])
+        podnet.teardown(None, state, SCRATCH)
+    assert not podnet.bridge_exists(SCRATCH.bridge)
+    assert _sh("iptables", "-w", "10", "-S", SCRATCH.chain).returncode != 0
+    assert f"-j {SCRATCH.chain}" not in _sh("iptables", "-w", "10", "-S", "FORWARD").stdout
+    assert not any(n in _sh("ip", "netns", "list").stdout for n in names)
+    assert SCRATCH.service_cidr not in _sh("ip", "route").stdout
+    assert not state.exists()
+    json.dumps(conf)  # the conflist is plain JSON
