@@ -406,8 +406,10 @@ def up(state: InfraState) -> ComponentStatus:
         "--leader-elect=false"], p, state)
     _wait("the default ServiceAccount token", lambda: _default_sa_ready(p), 90)
     podnet.ensure(p.podnet_state)
-    _start("k8s-kube-proxy", podnet.kube_proxy_argv(K8S_BIN / "kube-proxy", p.kubeconfig,
-                                                   NODE_NAME), p, state)
+    proxy = _start("k8s-kube-proxy", podnet.kube_proxy_argv(K8S_BIN / "kube-proxy",
+                                                           p.kubeconfig, NODE_NAME), p, state)
+    _wait("kube-proxy's iptables rules", podnet.kube_proxy_synced, 60, proxy)
+    podnet.ensure_isolation()   # again: the isolation jump stays first, ahead of kube-proxy's
 
     config_fp = _write_containerd_config(p, state)
     ctrd = _start("k8s-containerd", [shutil.which("containerd") or "/usr/bin/containerd",

@@ -157,8 +157,20 @@ def ensure_isolation(net: PodNetwork = DEFAULT) -> None:
     for rule in forward_rules(net):
         if _ipt("-C", net.chain, *rule, check=False).returncode != 0:
             _ipt("-A", net.chain, *rule)
-    if _ipt("-C", "FORWARD", "-j", net.chain, check=False).returncode != 0:
+    rules = [line for line in _ipt("-S", "FORWARD").stdout.splitlines()
+             if line.startswith("-A FORWARD")]
+    jump = f"-A FORWARD -j {net.chain}"
+    if not rules or rules[0] != jump:
+        # First, also ahead of kube-proxy's KUBE-FORWARD (which accepts its masquerade-marked
+        # packets — e.g. a Service whose Endpoints were set by hand to an outside address).
+        while _ipt("-C", "FORWARD", "-j", net.chain, check=False).returncode == 0:
+            _ipt("-D", "FORWARD", "-j", net.chain)
         _ipt("-I", "FORWARD", "1", "-j", net.chain)
+
+
+def kube_proxy_synced() -> bool:
+    """kube-proxy has put its FORWARD jumps in place (it inserts them at the top)."""
+    return "-j KUBE-FORWARD" in _ipt("-S", "FORWARD", check=False).stdout
 
 
 def ensure(state_file: Path, net: PodNetwork = DEFAULT) -> None:

@@ -2,7 +2,8 @@
 through kube-proxy, a headless Service's endpoints, env-var Service discovery, no way out.
 Plus the same network code kubelet-less on a scratch bridge, up and down, leaving nothing.
 
-Clients are Pods that run `wget` once and exit; their log is the answer (no exec needed)."""
+Clients are Pods that send one HTTP request with busybox `nc` (this busybox-static's `wget`
+segfaults) and exit; their log is the answer (no exec needed)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from imagekit.infra import podnet
 from .helpers import busybox_pod, wait_running
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+def get(host: str, port: str | int = 8080) -> str:
+    """Shell (busybox ash builtins + nc only): one HTTP GET of /id; false when nothing
+    answers."""
+    return (f"out=$(printf 'GET /id HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port}); "
+            'echo "$out"; case "$out" in *"pod "*) true;; *) false;; esac')
+
 
 SERVER = ("mkdir -p /www && echo \"pod $(hostname)\" > /www/id && "
           "exec httpd -f -p 8080 -h /www")
@@ -74,7 +82,7 @@ def test_pods_get_their_own_ips_on_the_bridge(servers) -> None:
 def test_pod_reaches_pod_over_pod_ip(kube, test_ns, servers) -> None:
     target = servers["web-b"]["status"]["podIP"]
     phase, log = _client(kube, test_ns, "client-podip",
-                         f"wget -q -T 5 -O - http://{target}:8080/id")
+                         get(target))
     assert phase == "Succeeded" and "pod web-b" in log, log
 
 
@@ -88,9 +96,9 @@ def test_pod_reaches_pod_through_clusterip_service(kube, test_ns, servers) -> No
         assert ipaddress.ip_address(ip) in ipaddress.ip_network(podnet.SERVICE_CIDR)
         # kube-proxy programs the rule within its sync period; the client retries for a while.
         # WEB_SERVICE_HOST: the kubelet's env-var discovery (no cluster DNS here).
-        script = ("for i in $(seq 1 30); do "
-                  "wget -q -T 2 -O - http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/id && exit 0; "
-                  "sleep 1; done; exit 1")
+        script = ("i=0; while [ $i -lt 30 ]; do "
+                  f"{{ {get('$WEB_SERVICE_HOST', '$WEB_SERVICE_PORT')}; }} && exit 0; "
+                  "i=$((i+1)); sleep 1; done; exit 1")
         phase, log = _client(kube, test_ns, "client-svc", f"echo svc=$WEB_SERVICE_HOST; {script}")
         assert f"svc={ip}" in log, log
         assert phase == "Succeeded" and "pod web-a" in log, log
@@ -113,7 +121,7 @@ def test_headless_service_lists_pod_ips_and_they_answer(kube, test_ns, servers) 
             time.sleep(0.5)
         assert ips == [want]
         phase, log = _client(kube, test_ns, "client-headless",
-                             f"wget -q -T 5 -O - http://{ips[0]}:8080/id")
+                             get(ips[0]))
         assert phase == "Succeeded" and "pod web-b" in log, log
     finally:
         kube.delete(f"/api/v1/namespaces/{test_ns}/services/webs")
