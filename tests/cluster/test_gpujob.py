@@ -105,3 +105,13 @@ def test_a_failing_rank_fails_the_job(kube, test_ns, torch_image, tmp_path):
     assert checks["cleanup"]["status"] == "PASS"
     assert kube.list(f"/api/v1/namespaces/{test_ns}/pods",
                      labelSelector="imagekit.dev/role=gpu-job") == []
+
+
+def test_forcing_indexed_jobs_on_a_server_without_them_is_refused(test_ns, torch_image):
+    done = _cli("cluster", "gpu-preflight", str(torch_image.pinned), "--nodes", "2",
+                "--gpus-per-node", "0", "--namespace", test_ns, "--selector",
+                "nvidia.com/gpu.present=true", "--job-mode", "indexed-job", "--submit",
+                timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "indexed-job needs Indexed Jobs and cluster DNS" in done.stderr
+    assert "completionMode dropped" in done.stderr
