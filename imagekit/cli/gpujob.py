@@ -19,7 +19,6 @@ import typer
 from imagekit.cli import cluster as cluster_cli
 from imagekit.cli.app import console, guarded
 from imagekit.errors import InvalidInput
-from imagekit.evidence import EvidenceStore
 
 COMMAND = "gpu-preflight"
 
@@ -52,6 +51,7 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
+    from imagekit.evidence import EvidenceStore
     from imagekit.gpujob import gpu_preflight_job
     from imagekit.oci import ImageReference
 

@@ -44,6 +44,7 @@ from imagekit.cluster.precheck import GPU, PodIntent, precheck
 from imagekit.cluster.probe import ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError, InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import GpuJobResult
 from imagekit.oci import ImageReference
 from imagekit.results import CheckResult, Status
 
@@ -303,6 +304,7 @@ class GpuJobRun:
     pod_ips: dict[str, str] = field(default_factory=dict)
     endpoints: list[str] = field(default_factory=list)
     submitted: bool = False
+    rendezvous: str | None = None
 
 
 def extract_record(log: str) -> bytes | None:
@@ -358,6 +360,14 @@ def run_gpu_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions,
             _submit(kube, pinned, options, rendered, run, attempt)
         for check in run.checks:
             attempt.add_check(check)
+        attempt.write_result(GpuJobResult(
+            reference=str(pinned), namespace=options.namespace, job=name, mode=mode,
+            server=shape.version, indexed_jobs=shape.indexed_jobs,
+            cluster_dns=shape.cluster_dns, nodes=options.nodes,
+            pods_per_node=options.pods_per_node, gpus_per_node=options.gpus_per_node,
+            pods=options.pods, world_size=options.pods * options.nproc_per_pod,
+            submitted=run.submitted, rendezvous=run.rendezvous, pod_ips=run.pod_ips,
+            endpoints=run.endpoints, record_found=run.record_json is not None))
     return run
 
 
@@ -409,6 +419,7 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
                 run.record_json = record
         if run.record_json is not None:
             attempt.write_bytes("preflight.json", run.record_json)
+        run.rendezvous = rendered.rdzv_endpoint
         elapsed = time.monotonic() - started
         status, detail = outcome["status"], outcome["detail"] + f" after {elapsed:.1f}s"
         run.checks.append(CheckResult(

@@ -67,6 +67,9 @@ def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_imag
     recorded = store.latest(torch_image.digest, "gpu-preflight")
     assert job is not None and recorded is not None
     job_dir = store.path_of(job)
+    result = store.result(job)
+    assert result is not None and result.mode == "job-per-index" and result.world_size == 2
+    assert result.record_found and sorted(result.pod_ips.values()) == ips
     logs = sorted((job_dir / "logs").iterdir())
     assert len(logs) == 2
     record = PreflightRecord.model_validate_json((store.path_of(recorded) /
