@@ -346,6 +346,7 @@ def run_gpu_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions,
         intent = PodIntent.from_pod({"metadata": {"namespace": options.namespace},
                                      "spec": template["spec"]})
         checks = precheck(kube, intent)
+        checks.append(node_count(kube, options))
         blocked = [c for c in checks if not c.status.is_pass]
         run.checks.extend(checks)
         if blocked or not submit:
@@ -369,6 +370,22 @@ def run_gpu_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions,
             submitted=run.submitted, rendezvous=run.rendezvous, pod_ips=run.pod_ips,
             endpoints=run.endpoints, record_found=run.record_json is not None))
     return run
+
+
+def node_count(kube: Kube, options: GpuJobOptions) -> CheckResult:
+    """Enough nodes for the placement: N nodes carrying the nodeSelector's labels (one Pod per
+    node is a hard anti-affinity, so a missing node would leave a Pod Pending until the
+    rendezvous times out)."""
+    nodes = [n["metadata"]["name"] for n in kube.list("/api/v1/nodes")
+             if all(n["metadata"].get("labels", {}).get(k) == v
+                    for k, v in options.node_selector.items())]
+    status = Status.PASS if len(nodes) >= options.nodes else Status.FAIL
+    return CheckResult(name="node_count", status=status,
+                       detail=f"asked for {options.nodes} node(s) x {options.pods_per_node} "
+                              f"Pod(s); {len(nodes)} node(s) match the selector"
+                              + ("" if status is Status.PASS else
+                                 " (use --pods-per-node to put several Pods on one node)"),
+                       data={"nodes": nodes})
 
 
 def _create(kube: Kube, obj: dict) -> dict:

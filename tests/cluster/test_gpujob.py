@@ -118,3 +118,17 @@ def test_forcing_indexed_jobs_on_a_server_without_them_is_refused(test_ns, torch
     assert done.returncode == 2, done.stdout + done.stderr
     assert "indexed-job needs Indexed Jobs and cluster DNS" in done.stderr
     assert "completionMode dropped" in done.stderr
+
+
+def test_more_nodes_than_the_cluster_has_is_a_finding(kube, test_ns, torch_image):
+    """--nodes 2 with one Pod per node on a one-node cluster: found before anything exists."""
+    done = _cli("cluster", "gpu-preflight", str(torch_image.pinned), "--nodes", "2",
+                "--gpus-per-node", "0", "--namespace", test_ns, "--selector",
+                "nvidia.com/gpu.present=true", "--submit", "--json", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["node_count"]["status"] == "FAIL"
+    assert "asked for 2 node(s) x 1 Pod(s); 1 node(s) match" in checks["node_count"]["detail"]
+    assert checks["submission"]["status"] == "FAIL"
+    assert kube.list(f"/apis/batch/v1/namespaces/{test_ns}/jobs",
+                     labelSelector="imagekit.dev/role=gpu-job") == []
