@@ -106,7 +106,8 @@ def _install() -> None:
     def callback(**kwargs):
         mine = {name: kwargs.pop(name, None) for name in _EXTRA}
         if mine["nodes"] is None:
-            given = [f"--{n.replace('_', '-')}" for n in ("gpus_per_node", "preflight_args", "pod_env")
+            given = [f"--{n.replace('_', '-')}"
+                     for n in ("gpus_per_node", "preflight_args", "pod_env")
                      if mine[n] is not None]
             if given or (mine["pods_per_node"] not in (None, 1)) or \
                     mine["job_mode"] not in (None, "auto"):

@@ -418,7 +418,8 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
                          labelSelector=f"imagekit.dev/gpujob={name}")
         endpoints = kube.maybe_get(f"/api/v1/namespaces/{ns}/endpoints/{name}") or {}
         run.endpoints = sorted(a.get("ip", "") for s in endpoints.get("subsets") or []
-                               for a in (s.get("addresses") or []) + (s.get("notReadyAddresses") or []))
+                               for a in (s.get("addresses") or [])
+                               + (s.get("notReadyAddresses") or []))
         attempt.write_json("endpoints.json", endpoints)
         attempt.write_json("jobs.json", outcome["jobs"])
         attempt.write_json("pods.json", [{"name": p["metadata"]["name"],
