@@ -486,7 +486,7 @@ def down(state: InfraState) -> None:
                            check=False, timeout=30)
     for name in reversed(DAEMONS[:-1]):
         processes.stop_tracked(name, paths=sp)
-    podnet.remove_netns(netns)
+    podnet.remove_netns(netns + podnet.netns_on_subnet())
     podnet.teardown(K8S_BIN / "kube-proxy", p.podnet_state)
     _unmount_below(p.root)
     for directory in (p.etcd_data, p.kubelet, p.ctrd):

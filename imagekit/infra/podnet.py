@@ -221,6 +221,26 @@ def sandbox_netns(ctr: list[str]) -> list[Path]:
     return sorted(set(found))
 
 
+def netns_on_subnet(net: PodNetwork = DEFAULT) -> list[Path]:
+    """`cni-*` namespaces holding an address of this network's subnet: the fallback when
+    containerd is not there to name its sandboxes (it crashed before `down`)."""
+    subnet = ipaddress.ip_network(net.subnet)
+    found = []
+    for line in _ip("netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if not name.startswith("cni-"):
+            continue
+        for word in _ip("-n", name, "-4", "-o", "addr", "show", check=False).stdout.split():
+            if "/" in word:
+                try:
+                    if ipaddress.ip_interface(word).ip in subnet:
+                        found.append(Path("/run/netns") / name)
+                        break
+                except ValueError:
+                    continue
+    return found
+
+
 def remove_netns(paths: list[Path]) -> None:
     for path in paths:
         if path.exists():

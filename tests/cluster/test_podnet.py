@@ -175,7 +175,7 @@ def test_scratch_network_up_and_down_leaves_nothing(tmp_path: Path) -> None:
     nothing else is reachable, and teardown removes bridge, chain, jump and netns."""
     state = tmp_path / "podnet.json"
     conf = podnet.conflist(tmp_path / "ipam", SCRATCH)
-    names = [f"ikpt-{i}-{int(time.time()) % 100000}" for i in range(2)]
+    names = [f"cni-ikpt-{i}-{int(time.time()) % 100000}" for i in range(2)]
     try:
         podnet.ensure(state, SCRATCH)
         podnet.ensure(state, SCRATCH)   # idempotent: one jump, one set of rules
@@ -194,6 +194,9 @@ def test_scratch_network_up_and_down_leaves_nothing(tmp_path: Path) -> None:
         out = _sh("ip", "netns", "exec", names[0], "busybox", "ping", "-c", "1", "-W", "1",
                   "192.0.2.1")  # no route: refused locally, nothing is sent
         assert out.returncode != 0 and "unreachable" in (out.stdout + out.stderr).lower()
+        # what `down` finds when containerd is gone: the cni-* netns on this subnet, only
+        assert sorted(podnet.netns_on_subnet(SCRATCH)) == [Path("/run/netns") / n
+                                                           for n in sorted(names)]
         for i, name in enumerate(names):
             podnet.cni_chain(conf, "DEL", Path("/run/netns") / name, f"c{i}")
     finally:
