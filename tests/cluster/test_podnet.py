@@ -106,6 +106,33 @@ def test_pod_reaches_pod_through_clusterip_service(kube, test_ns, servers) -> No
         kube.delete(f"/api/v1/namespaces/{test_ns}/services/web")
 
 
+def test_pod_reaches_itself_through_its_service(kube, test_ns) -> None:
+    """Hairpin: the path of the c10d store host, which joins its own rendezvous Service."""
+    kube.call("POST", f"/api/v1/namespaces/{test_ns}/services", body={
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "hairpin"},
+        "spec": {"selector": {"app": "hairpin"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+    try:
+        pod = busybox_pod("hairpin", test_ns)
+        pod["metadata"]["labels"] = {"app": "hairpin"}
+        pod["spec"]["restartPolicy"] = "Never"
+        serve = SERVER.replace("exec httpd -f", "httpd")   # in the background
+        pod["spec"]["containers"][0]["command"] = ["sh", "-c", (
+            f"{serve}; i=0; while [ $i -lt 30 ]; do "
+            f"{{ {get('$HAIRPIN_SERVICE_HOST', '$HAIRPIN_SERVICE_PORT')}; }} && exit 0; "
+            "i=$((i+1)); sleep 1; done; exit 1")]
+        kube.create(pod)
+        deadline = time.monotonic() + 90
+        phase = None
+        while time.monotonic() < deadline and phase not in ("Succeeded", "Failed"):
+            phase = (kube.get_pod(test_ns, "hairpin") or {}).get("status", {}).get("phase")
+            time.sleep(0.5)
+        log = kube.pod_logs(test_ns, "hairpin")
+        assert phase == "Succeeded" and "pod hairpin" in log, (phase, log)
+    finally:
+        kube.delete(kube.pod_path(test_ns, "hairpin"), grace_seconds=0)
+        kube.delete(f"/api/v1/namespaces/{test_ns}/services/hairpin")
+
+
 def test_headless_service_lists_pod_ips_and_they_answer(kube, test_ns, servers) -> None:
     kube.call("POST", f"/api/v1/namespaces/{test_ns}/services", body={
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "webs"},
