@@ -186,6 +186,31 @@ def test_host_forwards_nothing_between_the_bridge_and_elsewhere() -> None:
                                       if "MASQUERADE" in line and "-s" in line)
 
 
+def test_infra_up_again_changes_nothing(cluster_state) -> None:
+    """Idempotent: a second `infra up --cluster` keeps containerd, kubelet and kube-proxy
+    (same PIDs), one isolation jump, the same conflist."""
+    import sys
+
+    from imagekit.infra import processes
+    from imagekit.infra.state import StatePaths
+
+    paths = StatePaths(cluster_state.state_dir)
+    names = ("k8s-containerd", "k8s-kubelet", "k8s-kube-proxy")
+    before = {n: processes.running(n, paths) for n in names}
+    assert all(before.values()), before
+    conf = cluster_state.state_dir / "k8s" / "ctrd" / "cni-conf" / podnet.CONFLIST
+    stamp = conf.stat().st_mtime_ns
+    done = subprocess.run([sys.executable, "-m", "imagekit", "infra", "up", "--cluster"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = {n: processes.running(n, paths) for n in names}
+    assert {n: r.pid for n, r in after.items() if r} == {n: r.pid for n, r in before.items()}
+    forward = subprocess.run(["iptables", "-w", "10", "-S", "FORWARD"], capture_output=True,
+                             text=True, check=True).stdout
+    assert forward.count(f"-j {podnet.CHAIN}") == 1
+    assert conf.stat().st_mtime_ns == stamp
+
+
 # ------------------------------------------------------------------------------ kubelet-less
 
 SCRATCH = podnet.PodNetwork(bridge="ikpodtest0", subnet="10.245.0.0/24", gateway="10.245.0.1",
