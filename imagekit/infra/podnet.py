@@ -181,8 +181,29 @@ def ensure(state_file: Path, net: PodNetwork = DEFAULT) -> None:
         # only the cluster's own network runs with kube-proxy (a scratch one never touches it)
         saved = _read_sysctl(ROUTE_LOCALNET) if net == DEFAULT else None
         state_file.write_text(json.dumps({"route_localnet": saved}) + "\n")
+    _ensure_bridge_netfilter()
     ensure_bridge(net)
     ensure_isolation(net)
+
+
+BRIDGE_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+def _ensure_bridge_netfilter() -> None:
+    """Service traffic between two Pods of one bridge needs bridged frames to pass iptables
+    (conntrack un-DNATs the reply that goes Pod to Pod on the bridge). br_netfilter is loaded
+    by dockerd, which infra starts first; without it, say so instead of half-working."""
+    value = _read_sysctl(BRIDGE_NF)
+    if value is None:
+        raise InfraError("br_netfilter is not loaded (no bridge-nf-call-iptables): ClusterIP "
+                         "Services between Pods would not work; start docker first "
+                         "(`imagekit infra up`) or load the module", where=str(BRIDGE_NF))
+    if value != "1":
+        try:
+            BRIDGE_NF.write_text("1")
+        except OSError as exc:
+            raise InfraError(f"cannot enable bridge-nf-call-iptables: {exc.strerror}",
+                             where=str(BRIDGE_NF)) from None
 
 
 def _read_sysctl(path: Path) -> str | None:
