@@ -4,14 +4,13 @@ The single-Pod `cluster gpu-preflight` lives in `imagekit.cli.cluster`; this mod
 many-Pod options to that same command without editing it: it wraps the registered callback
 and extends its signature, so whatever options the single-Pod command gains keep working
 unchanged (they are passed through untouched when `--nodes` is absent). With `--nodes` the run
-is a distributed job (`imagekit.cluster.gpujob`, verdict in `imagekit.gpujob`).
+is a distributed job (`imagekit.cluster.gpujob`, verdict in `imagekit.gpu.job`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import shlex
 from pathlib import Path
 
 import typer
@@ -29,9 +28,6 @@ _EXTRA = {
                                   "(0: CPU ranks on gloo, one per Pod)."),
     "pods_per_node": typer.Option(1, "--pods-per-node", help="With --nodes: Pods per node "
                                   "(>1 lets one node take several; GPUs are split evenly)."),
-    "preflight_args": typer.Option(None, "--preflight-args", help="With --nodes: arguments "
-                                   "for the script, one shell-quoted string, e.g. "
-                                   "'--backend gloo --max-bytes 8K'."),
     "pod_env": typer.Option(None, "--env", help="With --nodes: KEY=VALUE for every Pod "
                             "(repeatable), e.g. NCCL_NVLS_ENABLE=0."),
     "job_mode": typer.Option("auto", "--job-mode", help="With --nodes: auto (Indexed Job when "
@@ -39,22 +35,25 @@ _EXTRA = {
                              "Job per index), indexed-job or job-per-index."),
 }
 
-_TYPES = {"nodes": int, "gpus_per_node": int, "pods_per_node": int, "preflight_args": str,
-          "pod_env": list[str], "job_mode": str}
+_TYPES = {"nodes": int, "gpus_per_node": int, "pods_per_node": int, "pod_env": list[str],
+          "job_mode": str}
 
 
 def _run_job(*, reference: str, namespace: str, selector, toleration, priority_class,
              script, submit: bool, timeout: float, kubeconfig, evidence_dir, json_output: bool,
              nodes: int, gpus_per_node: int | None, pods_per_node: int,
-             preflight_args: str | None, pod_env: list[str] | None, job_mode: str,
-             **_ignored) -> None:
+             pod_env: list[str] | None, job_mode: str, preflight_arg: list[str] | None = None,
+             each_node: bool = False, **_ignored) -> None:
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.evidence import EvidenceStore
-    from imagekit.gpujob import gpu_preflight_job
+    from imagekit.gpu.job import gpu_preflight_job
     from imagekit.oci import ImageReference
 
+    if each_node:
+        raise InvalidInput("--nodes (one distributed job) and --each-node (one independent "
+                           "preflight per node) exclude each other", where="--each-node")
     if gpus_per_node is None:
         raise InvalidInput("--nodes needs --gpus-per-node (0 for CPU ranks on gloo)",
                            where="--gpus-per-node")
@@ -62,10 +61,7 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
     client, docker_config = cluster_cli._registry_client(ref.registry)
     with client:
         digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
-    try:
-        args = shlex.split(preflight_args or "")
-    except ValueError as exc:
-        raise InvalidInput(f"--preflight-args: {exc}", where=preflight_args) from None
+    args = list(preflight_arg or [])
     options = GpuJobOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, pods_per_node=pods_per_node,
         namespace=namespace, node_selector=cluster_cli._parse_pairs(selector, "selector"),
@@ -107,7 +103,7 @@ def _install() -> None:
         mine = {name: kwargs.pop(name, None) for name in _EXTRA}
         if mine["nodes"] is None:
             given = [f"--{n.replace('_', '-')}"
-                     for n in ("gpus_per_node", "preflight_args", "pod_env")
+                     for n in ("gpus_per_node", "pod_env")
                      if mine[n] is not None]
             if given or (mine["pods_per_node"] not in (None, 1)) or \
                     mine["job_mode"] not in (None, "auto"):

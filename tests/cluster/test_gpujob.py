@@ -17,6 +17,8 @@ from imagekit.gpu import PreflightRecord, busbw_factor
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
+SMALL_16K = ["--backend", "gloo", "--max-bytes", "16K", "--check-bytes", "64K", "--matmul-n", "64"]
+SMALL_4K = ["--backend", "gloo", "--max-bytes", "4K", "--check-bytes", "16K", "--matmul-n", "32"]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,8 @@ def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_imag
     done = _cli("cluster", "gpu-preflight", str(torch_image.reference), "--nodes", "1",
                 "--pods-per-node", "2", "--gpus-per-node", "0", "--namespace", test_ns,
                 "--selector", "nvidia.com/gpu.present=true",
-                "--script", "gpu_checks/preflight.py", "--preflight-args",
-                "--backend gloo --max-bytes 16K --check-bytes 64K --matmul-n 64",
+                "--script", "gpu_checks/preflight.py",
+                *[f"--preflight-arg={a}" for a in SMALL_16K],
                 "--timeout", "300", "--submit", "--json", "--evidence-dir", str(evidence))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     report = json.loads(done.stdout)
@@ -97,8 +99,7 @@ def test_a_failing_rank_fails_the_job(kube, test_ns, torch_image, tmp_path):
                 "--pods-per-node", "2", "--gpus-per-node", "0", "--namespace", test_ns,
                 "--selector", "nvidia.com/gpu.present=true",
                 "--script", "gpu_checks/preflight.py", "--env", "PREFLIGHT_TEST_WRONG_RANK=1",
-                "--preflight-args",
-                "--backend gloo --max-bytes 4K --check-bytes 16K --matmul-n 32",
+                *[f"--preflight-arg={a}" for a in SMALL_4K],
                 "--timeout", "300", "--submit", "--json",
                 "--evidence-dir", str(tmp_path / "evidence"))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]

@@ -24,7 +24,7 @@ from imagekit.cluster.gpujob import (
 )
 from imagekit.errors import InvalidInput
 from imagekit.gpu import PreflightRecord
-from imagekit.gpujob import record_checks
+from imagekit.gpu.job import record_checks
 from imagekit.oci import ImageReference
 from imagekit.results import Status
 
