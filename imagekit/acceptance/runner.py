@@ -187,10 +187,6 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                 if on_check is not None:
                     on_check(suite, check)
             attempt.write_json("checks.json", [c.model_dump(mode="json") for c in found])
-            attempt.write_result(AcceptResult(
-                kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
-                model=target.model, engine=target.engine,
-                engine_version=target.engine_version))
             attempt.write_text("report.md", render_report(
                 f"Acceptance suite {suite}", context, found))
             checks.extend(found)
@@ -203,19 +199,6 @@ def _accept_result(target: Target, suite: str) -> AcceptResult:
     return AcceptResult(kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
                         model=target.model, engine=target.engine,
                         engine_version=target.engine_version)
-
-
-def _latencies(results: list[RoundResult]) -> list[Latency]:
-    out = []
-    for result in results:
-        for metric in ("ttft", "tpot", "itl", "e2e"):
-            stats = getattr(result, metric)
-            values = {k: getattr(stats, k) for k in ("p50", "p90", "p99")
-                      if getattr(stats, k) is not None}
-            if values:
-                out.append(Latency(label=result.spec.name, metric=metric, unit="s",
-                                   percentiles=values))
-    return out
 
 
 #: A stand-in's answers are not judged, so it need not talk long: output capped (CPU time).
@@ -258,12 +241,12 @@ class RoundProgress(Protocol):
 
 
 def bench_latency(results: list[RoundResult]) -> list[Latency]:
-    """Each round's TTFT, ITL and end-to-end percentiles (LatencyStats are in seconds)."""
+    """Each round's TTFT, TPOT, ITL and end-to-end percentiles (LatencyStats are in seconds)."""
     series = []
     for result in results:
         spec = result.spec
         label = f"round-{spec.index:02d}-{spec.modality}-c{spec.concurrency}"
-        for metric in ("ttft", "itl", "e2e"):
+        for metric in ("ttft", "tpot", "itl", "e2e"):
             stats = getattr(result, metric)
             values = {k: v for k, v in (("p50", stats.p50), ("p90", stats.p90),
                                         ("p99", stats.p99)) if v is not None}
@@ -369,10 +352,6 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
         if image:
             checks.append(regression_check(store, image, subject, attempt.path,
                                            matrix.regression_tolerance))
-        attempt.write_result(BenchResult(
-            matrix=matrix.name, rounds=len(rounds), requests=sum(r.requests for r in rounds),
-            base_url=target.base_url, model=target.model, engine=target.engine,
-            engine_version=target.engine_version, latency=_latencies(results)))
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])

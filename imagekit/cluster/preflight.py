@@ -68,9 +68,6 @@ def run_preflight(kube: Kube, pinned: ImageReference, options: PreflightOptions,
     with store.attempt(pinned.digest, "gpu-preflight", reference=str(pinned),
                        namespace=options.namespace, pod=name, submit=submit) as attempt:
         attempt.write_json("pod-manifest.json", pod)
-        attempt.write_result(GpuPreflightResult(reference=str(pinned),
-                                                namespace=options.namespace, pod=name,
-                                                submitted=submit))
         checks = precheck(kube, intent)
         blocked = [c for c in checks if not c.status.is_pass]
         if blocked or not submit:

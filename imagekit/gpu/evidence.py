@@ -66,12 +66,6 @@ def record_preflight(path: Path, store: EvidenceStore, *, digest: Digest | None 
             name="preflight", status=record.status, detail=record.error or "")]
         for check in checks:
             attempt.add_check(check)
-        attempt.write_result(GpuPreflightResult(
-            world_size=record.world_size, backend=record.backend, gpus=record.gpu_names,
-            hostname=record.software.hostname if record.software else None,
-            sizes=[BandwidthSample(bytes=row.bytes, algbw_GBps=row.algbw_GBps,
-                                   busbw_GBps=row.busbw_GBps)
-                   for row in (record.bandwidth.sizes if record.bandwidth else [])]))
         attempt.finish(status=record.status, summary=summary_line(record))
         location = str(attempt.path)
         key = str(attempt.key)

@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def ik(*args: str, evidence: Path, docker_config: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(evidence),
-           "DOCKER_CONFIG": str(docker_config), "IMAGEKIT_RETRY_WAIT_MAX": "0.05"}
+           "DOCKER_CONFIG": str(docker_config), "IMAGEKIT_RETRY_WAIT_MAX": "0.05",
+           "IMAGEKIT_REQUIRED_CHECKS": "probe"}
     return subprocess.run([sys.executable, "-m", "imagekit", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
@@ -76,3 +77,12 @@ def test_a_lying_copy_blocks_the_copy_not_the_official(infra, tmp_path) -> None:
     decision = json.loads(official_gate.stdout)
     assert decision["digest"] == str(official.digest) and decision["allowed"]
     assert not any("verify-copy" in text for text in decision["reasons"] + decision["warnings"])
+
+    # and what the user saw in the issue: promoting the official is no longer refused
+    promoted = ik("promote", official_ref, "--to", f"{staging}/{repo}-promoted:v1",
+                  "--insecure", staging, **run)
+    assert promoted.returncode == 0, promoted.stderr
+    refused = ik("promote", copy_ref, "--to", f"{staging}/{repo}-promoted:liar",
+                 "--insecure", staging, **run)
+    assert refused.returncode == 1 and "promotion refused by the gate" in refused.stderr
+    assert "verify-copy:layer-content FAIL" in refused.stderr
