@@ -52,6 +52,8 @@ class HopRecord(BaseModel):
     companions: list[str] = []
     seconds: float
     read_back: str
+    #: Upload resumes and restarts (e.g. "the registry refused to resume … sent from byte 0").
+    notes: list[str] = []
 
 
 class PromoteResult(BaseModel):
@@ -84,7 +86,12 @@ class _Stats:
     mounted: int = 0
     manifests: int = 0
     companions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     lock: Lock = field(default_factory=Lock)
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.notes.append(text)
 
     def add(self, **counts: int) -> None:
         with self.lock:
@@ -164,7 +171,8 @@ class Promoter:
         try:
             sent = dst.client.upload_blob(
                 dst.repository, digest, source,
-                on_bytes=lambda n: self.progress.advance(task, n), size=descriptor.size)
+                on_bytes=lambda n: self.progress.advance(task, n), size=descriptor.size,
+                on_note=stats.note)
         finally:
             self.progress.finish(task)
         stats.add(copied=1, bytes_moved=sent)
@@ -239,7 +247,7 @@ class Promoter:
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
-            manifests_pushed=stats.manifests, companions=stats.companions,
+            manifests_pushed=stats.manifests, companions=stats.companions, notes=stats.notes,
             seconds=round(time.perf_counter() - started, 4), read_back=read_back)
 
 
