@@ -4,21 +4,19 @@ unreachable server."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
 from imagekit.errors import InvalidInput
-from imagekit.evidence import EvidenceKey, EvidenceStore
-from imagekit.oci import Digest
-from imagekit.results import CheckResult, overall
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from rich.progress import Progress
+
+    from imagekit.results import CheckResult
 
 SUITE_NAMES = ("functional", "media", "needle")
 SUITE_SIZES = {"functional": 12, "media": 3}
@@ -55,17 +53,23 @@ def _api_key(path: Path | None) -> str | None:
 
 
 def _digest(value: str | None) -> str | None:
+    from imagekit.oci import Digest
+
     return str(Digest.parse(value)) if value else None
 
 
 def _check_name(name: str | None) -> None:
     """Fail on a bad evidence name before any request is sent."""
     if name:
+        from imagekit.evidence import EvidenceKey
+
         EvidenceKey.of(name)
 
 
 def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
            evidence: dict[str, str], target: Any) -> None:
+    from imagekit.results import overall
+
     if json_output:
         print_json({"subject": subject, "digest": digest, "status": overall(checks).value,
                     "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail}
@@ -75,6 +79,9 @@ def _print(json_output: bool, subject: str, digest: str | None, checks: list[Che
                                "engine": target.engine,
                                "engine_version": target.engine_version}})
         return
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table("check", "status", "detail", show_lines=False)
     colours = {"PASS": "green", "FAIL": "red", "DEFERRED": "yellow", "ERROR": "magenta"}
     for check in checks:
@@ -109,6 +116,7 @@ def accept(
     from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_suites)
+    from imagekit.evidence import EvidenceStore  # noqa: PLC0415
 
     suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
     for each in suites:
@@ -134,6 +142,9 @@ def accept(
             if not show_progress(json_output):
                 return subject, await run_suites(client, target, suites, config=config,
                                                  options=options, store=store, subject=subject)
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
+                                       TextColumn, TimeElapsedColumn)
+
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err_console, transient=True) as bar:
                 tasks = {s: bar.add_task(f"accept {s}", total=SUITE_SIZES.get(
@@ -142,6 +153,8 @@ def accept(
                     client, target, suites, config=config, options=options, store=store,
                     subject=subject, on_check=lambda s, _c: bar.advance(tasks[s]))
                 return subject, outcome
+
+    import asyncio  # noqa: PLC0415
 
     subject, outcome = asyncio.run(main())
     _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target)
@@ -190,6 +203,7 @@ def bench(
     from imagekit.acceptance import ChatClient, load_engine_config, load_matrix  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_matrix)
+    from imagekit.evidence import EvidenceStore  # noqa: PLC0415
 
     if engine is not None and engine not in ("vllm", "sglang"):
         raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
@@ -211,10 +225,15 @@ def bench(
                           matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate)
             if not show_progress(json_output):
                 return subject, await run_matrix(client, target, spec, **kwargs)
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
+                                       TextColumn, TimeElapsedColumn)
+
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err_console) as bar:
                 return subject, await run_matrix(client, target, spec,
                                                  progress=_RichRounds(bar), **kwargs)
+
+    import asyncio  # noqa: PLC0415
 
     subject, outcome = asyncio.run(main())
     _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target)

@@ -10,25 +10,87 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console
+from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors click
+from typer.core import TyperGroup
 
 from imagekit.errors import ImagekitError
 
+if TYPE_CHECKING:  # pydantic and rich are not imported for --help: each command imports its own
+    from pydantic import BaseModel
+    from rich.console import Console
+
+
+class _LazyConsole:
+    """rich's Console, made on first use, so that `imagekit --help` does not import rich."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Console | None = None
+
+    def _real(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    # dunders are looked up on the type, not through __getattr__ (rich's Live uses `with`)
+    def __enter__(self) -> Console:
+        return self._real().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._real().__exit__(*exc)
+
+
+#: Human output goes to stderr-free stdout; machine output (--json) is the only stdout then.
+console: Console = _LazyConsole(highlight=False)  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True, highlight=False)  # type: ignore[assignment]
+
+
+class OneLineGroup(TyperGroup):
+    """The root group: a bad option or argument is one line on stderr, exit 2 — not click's
+    usage box. (Errors inside a command are `guarded`'s; this covers what typer parses.)"""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name or "imagekit", complete_var,
+                                standalone_mode=False, **extra)
+        except NoArgsIsHelpError as exc:  # `imagekit cluster`: its help, as click would
+            exc.show()
+            sys.exit(exc.exit_code)
+        except ClickException as exc:
+            where = exc.ctx.command_path if getattr(exc, "ctx", None) else "imagekit"
+            text = " ".join(exc.format_message().split()).rstrip(".")
+            err_console.print(f"imagekit: error: {text} ({where})", markup=False, soft_wrap=True,
+                              emoji=False, highlight=False)
+            sys.exit(2)
+        except typer.Abort:
+            err_console.print("imagekit: error: aborted", markup=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
     name="imagekit",
+    cls=OneLineGroup,
     help="Build, verify, promote and accept LLM inference-server images, with evidence.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # plain click help: typer's rich help alone imports ~0.15 s of rich/markdown modules, half
+    # the `imagekit --help` budget (0.3 s, issue 17)
+    rich_markup_mode=None,
 )
 
-#: Human output goes to stderr-free stdout; machine output (--json) is the only stdout then.
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,9 +115,9 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def print_json(value: BaseModel | dict | list) -> None:
+def print_json(value: "BaseModel | dict | list") -> None:
     """Machine output: one JSON document on stdout, nothing else."""
-    if isinstance(value, BaseModel):
+    if hasattr(value, "model_dump_json"):
         text = value.model_dump_json(indent=2, by_alias=True)
     else:
         text = json.dumps(value, indent=2, default=str)

@@ -11,21 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from imagekit.build import build_image, default_engine, latest_build, pin
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
 from imagekit.errors import CheckFailed, InvalidInput
-from imagekit.evidence import EvidenceStore
-from imagekit.imagesverify import verify_images
-from imagekit.oci import ImageReference
-from imagekit.probe import ProbePlan, probe_image
-from imagekit.results import CheckResult, Status, exit_code_for
-from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
-from imagekit.standins import build_standins
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from rich.table import Table
+
+    from imagekit.results import CheckResult
 
 SpecOpt = typer.Option(None, "--spec", envvar="IMAGEKIT_IMAGES_SPEC",
                        help="Images spec (default dockerfiles/images.toml).")
@@ -47,6 +43,8 @@ def _progress(json_output: bool, title: str) -> Iterator[Callable[[str], None] |
     if not show_progress(json_output):
         yield None
         return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
         task = progress.add_task(title)
@@ -59,6 +57,8 @@ def _progress(json_output: bool, title: str) -> Iterator[Callable[[str], None] |
 
 
 def _checks_table(checks: list[CheckResult]) -> Table:
+    from rich.table import Table
+
     table = Table("check", "status", "detail")
     for check in checks:
         table.add_row(check.name, check.status.value, check.detail[:110])
@@ -72,6 +72,10 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
                                            help="Only compare: fail when a tag moved."),
                 json_output: bool = JsonOpt) -> None:
     """Resolve the profile's base (and mirror) tags to digests into its lock file."""
+    from imagekit.build import pin
+    from imagekit.results import CheckResult, Status, exit_code_for
+    from imagekit.spec import load_spec
+
     images = load_spec(spec)
     profile_name, lines = pin(images, profile, check=check)
     checks = [line.check() for line in lines]
@@ -98,6 +102,11 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                    no_cache: bool = typer.Option(False, "--no-cache"),
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
+    from imagekit.build import default_engine
+    from imagekit.evidence import EvidenceStore
+    from imagekit.spec import load_spec
+    from imagekit.standins import build_standins
+
     images = load_spec(spec)
     with _progress(json_output, "stand-ins") as on_line:
         records = build_standins(images, default_engine(), EvidenceStore(evidence_dir), profile,
@@ -120,6 +129,10 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
                   no_cache: bool = typer.Option(False, "--no-cache"),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
+    from imagekit.build import build_image, default_engine
+    from imagekit.evidence import EvidenceStore
+    from imagekit.spec import load_spec
+
     images = load_spec(spec)
     if all_images == (image is not None):
         raise InvalidInput("name one IMAGE or pass --all")
@@ -139,6 +152,8 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
 
 
 def _guess_engine(ref: str) -> str | None:
+    from imagekit.spec import KNOWN_ENGINES
+
     found = [engine for engine in KNOWN_ENGINES if engine in ref]
     return found[0] if len(found) == 1 else None
 
@@ -156,6 +171,13 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                                                       help="Modules find_spec must resolve."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
+    from imagekit.build import default_engine, latest_build
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import ImageReference
+    from imagekit.probe import ProbePlan, probe_image
+    from imagekit.results import exit_code_for
+    from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
+
     store = EvidenceStore(evidence_dir)
     images = load_spec(spec)
     digest = None
@@ -206,6 +228,12 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                                                 help="Rebuild and re-probe everything."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build both images, push to staging, probe, verify-copy mirrors, write the manifest."""
+    from imagekit.build import default_engine
+    from imagekit.evidence import EvidenceStore
+    from imagekit.imagesverify import verify_images
+    from imagekit.results import Status
+    from imagekit.spec import load_spec
+
     images = load_spec(spec)
     for name in image or []:
         images.image(name)

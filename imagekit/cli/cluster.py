@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from imagekit.cli.app import app, console, guarded, print_json
 from imagekit.errors import InvalidInput
-from imagekit.evidence import EvidenceStore
-from imagekit.results import CheckReport, exit_code_for
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from imagekit.results import CheckReport
 
 cluster_app = typer.Typer(help="Probe images and pre-check GPU Pods on a Kubernetes cluster.",
                           no_args_is_help=True)
@@ -52,6 +54,8 @@ def _print_report(report: CheckReport, json_output: bool) -> None:
 
 
 def _finish(report: CheckReport, json_output: bool) -> None:
+    from imagekit.results import exit_code_for
+
     _print_report(report, json_output)
     code = exit_code_for(report.checks)
     if code:
@@ -125,8 +129,10 @@ def launch_log_parse(
 ) -> None:
     """Weight-load seconds per rank, CUDA graph capture, piecewise buckets, missing MoE tuning
     config; with --startup-probe-seconds, whether that budget covers them."""
+    from imagekit.evidence import EvidenceStore
     from imagekit.launch import parse_startup_log, required_startup_seconds, startup_budget_check
     from imagekit.launch.budget import ProbeBudget
+    from imagekit.results import exit_code_for
 
     if engine not in ("sglang", "vllm"):
         raise InvalidInput("engine must be sglang or vllm", where=engine)
@@ -277,10 +283,11 @@ def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[d
     """Exit code after the profile's accepted statuses (e.g. the stand-in's CPU torch has no
     sm_90: torch_arch FAIL accepted locally). Accepted checks keep their real status in the
     report and evidence; only the verdict takes the acceptance, shown with its reason."""
+    from imagekit.results import CheckResult, Status, exit_code_for
+
     if found is None:
         return exit_code_for(report.checks), []
     from imagekit.imagesverify import judge
-    from imagekit.results import CheckResult, Status
 
     spec, name, _ = found
     profile_name, prof = spec.profile(profile)
@@ -320,6 +327,7 @@ def cluster_probe(
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.probe import ProbeOptions, run_probe
+    from imagekit.evidence import EvidenceStore
     from imagekit.oci import Digest, ImageReference
 
     ref = ImageReference.parse(reference)
@@ -372,6 +380,7 @@ def cluster_precheck(
 
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
+    from imagekit.results import CheckReport
 
     storage = None
     if storage_label or storage_driver:
@@ -432,6 +441,7 @@ def cluster_gpu_preflight(
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.precheck import StorageNeed
     from imagekit.cluster.preflight import PreflightOptions, run_preflight
+    from imagekit.evidence import EvidenceStore
     from imagekit.oci import ImageReference
 
     if preemption_policy not in (None, "Never", "PreemptLowerPriority"):

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from imagekit.cli.app import app, console, guarded, print_json
-from imagekit.evidence import EvidenceStore
 
 evidence_app = typer.Typer(help="Read the evidence store (records keyed by image digest).",
                            no_args_is_help=True)
@@ -27,6 +25,10 @@ def list_attempts(
     json_output: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List attempts per key, oldest first."""
+    from rich.table import Table
+
+    from imagekit.evidence import EvidenceStore
+
     store = EvidenceStore(evidence_dir)
     keys = [key] if key else store.keys()
     rows = []

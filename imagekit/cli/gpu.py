@@ -5,15 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from imagekit.cli.app import app, console, guarded, print_json
 from imagekit.errors import CheckFailed
-from imagekit.evidence import EvidenceStore
-from imagekit.gpu import record_preflight
-from imagekit.gpu.evidence import summary_line
-from imagekit.oci import Digest
-from imagekit.results import CheckReport, Status
 
 
 @app.command("gpu-record")
@@ -31,6 +25,14 @@ def gpu_record(
     json_output: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Validate a GPU preflight record, add it to evidence; exit 1 when its verdict is not PASS."""
+    from rich.table import Table
+
+    from imagekit.evidence import EvidenceStore
+    from imagekit.gpu import record_preflight
+    from imagekit.gpu.evidence import summary_line
+    from imagekit.oci import Digest
+    from imagekit.results import CheckReport, Status
+
     parsed_digest = Digest.parse(digest) if digest else None
     done = record_preflight(file, EvidenceStore(evidence_dir), digest=parsed_digest, name=name,
                             log=log)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from imagekit.cli.app import app, console, guarded, print_json
-from imagekit.infra import manager
-from imagekit.infra.state import ComponentStatus
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from rich.table import Table
+
+    from imagekit.infra.state import ComponentStatus
 
 infra_app = typer.Typer(help="Start, stop and inspect the local Docker engine, registries and "
                              "cluster (as root).", no_args_is_help=True)
@@ -19,6 +23,8 @@ def _components_json(components: list[ComponentStatus]) -> dict:
 
 
 def _table(components: list[ComponentStatus]) -> Table:
+    from rich.table import Table
+
     table = Table("component", "running", "address", "pid", "detail / fix")
     for c in components:
         note = c.detail if c.fix is None else f"{c.detail} → run: {c.fix}"
@@ -33,6 +39,8 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
                                     "cluster."),
        json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Install and start only what is missing (idempotent)."""
+    from imagekit.infra import manager
+
     state, components = manager.up(cluster=cluster)
     if json_output:
         print_json({**_components_json(components), "state": state.model_dump(mode="json")})
@@ -48,6 +56,8 @@ def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
                                       help="Also stop the cluster (default) or leave it running."),
          json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Stop only the processes imagekit started (verified by PID and start time)."""
+    from imagekit.infra import manager
+
     stopped = manager.down(cluster=cluster)
     if json_output:
         print_json({"stopped": stopped})
@@ -59,6 +69,8 @@ def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
 @guarded
 def status(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """What runs, where, and for anything missing the command that fixes it."""
+    from imagekit.infra import manager
+
     components = manager.status()
     if json_output:
         print_json(_components_json(components))

@@ -9,29 +9,18 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
-from imagekit.errors import (
-    DigestMismatch,
-    InvalidInput,
-    NotFound,
-    TransportError,
-    Unauthorized,
-)
-from imagekit.evidence import EvidenceStore
-from imagekit.oci import ImageReference, Platform
-from imagekit.registry import ClientPool, RegistryOptions
-from imagekit.registry.progress import NullProgress
+from imagekit.errors import InvalidInput
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from rich.progress import Progress
+
+    from imagekit.oci import ImageReference
+    from imagekit.registry import RegistryOptions
 
 Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
                         help="Allow plain HTTP / unverified TLS for this registry (host:port); "
@@ -66,8 +55,19 @@ class RichSink:
 @contextmanager
 def progress_sink(json_output: bool):
     if not show_progress(json_output):
+        from imagekit.registry.progress import NullProgress
+
         yield NullProgress()
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console,
                   transient=True) as progress:
@@ -75,10 +75,14 @@ def progress_sink(json_output: bool):
 
 
 def _options(insecure: list[str], ca_file: Path | None) -> RegistryOptions:
+    from imagekit.registry import RegistryOptions
+
     return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
 
 
 def _ref(text: str, what: str) -> ImageReference:
+    from imagekit.oci import ImageReference
+
     try:
         return ImageReference.parse(text)
     except InvalidInput as exc:
@@ -99,6 +103,10 @@ def verify_copy_cmd(
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
+    from imagekit.errors import DigestMismatch, NotFound, TransportError, Unauthorized
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import Platform
+    from imagekit.registry import ClientPool
     from imagekit.verify import record_evidence, verify_copy
     from imagekit.verify.copy import record_failure
 
@@ -146,6 +154,8 @@ def promote_cmd(
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back."""
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import Platform
     from imagekit.promote import run_promote
 
     if force and not (reason or "").strip():

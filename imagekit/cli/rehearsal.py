@@ -14,32 +14,44 @@ later steps without saying so.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict
-from rich.table import Table
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json
-from imagekit.evidence import EvidenceStore
-from imagekit.results import CheckResult, Status, exit_code_for, overall
+
+if TYPE_CHECKING:
+    from imagekit.results import Status
 
 
-class RehearsalStep(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@functools.cache
+def _step_model() -> Any:
+    """RehearsalStep, built on first use: pydantic is not imported for `imagekit --help`."""
+    from pydantic import BaseModel, ConfigDict
 
-    name: str
-    argv: list[str]
-    exit_code: int
-    seconds: float
-    status: Status
+    from imagekit.results import Status
+
+    class RehearsalStep(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+
+        name: str
+        argv: list[str]
+        exit_code: int
+        seconds: float
+        status: Status
+
+    return RehearsalStep
 
 
 def _status_of(code: int) -> Status:
+    from imagekit.results import Status
+
     return {0: Status.PASS, 1: Status.FAIL}.get(code, Status.ERROR)
 
 
@@ -48,7 +60,7 @@ class _Runner:
 
     def __init__(self, attempt, json_output: bool) -> None:
         self.attempt, self.json_output = attempt, json_output
-        self.steps: list[RehearsalStep] = []
+        self.steps: list[Any] = []
         self.env: dict[str, str] | None = None
 
     def use_infra_credentials(self) -> None:
@@ -62,6 +74,8 @@ class _Runner:
             self.env = {**os.environ, **registry_env()}
 
     def run(self, name: str, *args: str, want_json: bool = False) -> tuple[int, dict | None]:
+        from imagekit.results import CheckResult
+
         argv = [sys.executable, "-m", "imagekit", *args]
         if not self.json_output:
             err_console.print(f"[bold]→ {name}[/]: imagekit {' '.join(args)}")
@@ -69,7 +83,7 @@ class _Runner:
         done = subprocess.run(argv, capture_output=True, text=True, check=False,
                               env=self.env)
         seconds = round(time.monotonic() - started, 2)
-        step = RehearsalStep(name=name, argv=["imagekit", *args], exit_code=done.returncode,
+        step = _step_model()(name=name, argv=["imagekit", *args], exit_code=done.returncode,
                              seconds=seconds, status=_status_of(done.returncode))
         self.steps.append(step)
         index = len(self.steps)
@@ -107,6 +121,8 @@ def rehearsal(
 ) -> None:
     """Run the local stand-in rehearsal of the whole release path, end to end."""
     from imagekit.build import latest_build
+    from imagekit.evidence import EvidenceStore
+    from imagekit.results import CheckResult, Status, exit_code_for, overall
     from imagekit.spec import load_spec
 
     spec = load_spec()
@@ -156,6 +172,8 @@ def rehearsal(
     if json_output:
         print_json(summary)
     else:
+        from rich.table import Table
+
         table = Table("step", "status", "detail", title=f"rehearsal ({profile_name})")
         for check in checks:
             table.add_row(check.name, check.status.value, check.detail[:90])

@@ -9,7 +9,6 @@ import typer
 
 from imagekit.cli.app import app, console, err_console, guarded, print_json
 from imagekit.errors import CheckFailed, InvalidInput
-from imagekit.evidence import EvidenceStore
 
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                            help="Evidence store root (default ./.evidence).")
@@ -42,6 +41,7 @@ def report_command(
 ) -> None:
     """Report everything the evidence says about one image: versions, base, fix layers, each
     check with its evidence path, digests at every endpoint, GPU preflight, acceptance."""
+    from imagekit.evidence import EvidenceStore
     from imagekit.report import build_report, render
     from imagekit.report.render import FORMATS, write_all
     from imagekit.report.resolve import resolve
@@ -102,6 +102,7 @@ def gate_command(
     json_output: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
 ) -> None:
     """Would the promotion gate let this digest through? Exit 0 yes, 1 no (reasons listed)."""
+    from imagekit.evidence import EvidenceStore
     from imagekit.report import check_promotable
     from imagekit.report.resolve import resolve
 

@@ -7,7 +7,11 @@ Layout::
     <root>/<key>/<kind>/<attempt-id>/<files…>           raw logs beside parsed results
 
 `<key>` is `sha256/<hex>` for an image digest, or `name/<slug>` for work that has no digest
-(yet), e.g. a build that failed before producing an image. Attempt directories are created
+(yet), e.g. a build that failed before producing an image. The key is where an attempt is
+filed; what it is *about* is its `subjects` (digests with roles, `imagekit.evidence.contract`),
+and what it established is its typed `result` (one model per kind, `imagekit.evidence.kinds`):
+`Attempt.write_result` writes it, `EvidenceStore.result` reads it back. Attempts of the previous
+layout (no subjects, no result; `layout` 1) are read through `imagekit.evidence.legacy`. Attempt directories are created
 exclusively and files opened with mode "x": a rerun can only add, never overwrite. Finished
 attempts are made read-only.
 """
@@ -30,8 +34,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import EvidenceError, InvalidInput
+from imagekit.evidence import legacy
+from imagekit.evidence.contract import EvidenceResult, Role, Subject, model_for, parse_result
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status, overall
+
+#: The attempt.json layout this code writes: 2 = subjects and a typed result (issue 12);
+#: 1 (absent in the file) = the previous layout, read through imagekit.evidence.legacy.
+LAYOUT = 2
 
 DEFAULT_ROOT_ENV = "IMAGEKIT_EVIDENCE_DIR"
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -100,19 +110,53 @@ class AttemptRecord(BaseModel):
     checks: list[CheckResult] = []
     files: list[FileEntry] = []
     context: dict[str, Any] = {}
+    layout: int = 1
+    subjects: list[Subject] = []
+    result: dict[str, Any] | None = None
 
 
 class Attempt:
     """An open attempt directory; write files, then `finish()` (or let the context manager)."""
 
     def __init__(self, store: "EvidenceStore", key: EvidenceKey, kind: str, path: Path,
-                 attempt_id: str, context: dict[str, Any]) -> None:
+                 attempt_id: str, context: dict[str, Any],
+                 subjects: list[Subject] | None = None) -> None:
         self.store, self.key, self.kind, self.path = store, key, kind, path
         self.attempt_id = attempt_id
         self.started = _now()
         self.context = dict(context)
         self.checks: list[CheckResult] = []
         self.record: AttemptRecord | None = None
+        self.subjects: list[Subject] = []
+        self.result: EvidenceResult | None = None
+        for subject in subjects if subjects is not None else _default_subjects(key):
+            self.add_subject(subject.digest, subject.role, subject.reference)
+
+    def add_subject(self, digest: Digest | str, role: Role = Role.SUBJECT,
+                    reference: str | None = None) -> None:
+        """Name a digest this attempt speaks about (e.g. a build learns its pushed digest
+        only after the push). A digest already named in the same role is not repeated."""
+        subject = Subject.of(digest, role, reference)
+        for index, known in enumerate(self.subjects):
+            if known.digest == subject.digest and known.role == subject.role:
+                if known.reference is None and subject.reference is not None:
+                    self.subjects[index] = subject
+                return
+        self.subjects.append(subject)
+
+    def write_result(self, result: EvidenceResult) -> None:
+        """The one way to record what this attempt established: the result model of its kind
+        (`imagekit.evidence.kinds`), stored in attempt.json when the attempt finishes."""
+        if self.record is not None:
+            raise EvidenceError("the attempt is finished; its result cannot change",
+                                where=str(self.path))
+        model = model_for(self.kind)
+        if model is None or not isinstance(result, model) or result.kind != self.kind:
+            raise EvidenceError(f"a {type(result).__name__} ({result.kind}) is not the result "
+                                f"model of kind {self.kind!r}", where=str(self.path))
+        if self.result is not None:
+            raise EvidenceError("an attempt has one result", where=str(self.path))
+        self.result = result
 
     def _target(self, name: str) -> Path:
         target = (self.path / name).resolve()
@@ -162,7 +206,9 @@ class Attempt:
         self.record = AttemptRecord(
             key=str(self.key), kind=self.kind, attempt_id=self.attempt_id,
             started=self.started, finished=_now(), status=status, summary=summary,
-            checks=self.checks, files=files, context=self.context)
+            checks=self.checks, files=files, context=self.context, layout=LAYOUT,
+            subjects=self.subjects,
+            result=self.result.model_dump(mode="json") if self.result is not None else None)
         with open(self.path / "attempt.json", "x") as handle:
             handle.write(self.record.model_dump_json(indent=2) + "\n")
         for file in self.path.rglob("*"):
@@ -170,6 +216,11 @@ class Attempt:
                 file.chmod(0o444)
         self.store._append_index(self.record, self.path)
         return self.record
+
+
+def _default_subjects(key: EvidenceKey) -> list[Subject]:
+    """An attempt filed under a digest is about that digest unless it says otherwise."""
+    return [Subject(digest=key.digest)] if key.digest is not None else []
 
 
 class EvidenceStore:
@@ -191,17 +242,19 @@ class EvidenceStore:
             return path, attempt_id
         raise EvidenceError(f"could not create a fresh attempt directory under {parent}")
 
-    def begin(self, subject: Digest | str | EvidenceKey, kind: str,
-              **context: Any) -> Attempt:
+    def begin(self, subject: Digest | str | EvidenceKey, kind: str, *,
+              subjects: list[Subject] | None = None, **context: Any) -> Attempt:
+        """Open an attempt filed under `subject` (a digest or a name). `subjects`: the digests
+        it is about, with roles; default: the key's digest as the subject."""
         key = EvidenceKey.of(subject)
         path, attempt_id = self._new_attempt_dir(key, kind)
-        return Attempt(self, key, kind, path, attempt_id, context)
+        return Attempt(self, key, kind, path, attempt_id, context, subjects)
 
     @contextmanager
-    def attempt(self, subject: Digest | str | EvidenceKey, kind: str,
-                **context: Any) -> Iterator[Attempt]:
+    def attempt(self, subject: Digest | str | EvidenceKey, kind: str, *,
+                subjects: list[Subject] | None = None, **context: Any) -> Iterator[Attempt]:
         """Open an attempt; on an exception it is finished as ERROR with the traceback kept."""
-        attempt = self.begin(subject, kind, **context)
+        attempt = self.begin(subject, kind, subjects=subjects, **context)
         try:
             yield attempt
         except BaseException as exc:
@@ -221,6 +274,7 @@ class EvidenceStore:
             "key": record.key, "kind": record.kind, "attempt_id": record.attempt_id,
             "status": record.status.value, "finished": record.finished.isoformat(),
             "path": str(path.relative_to(self.root)), "summary": record.summary,
+            "subjects": [f"{s.role.value}:{s.digest}" for s in record.subjects],
         }, sort_keys=True)
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / "index.jsonl", "a") as handle:
@@ -248,6 +302,25 @@ class EvidenceStore:
     def latest(self, subject: Digest | str | EvidenceKey, kind: str) -> AttemptRecord | None:
         found = self.attempts(subject, kind)
         return found[-1] if found else None
+
+    def result(self, record: AttemptRecord) -> EvidenceResult | None:
+        """The typed result of an attempt (the model of its kind), or None when the attempt
+        recorded none (e.g. it broke first). Previous-layout attempts are read by
+        `imagekit.evidence.legacy` from the files they kept. EvidenceError when stored data
+        does not match its model."""
+        where = str(self.path_of(record))
+        if record.layout >= 2:
+            if record.result is None:
+                return None
+            return parse_result(record.kind, record.result, where=where)
+        return legacy.result(self, record)
+
+    def subjects(self, record: AttemptRecord) -> list[Subject]:
+        """What an attempt is about; for a previous-layout attempt, derived from its key,
+        context and files as the old reader did (verify-copy: the copy is the subject)."""
+        if record.layout >= 2:
+            return list(record.subjects)
+        return legacy.subjects(self, record)
 
     def path_of(self, record: AttemptRecord) -> Path:
         return self.root / EvidenceKey.of(record.key).relative / \

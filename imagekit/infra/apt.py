@@ -1,9 +1,9 @@
 """Debian packages infra needs, installed with apt only when missing (idempotent, quiet).
 
 `docker-buildx` is not in bookworm; trixie's build (a static-ish Go binary needing libc6 >= 2.34)
-works on bookworm. It is fetched with a *private* sources list, lists dir and cache under the
-state dir, so the machine's /etc/apt is never touched and no trixie package can sneak into a
-normal `apt-get upgrade`.
+works on bookworm, and so do sid's crane, oras and cosign. Such a package is fetched with a
+*private* sources list, lists dir and cache under the state dir, so the machine's /etc/apt is
+never touched and no newer-suite package can sneak into a normal `apt-get upgrade`.
 """
 
 from __future__ import annotations
@@ -74,9 +74,13 @@ def debian_mirror() -> str:
     return candidates[0].rstrip("/")
 
 
-def trixie_source() -> str:
+def suite_source(suite: str) -> str:
     return (f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
-            f"{debian_mirror()} trixie main\n")
+            f"{debian_mirror()} {suite} main\n")
+
+
+def trixie_source() -> str:
+    return suite_source("trixie")
 
 
 def missing_packages(packages: list[str]) -> list[str]:
@@ -129,21 +133,32 @@ def ensure_packages(packages: list[str], log: Path | None = None) -> list[str]:
 
 def ensure_trixie_package(package: str, paths: StatePaths, log: Path | None = None) -> bool:
     """Install `package` from Debian trixie via a private apt configuration; True if done now."""
+    return ensure_suite_package(package, "trixie", paths, log)
+
+
+def ensure_suite_package(package: str, suite: str, paths: StatePaths,
+                         log: Path | None = None) -> bool:
+    """Install `package` from Debian `suite` (trixie, sid) via a private apt configuration, only
+    when dpkg lacks it; True if installed now. The .deb is kept, so a rerun downloads nothing."""
     if installed(package):
         return False
-    root = paths.apt / "trixie"
+    if os.geteuid() != 0:
+        raise InfraError(f"package {package} is missing; installing it needs root",
+                         where="apt-get")
+    root = paths.apt / suite
     lists, cache = root / "lists", root / "cache"
     parts, debs = root / "sources.list.d", root / "debs"
     for directory in (lists / "partial", cache / "archives" / "partial", parts, debs):
         directory.mkdir(parents=True, exist_ok=True)
     sources = root / "sources.list"
-    sources.write_text(trixie_source())
+    sources.write_text(suite_source(suite))
     private = ["-o", f"Dir::Etc::sourcelist={sources}", "-o", f"Dir::Etc::sourceparts={parts}",
                "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={cache}",
                "-o", "APT::Get::List-Cleanup=0"]
     found = sorted(debs.glob(f"{package}_*.deb"))
     if not found:
-        _run(["apt-get", *private, "-q", "update"], f"apt-get update (trixie, for {package})", log)
+        _run(["apt-get", *private, "-q", "update"], f"apt-get update ({suite}, for {package})",
+             log)
         _run(["apt-get", *private, "-q", "download", package], f"apt-get download {package}",
              log, cwd=debs)
         found = sorted(debs.glob(f"{package}_*.deb"))

@@ -11,6 +11,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from imagekit.evidence.kinds import GateDecision  # noqa: F401 - stored in ReportResult
 from imagekit.report.accepted import Accepted
 from imagekit.results import Status
 
@@ -174,20 +175,3 @@ class ImageReport(BaseModel):
             row["evidence"] = max(lines, key=lambda x: x.finished).evidence
             rows.append(row)
         return rows
-
-
-class GateDecision(BaseModel):
-    """Whether a digest may be promoted, and every reason it may not."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    digest: str
-    allowed: bool
-    reasons: list[str] = []
-    warnings: list[str] = []
-    required: list[str] = []
-    overridden: bool = False
-    override_reason: str | None = None
-    override_evidence: str | None = None
-
-

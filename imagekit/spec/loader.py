@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from imagekit.errors import SpecError
+from imagekit.errors import InvalidInput, SpecError
+from imagekit.inputs import inside, read_text
 from imagekit.spec.lock import load_lock
 from imagekit.spec.models import ImagesSpec, ResolvedImage
 
@@ -32,7 +33,11 @@ def load_spec(path: Path | str | None = None) -> ImagesSpec:
     if not path.is_file():
         raise SpecError("images spec not found", where=str(path))
     try:
-        data = tomllib.loads(path.read_text())
+        text = read_text(path, "images spec")
+    except InvalidInput as exc:
+        raise SpecError(exc.message, where=exc.where) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"images spec is not valid TOML: {exc}", where=str(path)) from None
     if "root" in data:
@@ -46,10 +51,20 @@ def load_spec(path: Path | str | None = None) -> ImagesSpec:
         raise SpecError(f"bad images spec: {loc}: {msg}" if loc else f"bad images spec: {msg}",
                         where=str(path)) from None
     for name in spec.images:
+        try:  # refused before anything reads it: a spec cannot point a build at /etc/passwd
+            inside(spec.root, spec.images[name].dockerfile, f"image {name!r}: dockerfile",
+                   str(path))
+        except InvalidInput as exc:
+            raise SpecError(exc.message, where=exc.where) from None
         dockerfile = spec.dockerfile_path(name)
         if not dockerfile.is_file():
             raise SpecError(f"image {name!r}: Dockerfile {spec.images[name].dockerfile!r} "
                             "does not exist", where=str(path))
+    for name, prof in spec.profiles.items():
+        try:
+            inside(spec.root, prof.lock, f"profile {name!r}: lock", str(path))
+        except InvalidInput as exc:
+            raise SpecError(exc.message, where=exc.where) from None
     return spec
 
 

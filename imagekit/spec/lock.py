@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from imagekit.errors import SpecError
+from imagekit.errors import InvalidInput, SpecError
+from imagekit.inputs import read_text
 from imagekit.oci import Digest, ImageReference
 
 
@@ -42,7 +43,11 @@ def load_lock(path: Path, profile: str) -> LockFile:
     if not path.exists():
         return LockFile(profile=profile)
     try:
-        data = tomllib.loads(path.read_text())
+        text = read_text(path, "lock file")
+    except InvalidInput as exc:
+        raise SpecError(exc.message, where=exc.where) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"lock file is not valid TOML: {exc}", where=str(path)) from None
     try:

@@ -65,6 +65,24 @@ class ImageSpec(BaseModel):
             raise ValueError(f"unknown engine {value!r} (known: {', '.join(KNOWN_ENGINES)})")
         return value
 
+    @field_validator("repository")
+    @classmethod
+    def _oci_repository(cls, value: str) -> str:
+        from imagekit.errors import InvalidInput
+        from imagekit.inputs import oci_repository
+
+        try:  # `UPPER/Case::x` would build, tag nothing pushable, and record a PASS
+            return oci_repository(value, "repository")
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from None
+
+    @field_validator("dockerfile")
+    @classmethod
+    def _relative_dockerfile(cls, value: str) -> str:
+        if not value or value.startswith("/") or "\x00" in value:
+            raise ValueError(f"dockerfile {value!r} must be a path relative to the spec")
+        return value
+
     @field_validator("probes")
     @classmethod
     def _known_probes(cls, value: list[str]) -> list[str]:

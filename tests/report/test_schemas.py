@@ -60,3 +60,14 @@ def test_records_validate_against_their_schemas(rehearsal) -> None:
     bad = json.loads(report.model_dump_json())
     bad["status"] = "MAYBE"
     assert list(_validator("ImageReport.json").iter_errors(bad))
+
+
+def test_every_evidence_kind_model_is_exported() -> None:
+    """`imagekit schemas export|check` covers each kind's result model (issue 12)."""
+    from imagekit.evidence import registered
+    from imagekit.schemas.export import MODELS
+
+    listed = set(MODELS)
+    missing = [f"{m.__module__}.{m.__qualname__}" for m in registered().values()
+               if f"{m.__module__}.{m.__qualname__}" not in listed]
+    assert not missing, missing

@@ -79,3 +79,85 @@ def test_every_listed_key_reads_back_its_attempts(tmp_path: Path) -> None:
         [record] = store.attempts(key)
         assert record.key == key
         assert (store.path_of(record) / "attempt.json").is_file()
+
+
+# -- the contract of issue 12: subjects with roles, one typed result per kind ---------------
+
+from imagekit.evidence import Role, Subject, judged, model_for, registered  # noqa: E402
+from imagekit.evidence.kinds import (  # noqa: E402
+    AcceptResult, BuildResult, ProbeResult, VerifyCopyEvidence)
+
+OFFICIAL = Digest.parse("sha256:" + "1" * 64)
+COPY = Digest.parse("sha256:" + "2" * 64)
+
+
+def test_a_result_round_trips_as_its_model(tmp_path: Path) -> None:
+    store = EvidenceStore(tmp_path)
+    written = ProbeResult(image="imagekit-local/x:1", probes=["pip_check"],
+                          versions={"torch": "2.13.0", "av": None})
+    with store.attempt(OFFICIAL, "probe") as attempt:
+        attempt.write_result(written)
+        attempt.add_check(CheckResult(name="pip_check", status=Status.PASS))
+    [record] = store.attempts(OFFICIAL, "probe")
+    assert record.layout == 2 and store.result(record) == written
+    assert store.subjects(record) == [Subject(digest=OFFICIAL, role=Role.SUBJECT)]
+
+
+def test_the_wrong_model_or_a_second_result_is_refused(tmp_path: Path) -> None:
+    store = EvidenceStore(tmp_path)
+    with store.attempt(OFFICIAL, "build") as attempt:
+        with pytest.raises(EvidenceError, match="not the result model of kind 'build'"):
+            attempt.write_result(ProbeResult(image="x"))
+        attempt.write_result(BuildResult(name="x"))
+        with pytest.raises(EvidenceError, match="one result"):
+            attempt.write_result(BuildResult(name="y"))
+        attempt.add_check(CheckResult(name="build", status=Status.PASS))
+
+
+def test_verify_copy_subjects_have_roles(tmp_path: Path) -> None:
+    store = EvidenceStore(tmp_path)
+    subjects = [Subject.of(COPY, Role.SUBJECT, "r/copy"),
+                Subject.of(OFFICIAL, Role.COMPARED_WITH, "r/official")]
+    with store.attempt(COPY, "verify-copy", subjects=subjects) as attempt:
+        attempt.write_result(VerifyCopyEvidence(official="r/official", copy_ref="r/copy",
+                                                verdict="different"))
+        attempt.add_check(CheckResult(name="layer-content", status=Status.FAIL))
+    [record] = store.attempts(COPY)
+    assert judged(store.subjects(record)) == {str(COPY)}     # the official is not judged
+    assert store.attempts(OFFICIAL) == []
+
+
+def test_a_kind_family_has_one_model() -> None:
+    assert model_for("accept-media") is AcceptResult is model_for("accept-functional")
+    assert model_for("no-such-kind") is None
+    assert {"build", "probe", "verify-copy", "promote", "report", "accept-*"} <= set(
+        registered())
+    with pytest.raises(ValueError):
+        AcceptResult(kind="bench", suite="x")
+
+
+def test_stored_result_that_does_not_match_its_model_is_an_error(tmp_path: Path) -> None:
+    store = EvidenceStore(tmp_path)
+    with store.attempt(OFFICIAL, "probe") as attempt:
+        attempt.write_result(ProbeResult(image="x"))
+        attempt.add_check(CheckResult(name="c", status=Status.PASS))
+    [record] = store.attempts(OFFICIAL)
+    broken = record.model_copy(update={"result": {"kind": "probe", "schema_version": 9,
+                                                  "image": "x"}})
+    with pytest.raises(EvidenceError, match="does not match ProbeResult"):
+        store.result(broken)
+
+
+def test_previous_layout_reads_as_todays_models() -> None:
+    """The committed store made by the code before issue 12 (tests/report/legacy)."""
+    from tests.report.legacy.inputs import COPY_DIGEST, DIGEST, STORE
+
+    store = EvidenceStore(STORE)
+    [copy] = store.attempts(DIGEST, "verify-copy")       # old layout: filed under the official
+    assert copy.layout == 1
+    roles = {s.role: str(s.digest) for s in store.subjects(copy)}
+    assert roles == {Role.SUBJECT: str(COPY_DIGEST), Role.COMPARED_WITH: str(DIGEST)}
+    result = store.result(copy)
+    assert isinstance(result, VerifyCopyEvidence) and result.verdict == "different"
+    [build] = store.attempts(DIGEST, "build")
+    assert store.result(build).image_id is not None

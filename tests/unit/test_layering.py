@@ -1,6 +1,6 @@
 """The design card's rule, enforced: a lower layer never imports a higher one.
 
-types (errors, results, oci, evidence) < transports (registry, engine, cluster)
+types (errors, results, oci, evidence, inputs) < transports (registry, engine, cluster)
 < operations (everything else) < cli. Imports inside functions count too.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
-TYPES = {"errors", "results", "oci", "evidence", "__init__"}
+TYPES = {"errors", "results", "oci", "evidence", "inputs", "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
 CLI = {"cli", "__main__"}
 

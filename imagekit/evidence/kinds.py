@@ -1,0 +1,349 @@
+"""One result model per evidence kind (docs/evidence.md lists them with their subjects).
+
+These are the facts a kind's attempt establishes, in the shape readers (the report, the gate,
+in-toto) rely on; raw outputs (logs, exchanges, the operation's own full result) stay files of
+the attempt beside it. Units are in the field names or an explicit `unit` field, never guessed.
+Add a kind: one model here (registered), one producer calling `Attempt.write_result`, one
+projection in `imagekit/report/collect.py`, one line in `imagekit/schemas/export.py`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from imagekit.evidence.contract import EvidenceResult, register
+from imagekit.results import Status
+
+_FACT = ConfigDict(extra="forbid", frozen=True)
+
+
+@register
+class BuildResult(EvidenceResult):
+    """`imagekit build`: a Dockerfile built on a pinned base, and pushed to staging.
+    Subjects: the pushed digest (subject), the image ID (alias), the base (base)."""
+
+    KIND: ClassVar[str] = "build"
+    kind: Literal["build"] = "build"
+    schema_version: Literal[1] = 1
+    name: str
+    profile: str | None = None
+    engine: str | None = None
+    base: str | None = Field(default=None, description="base reference pinned by digest")
+    base_digest: str | None = None
+    image_id: str | None = Field(default=None, description="config digest (docker image ID)")
+    digest: str | None = Field(default=None, description="manifest digest staging answered")
+    reference: str | None = Field(default=None, description="staging repository @digest")
+    local_tag: str | None = None
+    cache_key: str | None = None
+    seconds: float | None = None
+    cached: bool = False
+
+
+@register
+class ProbeResult(EvidenceResult):
+    """`imagekit probe` / the probe step of images verify: in-image checks and the versions
+    fact-finder. Subject: the image probed (its image ID or digest)."""
+
+    KIND: ClassVar[str] = "probe"
+    kind: Literal["probe"] = "probe"
+    schema_version: Literal[1] = 1
+    image: str = Field(description="the reference or local tag the probes ran in")
+    probes: list[str] = []
+    versions: dict[str, str | None] = {}
+
+
+@register
+class ImagesVerifyResult(EvidenceResult):
+    """`imagekit images verify` for one image: the image manifest's facts and verdict.
+    Subjects: the pushed digest (subject), the image ID (alias), the base (base)."""
+
+    KIND: ClassVar[str] = "images-verify"
+    kind: Literal["images-verify"] = "images-verify"
+    schema_version: Literal[1] = 1
+    image: str
+    engine: str | None = None
+    profile: str | None = None
+    reference: str | None = None
+    digest: str | None = None
+    image_id: str | None = None
+    base: str | None = None
+    base_digest: str | None = None
+    fix_layers: list[str] = []
+    versions: dict[str, str | None] = {}
+    verdict: Status
+    accepted: list[str] = Field(default=[], description="probe names the profile accepts")
+    cached: bool = False
+
+
+class ManifestImage(BaseModel):
+    model_config = _FACT
+
+    image: str
+    digest: str | None = None
+    reference: str | None = None
+    verdict: Status
+
+
+@register
+class ImagesManifestResult(EvidenceResult):
+    """The whole spec's image manifest of one `images verify` run. Subjects: none judged (each
+    image has its own `images-verify` attempt); the images are listed here."""
+
+    KIND: ClassVar[str] = "images-manifest"
+    kind: Literal["images-manifest"] = "images-manifest"
+    schema_version: Literal[1] = 1
+    profile: str
+    images: list[ManifestImage] = []
+    verdict: Status
+
+
+@register
+class VerifyCopyEvidence(EvidenceResult):
+    """`imagekit verify-copy OFFICIAL COPY`: whether a copy holds the official's content.
+    Subjects: the copy (subject), the official (compared_with). A lying copy's FAIL blocks the
+    copy; the official is untouched."""
+
+    KIND: ClassVar[str] = "verify-copy"
+    kind: Literal["verify-copy"] = "verify-copy"
+    schema_version: Literal[1] = 1
+    official: str
+    copy_ref: str
+    platform: str | None = None
+    verdict: Literal["identical-content", "different", "not-compared"]
+    official_digest: str | None = None
+    copy_digest: str | None = None
+    config_digest_equal: bool | None = None
+    diff_ids_equal: bool | None = None
+    diff_ids_matching: int | None = None
+    layers: int | None = None
+    official_layers: int | None = None
+    compressed_digests_equal: bool | None = None
+    diffids_checked: bool = False
+    diffids_verified: int | None = None
+    differences: list[str] = []
+    error: str | None = Field(default=None, description="why no comparison could be made")
+
+
+class HopEvidence(BaseModel):
+    """One promotion hop: the digest the endpoint serves, read back (or not)."""
+
+    model_config = _FACT
+
+    endpoint: str = Field(description="the reference pushed to")
+    registry: str = Field(description="host:port of the endpoint")
+    digest: str
+    verified: bool
+    bytes_moved: int = 0
+    read_back: str = ""
+
+
+@register
+class PromoteEvidence(EvidenceResult):
+    """`imagekit promote`: the hops of one promotion (partial when a hop failed).
+    Subject: the promoted digest."""
+
+    KIND: ClassVar[str] = "promote"
+    kind: Literal["promote"] = "promote"
+    schema_version: Literal[1] = 1
+    source: str
+    digest: str
+    via: list[str] = []
+    to: str | None = None
+    hops: list[HopEvidence] = []
+    error: str | None = None
+
+
+@register
+class ClusterProbeResult(EvidenceResult):
+    """`imagekit cluster probe`: the probes in a Pod of the pinned image.
+    Subject: the digest the reference resolved to."""
+
+    KIND: ClassVar[str] = "cluster-probe"
+    kind: Literal["cluster-probe"] = "cluster-probe"
+    schema_version: Literal[1] = 1
+    reference: str
+    pinned: str | None = None
+    expected: str | None = None
+    namespace: str | None = None
+    pod: str | None = None
+
+
+class BandwidthSample(BaseModel):
+    model_config = _FACT
+
+    bytes: int
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+
+
+@register
+class GpuPreflightResult(EvidenceResult):
+    """A GPU preflight: a recorded run (`imagekit gpu record`: world size, backend, all-reduce
+    bandwidth per size) or a preflight Pod (`imagekit cluster preflight`: reference, pod).
+    Subject: the image digest it ran (when given)."""
+
+    KIND: ClassVar[str] = "gpu-preflight"
+    kind: Literal["gpu-preflight"] = "gpu-preflight"
+    schema_version: Literal[1] = 1
+    world_size: int | None = None
+    backend: str | None = None
+    gpus: list[str] = []
+    hostname: str | None = None
+    sizes: list[BandwidthSample] = []
+    reference: str | None = None
+    namespace: str | None = None
+    pod: str | None = None
+    submitted: bool | None = None
+
+
+@register
+class EngineStartupResult(EvidenceResult):
+    """`imagekit cluster startup-budget` on an engine's startup log. Subject: the image."""
+
+    KIND: ClassVar[str] = "engine-startup"
+    kind: Literal["engine-startup"] = "engine-startup"
+    schema_version: Literal[1] = 1
+    engine: str
+    log: str
+    lines: int | None = None
+    total_seconds: float | None = None
+
+
+class Latency(BaseModel):
+    """Percentiles of one latency metric (`ttft`, `itl`, `e2e`…) in one series."""
+
+    model_config = _FACT
+
+    label: str = Field(description="the series: a bench round, a suite")
+    metric: str
+    unit: Literal["s", "ms", "us"]
+    percentiles: dict[str, float] = Field(description="p50, p90, p99…")
+
+
+@register
+class AcceptResult(EvidenceResult):
+    """`imagekit accept` suites (`accept-functional`, `accept-media`, …) against an engine.
+    Subject: the image the engine runs."""
+
+    KIND: ClassVar[str] = "accept-*"
+    kind: str = Field(pattern=r"^accept-[a-z0-9][a-z0-9-]*$")
+    schema_version: Literal[1] = 1
+    suite: str
+    base_url: str | None = None
+    model: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    latency: list[Latency] = []
+
+
+@register
+class BenchResult(EvidenceResult):
+    """`imagekit bench`: a load matrix's rounds. Subject: the image the engine runs."""
+
+    KIND: ClassVar[str] = "bench"
+    kind: Literal["bench"] = "bench"
+    schema_version: Literal[1] = 1
+    matrix: str
+    rounds: int = 0
+    requests: int = 0
+    base_url: str | None = None
+    model: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    latency: list[Latency] = []
+
+
+class RehearsalStep(BaseModel):
+    model_config = _FACT
+
+    name: str
+    status: Status
+    detail: str = ""
+
+
+@register
+class RehearsalResult(EvidenceResult):
+    """`imagekit rehearsal`: the local release path's steps. No image subject."""
+
+    KIND: ClassVar[str] = "rehearsal"
+    kind: Literal["rehearsal"] = "rehearsal"
+    schema_version: Literal[1] = 1
+    profile: str
+    steps: list[RehearsalStep] = []
+
+
+class GateDecision(BaseModel):
+    """Whether a digest may be promoted, and every reason it may not."""
+
+    model_config = _FACT
+
+    digest: str
+    allowed: bool
+    reasons: list[str] = []
+    warnings: list[str] = []
+    required: list[str] = []
+    overridden: bool = False
+    override_reason: str | None = None
+    override_evidence: str | None = None
+
+
+@register
+class ReportResult(EvidenceResult):
+    """`imagekit report --record`: the archived report (files beside) and its gate decision.
+    Subject: the reported digest. Never gate input."""
+
+    KIND: ClassVar[str] = "report"
+    kind: Literal["report"] = "report"
+    schema_version: Literal[1] = 1
+    subject: str
+    requested: str = ""
+    status: Status
+    profile: str | None = None
+    gate: GateDecision | None = Field(default=None, description="None only in reports "
+                                      "archived before the decision was stored")
+    formats: list[str] = []
+
+
+@register
+class GateOverrideResult(EvidenceResult):
+    """A promotion forced past a refusing gate. Subject: the digest. Never gate input."""
+
+    KIND: ClassVar[str] = "gate-override"
+    kind: Literal["gate-override"] = "gate-override"
+    schema_version: Literal[1] = 1
+    reason: str
+    user: str
+    refused_for: list[str] = []
+    required: list[str] = []
+    context: dict[str, str | list[str] | None] = {}
+
+
+@register
+class StandinRootfsResult(EvidenceResult):
+    """The shared stand-in root filesystem. No image subject."""
+
+    KIND: ClassVar[str] = "standins-rootfs"
+    kind: Literal["standins-rootfs"] = "standins-rootfs"
+    schema_version: Literal[1] = 1
+    path: str | None = None
+
+
+@register
+class StandinBuildResult(EvidenceResult):
+    """One stand-in base image built and pushed. Subject: its pushed digest."""
+
+    KIND: ClassVar[str] = "standin-build"
+    kind: Literal["standin-build"] = "standin-build"
+    schema_version: Literal[1] = 1
+    standin: str
+    image: str | None = None
+    image_id: str | None = None
+    local_tag: str | None = None
+    reference: str | None = None
+    digest: str | None = None
+    mirror: str | None = None
+    mirror_digest: str | None = None
+    cache_key: str | None = None
+    built: bool = False
