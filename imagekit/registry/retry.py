@@ -10,7 +10,7 @@ What the budget decides, and why:
   (capped at `retry_after_max`); one that asks for more than the time left fails at once and
   says so (a `Retry-After: 3600` is an answer, not a wait).
 - A connection refused, reset, or cut short (a truncated body): retried only for
-  `broken_window` seconds (default 3 s) without progress. A registry restarting or a flaky hop
+  `broken_window` seconds (default 2 s) without progress. A registry restarting or a flaky hop
   heals within that; a closed port or a server that always cuts its bodies does not, and the
   user hears so in seconds, not minutes (the record: 8 x 8 nested attempts, ~215 s).
 - A name that does not resolve, a TLS failure, a redirect loop: never retried.
@@ -56,7 +56,7 @@ class RetryPolicy(BaseModel):
     #: Seconds one call may spend (answering, waiting, retrying) without progress.
     deadline: float = 30.0
     #: Seconds a broken connection (refused, reset, cut short) is retried without progress.
-    broken_window: float = 3.0
+    broken_window: float = 2.0
     #: Legacy upper bound on the deadline (older callers set it); the smaller one wins.
     timeout: float = 600.0
 
@@ -204,10 +204,11 @@ class Budget:
             if self.broken_since is None:
                 self.broken_since = now
             window = self.policy.broken_window - (now - self.broken_since)
-            if window <= 0:
-                self.gave_up = f"still failing after {self.policy.broken_window:g} s"
+            wait = self._backoff()
+            if window <= 0 or (wait >= window and window < left):
+                self.gave_up = f"still failing after {now - self.broken_since + wait:.1f} s"
                 return False
-            return self._schedule(self._backoff(), min(left, window))
+            return self._schedule(wait, min(left, window))
         return self._schedule(self._backoff(), left)  # a timeout: only if time is left
 
     def _schedule(self, wait: float, left: float) -> bool | float:

@@ -56,19 +56,21 @@ class Transport:
     # -- endpoint -------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        """Resolved once. A registry that could not be reached is not tried again by every
-        later call of the same client (pin resolving ten tags of one dead host: one wait)."""
+        """Resolved once (scheme and trust)."""
         if self._base is None:
             with self._lock:
-                if self._failed is not None:
-                    raise TransportError(self._failed.message, where=self._failed.where)
                 if self._base is None:
-                    try:
-                        self._base = self.call(self.registry, self._resolve_base)
-                    except TransportError as exc:
-                        self._failed = exc
-                        raise
+                    self._base = self.call(self.registry, self._resolve_base)
         return self._base
+
+    def _dead(self) -> None:
+        """A registry whose connection or answers failed past the retry budget is not waited
+        for again by every later call of the same client (pin resolving ten tags of one dead
+        host waits once; parallel layer downloads stop together)."""
+        failed = self._failed
+        if failed is not None:
+            raise TransportError(f"{failed.message} (a moment ago; not retried again)",
+                                 where=failed.where)
 
     def _resolve_base(self, budget: Budget) -> str:
         """HTTPS first; plain HTTP only for loopback or --insecure registries (docker's rule)."""
@@ -140,6 +142,7 @@ class Transport:
     # -- one call under the policy --------------------------------------------------------
     def call(self, where: str, func: Callable[[Budget], T]) -> T:
         """Run `func(budget)` under one retry budget; errors become one TransportError."""
+        self._dead()
         budget = self.policy.budget(where)
         with self.errors(where, budget):
             for attempt in budget.attempts():
@@ -157,22 +160,39 @@ class Transport:
 
     @contextmanager
     def errors(self, where: str, budget: Budget) -> Iterator[None]:
+        """httpx's exceptions and exhausted retries as one TransportError naming `where`; the
+        client remembers it (`_dead`)."""
         try:
-            yield
+            try:
+                yield
+            except TransportError as exc:
+                if exc.message.startswith(("TLS ", "/v2/ answered")):
+                    self._failed = exc
+                raise
         except ImagekitError:
             raise
+        except BaseException as exc:
+            mapped = self._map(exc, where, budget)
+            if mapped is None:
+                raise
+            self._failed = mapped
+            raise mapped from None
+
+    def _map(self, exc: BaseException, where: str, budget: Budget) -> TransportError | None:
+        try:
+            raise exc
         except RetryableStatus as exc:
             why = budget.gave_up or f"{budget.failures} attempts"
-            raise TransportError(f"registry answered HTTP {exc.status_code} and {why}"
-                                 if "asks to retry" in why else
-                                 f"registry kept answering HTTP {exc.status_code} ({why})",
-                                 where=where) from None
+            return TransportError(f"registry answered HTTP {exc.status_code} and {why}"
+                                  if "asks to retry" in why else
+                                  f"registry kept answering HTTP {exc.status_code} ({why})",
+                                  where=where)
         except httpx.TooManyRedirects:
-            raise TransportError(f"redirect loop (more than {MAX_REDIRECTS} redirects)",
-                                 where=where) from None
+            return TransportError(f"redirect loop (more than {MAX_REDIRECTS} redirects)",
+                                  where=where)
         except httpx.TimeoutException as exc:
-            raise TransportError(f"no answer within the {self.policy.budget_s:g} s deadline "
-                                 f"({type(exc).__name__})", where=where) from None
+            return TransportError(f"no answer within the {self.policy.budget_s:g} s deadline "
+                                  f"({type(exc).__name__})", where=where)
         except httpx.ConnectError as exc:
             if _unresolvable(exc):
                 text = f"cannot resolve the registry's host name ({exc})"
@@ -180,8 +200,10 @@ class Transport:
                 text = f"TLS handshake failed ({ssl_cause(exc)})"
             else:
                 text = f"cannot connect ({exc}; {budget.gave_up or 'not retried'})"
-            raise TransportError(text, where=where) from None
+            return TransportError(text, where=where)
         except httpx.HTTPError as exc:
             text = " ".join(str(exc).split()) or type(exc).__name__
-            raise TransportError(f"connection broken: {type(exc).__name__}: {text} "
-                                 f"({budget.gave_up or 'not retried'})", where=where) from None
+            return TransportError(f"connection broken: {type(exc).__name__}: {text} "
+                                  f"({budget.gave_up or 'not retried'})", where=where)
+        except BaseException:  # noqa: BLE001 - not ours to map (KeyboardInterrupt, bugs)
+            return None

@@ -10,8 +10,9 @@ on 127.0.0.1, misbehaving as `mode` says:
 - `retry-after`: manifests and blobs are 429 with `Retry-After: 3600`;
 - `wrong-digest`: the manifest served for the tag is not what `Docker-Content-Digest` claims,
   bytes asked for by digest do not hash to it, blobs have a byte flipped;
-- `ratelimit`: a well-behaved registry that sends `RateLimit-Limit`/`RateLimit-Remaining` and
-  counts GETs and HEADs (for the etiquette tests);
+- `ratelimit`: a well-behaved registry that sends `RateLimit-Limit`/`RateLimit-Remaining`,
+  counts GETs and HEADs, and (with `flaky=N`) answers the first N manifest GETs with 503 (for
+  the etiquette tests);
 - `tls=True`: the same over TLS with a self-signed certificate nobody trusts.
 """
 
@@ -86,9 +87,11 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 class HostileRegistry:
-    def __init__(self, mode: str, port: int, *, tls_dir: Path | None = None) -> None:
+    def __init__(self, mode: str, port: int, *, tls_dir: Path | None = None,
+                 flaky: int = 0) -> None:
         assert mode in MODES, mode
         self.mode = mode
+        self.flaky = flaky  # ratelimit mode: the first `flaky` manifest GETs answer 503
         self.manifest, self.blobs = tiny_image()
         self.digest = _sha(self.manifest)
         self.stats: Counter[str] = Counter()
@@ -100,6 +103,21 @@ class HostileRegistry:
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def handle(self) -> None:
+                """A TLS ClientHello on the plain port is answered 400 at once, as real
+                servers do (http.server alone would wait for a request line forever)."""
+                if tls_dir is None:
+                    try:
+                        first = self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        return
+                    if first == b"\x16":
+                        self.connection.sendall(b"HTTP/1.1 400 Bad Request\r\n"
+                                                b"Content-Length: 0\r\nConnection: close"
+                                                b"\r\n\r\n")
+                        return
+                super().handle()
 
             def do_GET(self) -> None:  # noqa: N802
                 registry._handle(self, head=False)
@@ -190,6 +208,11 @@ class HostileRegistry:
         manifest = re.fullmatch(r"/v2/(.+)/manifests/([^/]+)", path)
         blob = re.fullmatch(r"/v2/(.+)/blobs/(sha256:[0-9a-f]{64})", path)
         cut = self.mode == "truncated"
+        if manifest and self.mode == "ratelimit" and h.command == "GET":
+            self.stats["manifest-GET"] += 1
+            if self.stats["manifest-GET"] <= self.flaky:  # a hiccup that heals
+                self._send(h, 503, b'{"errors":[{"code":"UNAVAILABLE"}]}', head=head)
+                return
         if manifest:
             reference = manifest.group(2)
             if reference not in ("v1", self.digest):

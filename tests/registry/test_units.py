@@ -154,7 +154,7 @@ def test_what_cannot_heal_is_not_retried_and_broken_connections_only_briefly(mon
     refused = httpx.ConnectError("[Errno 111] Connection refused")
     assert isinstance(budget(refused), float)
     time.sleep(0.25)
-    assert budget(refused) is False and "0.2 s" in budget.gave_up
+    assert budget(refused) is False and "still failing" in budget.gave_up
     budget.answered()  # an exchange went through: the window starts again
     assert isinstance(budget(refused), float)
     timed = RetryPolicy(deadline=0.1).budget("y")
