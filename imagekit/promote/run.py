@@ -17,7 +17,9 @@ from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
 from imagekit.oci.platform import LINUX_AMD64
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
+from imagekit.promote.live import LiveAttempt
 from imagekit.registry import ClientPool
+from imagekit.registry.interrupt import Interrupted, graceful
 from imagekit.registry.progress import ProgressSink
 from imagekit.results import CheckResult, Status
 
@@ -59,20 +61,35 @@ def run_promote(source: ImageReference, via: list[ImageReference], to: ImageRefe
     def gate_fn(digest: Digest) -> dict:
         state["digest"] = digest
         if not gate:
-            return {"gate": "skipped", "detail": "gate disabled by the caller"}
-        return promotion_gate(store, digest, force=force, reason=reason,
-                              promoted_to=[str(v) for v in via] + [str(to)])
+            decision = {"gate": "skipped", "detail": "gate disabled by the caller"}
+        else:
+            decision = promotion_gate(store, digest, force=force, reason=reason,
+                                      promoted_to=[str(v) for v in via] + [str(to)])
+        state["live"] = LiveAttempt.begin(store, digest, context)  # hops kept as they land
+        return decision
+
+    def on_hop(hop: HopRecord) -> None:
+        hops.append(hop)
+        if "live" in state:
+            state["live"].hop(hop)
 
     try:
         try:
-            result = promote(source, via, to, all_platforms=all_platforms, platform=platform,
-                             pool=pool, progress=progress, gate=gate_fn, on_hop=hops.append)
-        except ImagekitError as exc:
+            with graceful():  # SIGINT/SIGTERM: transfers stop cleanly, the upload is resumable
+                result = promote(source, via, to, all_platforms=all_platforms,
+                                 platform=platform, pool=pool, progress=progress, gate=gate_fn,
+                                 on_hop=on_hop)
+        except (ImagekitError, KeyboardInterrupt) as exc:
+            if "live" in state:
+                state["live"].discard()
             if "digest" in state:
+                if not isinstance(exc, ImagekitError):
+                    exc = Interrupted("interrupted", where=str(to))
                 _record_failure(store, state["digest"], context, hops, exc)
             raise
     finally:
         pool.close()
+    state["live"].discard()
     with store.attempt(Digest.parse(result.digest), "promote", **context) as attempt:
         attempt.write_json("result.json", result)
         for index, hop in enumerate(result.hops):

@@ -17,6 +17,7 @@ What it promises:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,7 +43,10 @@ class RegistryOptions(BaseModel):
     ca_file: Path | None = None
     docker_config: Path | None = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy.from_env)
-    chunk_size: int = 128 * MIB
+    #: Bytes per upload PATCH (`IMAGEKIT_UPLOAD_CHUNK`): each acknowledged chunk is a point a
+    #: rerun can resume from.
+    chunk_size: int = Field(default_factory=lambda: int(os.environ.get("IMAGEKIT_UPLOAD_CHUNK")
+                                                        or 128 * MIB), gt=0)
     read_size: int = 64 * 1024  # larger makes httpx re-chunk (measured: 2 MiB is 5x slower)
     timeout_s: float = 120.0
     #: Where interrupted uploads are remembered for a rerun (None: the default directory).
@@ -106,9 +110,15 @@ class RegistryClient:
         """HEAD a manifest: the digest the registry claims, None when absent (a hint)."""
         return fetch.manifest_exists(self.transport, repository, reference)
 
-    def resolve_tag(self, repository: str, tag: str) -> Digest:
-        """Tag -> digest with a HEAD (GET only when the registry sends no digest header)."""
-        return fetch.resolve(self.transport, repository, tag)
+    def resolve_tag(self, repository: str, tag: str, *, prove: bool = False,
+                    known: Digest | None = None) -> Digest:
+        """Tag -> digest with a HEAD (GET only when the registry sends no digest header).
+        `prove`: a digest other than `known` (e.g. what a lock holds) is proven by reading
+        the manifest by that digest and hashing it — one GET only when something changed."""
+        digest = fetch.resolve(self.transport, repository, tag)
+        if prove and digest != known:
+            fetch.get_manifest(self.transport, repository, digest)
+        return digest
 
     def put_manifest(self, repository: str, reference: str | Digest, manifest: ManifestBlob
                      ) -> Digest:

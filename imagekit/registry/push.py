@@ -210,7 +210,10 @@ class _Upload:
                 yield take
                 self.count(len(take))
             while position < end and not STOP.is_set():
-                data = self._pull()
+                try:
+                    data = self._pull()
+                except Interrupted:  # the source stopped: end this body cleanly
+                    return
                 kept.append(data)
                 take = data[:end - position]
                 position += len(take)
