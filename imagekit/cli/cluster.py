@@ -452,7 +452,7 @@ def cluster_gpu_preflight(
     ref = ImageReference.parse(reference)
     client, docker_config = _registry_client(ref.registry)
     with client:
-        digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
+        digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
     storage = StorageNeed(label=storage_label, csi_driver=storage_driver) \
         if storage_label or storage_driver else None
     options = PreflightOptions(
