@@ -100,7 +100,11 @@ def test_interrupted_promote_keeps_its_hops_and_the_rerun_sends_only_missing_byt
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "hop 1 never landed"
             time.sleep(0.05)
-        time.sleep(1.2)  # hop 2 is streaming its big blob now
+        while not list(journal.glob("*.json")):  # hop 2 has a chunk acknowledged
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "hop 2 never acknowledged a chunk"
+            time.sleep(0.02)
+        time.sleep(0.3)  # in the middle of the next chunk
         sent_at = time.monotonic()
         process.send_signal(sig)
         out, err = process.communicate(timeout=60)
@@ -128,6 +132,7 @@ def test_interrupted_promote_keeps_its_hops_and_the_rerun_sends_only_missing_byt
     hops = json.loads(out)["hops"]
     assert hops[0]["bytes_moved"] == 0 and hops[1]["verified"]
     notes = " ".join(hops[1]["notes"])
+    print(sig.name, "rerun hop 2:", hops[1]["bytes_moved"], "bytes moved;", notes)
     if sig == signal.SIGKILL:
         # killed mid-request, distribution holds bytes its signed upload state does not
         # know and refuses the old session: the rerun says so and sends the blob again
