@@ -252,7 +252,7 @@ class _Upload:
     def _commit(self, budget: Budget) -> None:
         response = self.t.send("PUT", self.location, scopes=self.scopes, budget=budget,
                                params={"digest": str(self.digest)},
-                               headers={"Content-Length": "0"})
+                               headers={"Content-Length": "0"}, patient=True)
         response.close()
         if response.status_code not in (201, 204):
             detail = response.text[:300].replace("\n", " ")

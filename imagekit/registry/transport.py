@@ -117,15 +117,19 @@ class Transport:
     # -- one exchange ---------------------------------------------------------------------
     def send(self, method: str, url: str, *, scopes: list[str], budget: Budget,
              headers: dict[str, str] | None = None, content=None,
-             params: dict[str, str] | None = None, stream: bool = False) -> httpx.Response:
+             params: dict[str, str] | None = None, stream: bool = False,
+             patient: bool = False) -> httpx.Response:
         """One authenticated exchange (the auth flow may add a token round trip); 429/5xx
-        raise `RetryableStatus` for the caller's retry context. No retry here."""
+        raise `RetryableStatus` for the caller's retry context. No retry here. `patient`: the
+        answer may legitimately take long (a commit that re-hashes a large blob), so the
+        client's own time-out applies rather than the time left before the deadline."""
         check_stop(self.registry)
         full: str | httpx.URL = self.url(url)
         if params:  # keep an upload location's own query (_state) and add ours
             full = httpx.URL(full).copy_merge_params(params)
         request = self.http.build_request(method, full, headers=headers, content=content,
-                                          timeout=budget.timeout(self.timeout),
+                                          timeout=self.timeout if patient else
+                                          budget.timeout(self.timeout),
                                           extensions={SCOPES: list(scopes)})
         response = self.http.send(request, stream=stream)
         ratelimit.record(self.registry, response.headers)
