@@ -43,7 +43,7 @@ test: venv
 	$(PY) -m pytest -q tests
 
 test-unit: venv
-	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu"
+	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu and not engine"
 
 schemas: venv
 	$(IK) schemas export imagekit/schemas

@@ -217,6 +217,795 @@ def hook_rank(name: str) -> int | None:
     return int(value)
 
 
+# ---------------------------------------------------------------------------- image-to-GPU fit
+#
+# Why: an image whose kernels were built for another GPU generation, or for a newer CUDA than the
+# node's driver runs, fails only when the first kernel launches ("no kernel image is available",
+# "CUDA driver version is insufficient") — long after the Pod was scheduled. The rules:
+# - SASS `sm_XY` runs on a GPU of compute capability X.Z with Z >= Y (same major); `sm_XYa` only
+#   on exactly X.Y; `sm_XYf` on the family X.Z, Z >= Y (CUDA 12.9+).
+# - PTX `compute_XY` is compiled by the driver at load for any GPU >= X.Y (`a`: exactly X.Y,
+#   `f`: the family) — but only when the driver is at least as new as the toolkit that wrote it.
+# - A CUDA runtime X.y needs a driver supporting X.y; within one major version, CUDA's minor
+#   version compatibility (11.1+) lets it run on a driver for X.(y-k) without PTX JIT.
+# The same rules live in imagekit/cluster/fit.py (cluster precheck) and probes/_cudafit.py (in-image
+# probe); tests/gpu check that the three agree.
+
+_ARCH = re.compile(r"(sm|compute)_(\d+?)(\d)([af]?)")
+
+
+def parse_cuda_version(value: Any) -> tuple[int, int] | None:
+    """'12.4', '12.4.1', 12040 (NVML/driver integer), (12, 4) -> (12, 4); None if unreadable."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, tuple):
+        return (int(value[0]), int(value[1]))
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit() and len(value) > 3):
+        number = int(value)
+        return (number // 1000, (number % 1000) // 10)
+    match = re.fullmatch(r"\s*(\d+)(?:\.(\d+))?(?:\.\d+)*\s*", str(value))
+    if not match:
+        return None
+    return (int(match.group(1)), int(match.group(2) or 0))
+
+
+def parse_arch(entry: str) -> tuple[str, int, int, str] | None:
+    """'sm_90' -> ('sm', 9, 0, ''); 'compute_100f' -> ('compute', 10, 0, 'f'); else None."""
+    match = _ARCH.fullmatch(entry.strip().lower())
+    if not match:
+        return None
+    return (match.group(1), int(match.group(2)), int(match.group(3)), match.group(4))
+
+
+def _arch_runs_on(major: int, minor: int, suffix: str, cc: tuple[int, int], ptx: bool) -> bool:
+    if suffix == "a":
+        return (major, minor) == cc
+    if suffix == "f" or not ptx:
+        return major == cc[0] and minor <= cc[1]
+    return (major, minor) <= cc
+
+
+def fit_checks(image_cuda: Any, arch_list: list[str] | None, cc: tuple[int, int] | None,
+               driver_cuda: Any, where: str = "") -> list[dict[str, Any]]:
+    """Two checks: `fit-cuda` (image CUDA vs what the driver supports) and `fit-arch` (image arch
+    list vs the GPU's compute capability). Unknown inputs give DEFERRED saying which."""
+    image_v, driver_v = parse_cuda_version(image_cuda), parse_cuda_version(driver_cuda)
+    at = f" {where}" if where else ""
+    data = {"image_cuda": image_cuda, "driver_cuda": driver_cuda, "arch_list": arch_list,
+            "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None}
+    out = []
+    minor_compat = False
+    if image_v is None or driver_v is None:
+        out.append(check("fit-cuda", "DEFERRED",
+                         f"cannot compare CUDA versions{at}: image "
+                         f"{image_cuda or 'unknown (CPU build or not given)'}, driver supports "
+                         f"{driver_cuda or 'unknown'}", **data))
+    elif image_v[0] > driver_v[0] or (image_v[0] == driver_v[0] and image_v[0] < 11
+                                      and image_v[1] > driver_v[1]):
+        out.append(check("fit-cuda", "FAIL",
+                         f"image built for CUDA {image_v[0]}.{image_v[1]}, but the driver{at} "
+                         f"supports CUDA up to {driver_v[0]}.{driver_v[1]}: a newer major "
+                         "version needs a newer driver (the first CUDA call fails)", **data))
+    elif image_v > driver_v:
+        minor_compat = True
+        out.append(check("fit-cuda", "PASS",
+                         f"image CUDA {image_v[0]}.{image_v[1]} on a driver{at} supporting "
+                         f"{driver_v[0]}.{driver_v[1]}: same major, runs under minor version "
+                         "compatibility (no PTX JIT of the newer toolkit's PTX)", **data,
+                         minor_version_compatibility=True))
+    else:
+        out.append(check("fit-cuda", "PASS",
+                         f"image CUDA {image_v[0]}.{image_v[1]} <= {driver_v[0]}.{driver_v[1]} "
+                         f"supported by the driver{at}", **data))
+    if cc is None:
+        out.append(check("fit-arch", "DEFERRED", f"the GPU's compute capability{at} is unknown",
+                         **data))
+        return out
+    if not arch_list:
+        out.append(check("fit-arch", "FAIL" if arch_list == [] else "DEFERRED",
+                         f"empty CUDA arch list in the image (CPU build of torch?): nothing runs "
+                         f"on sm_{cc[0]}{cc[1]}" if arch_list == [] else
+                         "the image's arch list is unknown", **data))
+        return out
+    sass, ptx, unknown = [], [], []
+    for entry in arch_list:
+        parsed = parse_arch(entry)
+        if parsed is None:
+            unknown.append(entry)
+            continue
+        kind, major, minor, suffix = parsed
+        if _arch_runs_on(major, minor, suffix, cc, ptx=kind == "compute"):
+            (ptx if kind == "compute" else sass).append(entry)
+    want = f"sm_{cc[0]}{cc[1]}"
+    extra = {"sass_for_gpu": sass, "ptx_for_gpu": ptx, "unparsed": unknown}
+    if sass:
+        out.append(check("fit-arch", "PASS",
+                         f"{', '.join(sass)} in the image's arch list runs on {want} "
+                         f"(compute capability {cc[0]}.{cc[1]}{at})", **data, **extra))
+    elif ptx and minor_compat:
+        out.append(check("fit-arch", "FAIL",
+                         f"only PTX ({', '.join(ptx)}) could serve {want}, and the driver{at} is "
+                         f"older than the image's CUDA {image_cuda}: it cannot JIT-compile that "
+                         "PTX", **data, **extra))
+    elif ptx:
+        out.append(check("fit-arch", "PASS",
+                         f"no SASS for {want}, but PTX {', '.join(ptx)} is JIT-compiled by the "
+                         f"driver{at} at load (slower first start)", **data, **extra))
+    else:
+        out.append(check("fit-arch", "FAIL",
+                         f"no entry of the image's arch list {arch_list} runs on {want} (compute "
+                         f"capability {cc[0]}.{cc[1]}{at}): 'no kernel image is available'",
+                         **data, **extra))
+    return out
+
+
+# ---------------------------------------------------------------------------- NVML health
+#
+# Why: DCGM-style health facts that a correct matmul and all-reduce do not show yet — ECC off or
+# uncorrectable errors already counted, rows awaiting remap (the GPU needs a reset), clocks held
+# down by heat or power, a PCIe link trained below its generation or width, link replays, NVLink
+# errors, XID events. nvidia-ml-py is optional: without it each health check is DEFERRED saying
+# so. Constants are NVML's ABI values (nvml.h), so a fake module in tests needs only functions.
+
+NVML_VOLATILE, NVML_AGGREGATE, NVML_UNCORRECTED, NVML_CORRECTED = 0, 1, 1, 0
+NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_TIMEOUT = 3, 10
+NVML_XID_CRITICAL = 0x8
+NVML_CLOCK_SM, NVML_TEMPERATURE_GPU = 1, 0
+NVML_PERF_POLICY = {"power": 0, "thermal": 1}
+NVML_NVLINK_MAX_LINKS = 18
+NVML_NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+CLOCK_EVENT_REASONS = {  # nvmlClocksEventReason* bits
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+#: Reasons that mean the GPU is slowed by heat or a hardware power/slowdown signal: FAIL.
+CLOCK_EVENT_FAIL = 0x8 | 0x20 | 0x40 | 0x80
+#: XIDs that indicate hardware (memory, bus, NVLink, GSP) rather than an application's fault.
+HARDWARE_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 123, 136, 140, 143, 144,
+                 145, 146, 147, 148, 149, 150, 154, 155, 156, 158}
+_XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
+
+
+def reason_names(mask: int) -> list[str]:
+    return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+
+
+def _nvml_error(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class NvmlGpu:
+    """One GPU seen through NVML (module `nv`: pynvml, or a fake in tests). Every read that
+    raises is kept as an error string under `errors`; nothing here raises past `open`."""
+
+    def __init__(self, nv: Any, uuid: str | None, pci_bus_id: str | None, index: int) -> None:
+        self.nv = nv
+        self.handle = None
+        self.located_by = None
+        attempts = [("uuid", nv.nvmlDeviceGetHandleByUUID, uuid),
+                    ("pci_bus_id", nv.nvmlDeviceGetHandleByPciBusId, pci_bus_id),
+                    ("index", nv.nvmlDeviceGetHandleByIndex, index)]
+        errors = []
+        for how, fn, key in attempts:
+            if key is None:
+                continue
+            try:
+                self.handle = fn(key)
+                self.located_by = how
+                break
+            except Exception as exc:  # noqa: BLE001 - try the next way of naming the GPU
+                errors.append(f"{how}: {_nvml_error(exc)}")
+        if self.handle is None:
+            raise RuntimeError("NVML does not know this GPU (" + "; ".join(errors) + ")")
+        self.events = None
+        self.events_error: str | None = None
+
+    def read(self, out: dict[str, Any], key: str, fn_name: str, *args: Any) -> Any:
+        fn = getattr(self.nv, fn_name, None)
+        if fn is None:
+            out.setdefault("errors", {})[key] = f"{fn_name} not in this nvidia-ml-py"
+            return None
+        try:
+            value = fn(self.handle, *args)
+        except Exception as exc:  # noqa: BLE001 - NVMLError_NotSupported and friends
+            out.setdefault("errors", {})[key] = _nvml_error(exc)
+            return None
+        out[key] = value
+        return value
+
+    def clock_reasons(self, out: dict[str, Any]) -> Any:
+        for fn in ("nvmlDeviceGetCurrentClocksEventReasons",
+                   "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            if hasattr(self.nv, fn):
+                return self.read(out, "clock_event_reasons", fn)
+        out.setdefault("errors", {})["clock_event_reasons"] = "no clock-event reason call"
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters once: ECC, remapped rows, retired pages, PCIe, NVLink, power, heat."""
+        s: dict[str, Any] = {"t_monotonic": time.monotonic()}
+        mode = self.read(s, "ecc_mode", "nvmlDeviceGetEccMode")
+        if mode is not None:
+            s["ecc_mode"] = {"current": int(mode[0]), "pending": int(mode[1])}
+        for kind, etype in (("uncorrected", NVML_UNCORRECTED), ("corrected", NVML_CORRECTED)):
+            for scope, ctype in (("volatile", NVML_VOLATILE), ("aggregate", NVML_AGGREGATE)):
+                self.read(s, f"ecc_{kind}_{scope}", "nvmlDeviceGetTotalEccErrors", etype, ctype)
+        rows = self.read(s, "remapped_rows", "nvmlDeviceGetRemappedRows")
+        if rows is not None:
+            s["remapped_rows"] = {"correctable": int(rows[0]), "uncorrectable": int(rows[1]),
+                                  "pending": bool(rows[2]), "failure": bool(rows[3])}
+        for cause, name in ((0, "multiple_single_bit"), (1, "double_bit")):
+            pages = self.read(s, f"retired_pages_{name}", "nvmlDeviceGetRetiredPages", cause)
+            if pages is not None:
+                s[f"retired_pages_{name}"] = len(pages)
+        pending = self.read(s, "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
+        if pending is not None:
+            s["retired_pages_pending"] = bool(pending)
+        for key, fn in (("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+                        ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+                        ("pcie_gen_gpu_max", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
+                        ("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+                        ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+                        ("pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter"),
+                        ("power_mw", "nvmlDeviceGetPowerUsage"),
+                        ("power_limit_mw", "nvmlDeviceGetEnforcedPowerLimit")):
+            self.read(s, key, fn)
+        self.read(s, "temperature_c", "nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
+        self.read(s, "sm_clock_mhz", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)
+        self.clock_reasons(s)
+        for policy, code in NVML_PERF_POLICY.items():
+            viol = self.read(s, f"violation_{policy}", "nvmlDeviceGetViolationStatus", code)
+            if viol is not None:
+                s[f"violation_{policy}"] = {"reference_ns": int(viol.referenceTime),
+                                            "violation_ns": int(viol.violationTime)}
+        links: dict[str, Any] = {}
+        for link in range(NVML_NVLINK_MAX_LINKS):
+            entry: dict[str, Any] = {}
+            state = self.read(entry, "active", "nvmlDeviceGetNvLinkState", link)
+            if state is None:
+                links[str(link)] = {"error": entry["errors"]["active"]}
+                continue
+            entry["active"] = bool(state)
+            for name, counter in NVML_NVLINK_ERRORS.items():
+                self.read(entry, name, "nvmlDeviceGetNvLinkErrorCounter", link, counter)
+            links[str(link)] = entry
+        s["nvlink"] = links
+        return s
+
+    def sample(self) -> dict[str, Any]:
+        """What changes under load: clock-event reasons, PCIe generation/width, SM clock."""
+        s: dict[str, Any] = {"t_monotonic": time.monotonic()}
+        self.clock_reasons(s)
+        self.read(s, "pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")
+        self.read(s, "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")
+        self.read(s, "sm_clock_mhz", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)
+        self.read(s, "power_mw", "nvmlDeviceGetPowerUsage")
+        return s
+
+    def watch_xids(self) -> None:
+        try:
+            self.events = self.nv.nvmlEventSetCreate()
+            self.nv.nvmlDeviceRegisterEvents(self.handle, NVML_XID_CRITICAL, self.events)
+        except Exception as exc:  # noqa: BLE001 - registration is refused on some systems
+            self.events_error = _nvml_error(exc)
+            self.events = None
+
+    def drain_xids(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        if self.events is None:
+            return found
+        for _ in range(1000):
+            try:
+                data = self.nv.nvmlEventSetWait_v2(self.events, 0)
+            except Exception as exc:  # noqa: BLE001 - Timeout: no more events
+                if getattr(exc, "value", None) != NVML_ERROR_TIMEOUT:
+                    self.events_error = _nvml_error(exc)
+                break
+            found.append({"event_type": int(data.eventType), "xid": int(data.eventData)})
+        try:
+            self.nv.nvmlEventSetFree(self.events)
+        except Exception:  # noqa: BLE001 - freeing is best effort
+            pass
+        self.events = None
+        return found
+
+
+class LoadSampler:
+    """Samples `NvmlGpu.sample` every `interval_s` in a thread while the GPU is busy."""
+
+    def __init__(self, gpu: NvmlGpu | None, interval_s: float = 0.005) -> None:
+        import threading
+        self.gpu, self.interval_s = gpu, interval_s
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and len(self.samples) < 5000:
+            self.samples.append(self.gpu.sample())  # type: ignore[union-attr]
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> "LoadSampler":
+        if self.gpu is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.gpu is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            self.samples.append(self.gpu.sample())  # one right at the end of the load
+
+
+def parse_kernel_xids(text: str) -> list[dict[str, Any]]:
+    """XID lines from /dev/kmsg records ('pri,seq,usec,flags;msg') or dmesg ('[ secs] msg')."""
+    found = []
+    for line in text.splitlines():
+        match = _XID_LINE.search(line)
+        if not match:
+            continue
+        t = None
+        head = line.split(";", 1)[0].split(",")
+        if ";" in line and len(head) >= 3 and head[2].isdigit():
+            t = int(head[2]) / 1e6
+        else:
+            stamp = re.match(r"\s*\[\s*(\d+\.\d+)\]", line)
+            t = float(stamp.group(1)) if stamp else None
+        found.append({"pci": match.group(1).lower(), "xid": int(match.group(2)),
+                      "t_monotonic": t, "line": line.strip()[:300]})
+    return found
+
+
+def read_kernel_log() -> dict[str, Any]:
+    """The kernel log when this process may read it (/dev/kmsg, else `dmesg`)."""
+    chunks: list[str] = []
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while len(chunks) < 200000:
+                try:
+                    chunks.append(os.read(fd, 8192).decode(errors="replace").rstrip("\n"))
+                except BlockingIOError:
+                    break
+                except BrokenPipeError:  # a record was overwritten while reading: go on
+                    continue
+        finally:
+            os.close(fd)
+        return {"readable": True, "source": "/dev/kmsg", "text": "\n".join(chunks)}
+    except OSError as exc:
+        first = f"/dev/kmsg: {exc.strerror or exc}"
+    dmesg = shutil.which("dmesg")
+    if dmesg is None:
+        return {"readable": False, "why": f"{first}; no dmesg on PATH"}
+    try:
+        done = subprocess.run([dmesg], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"readable": False, "why": f"{first}; dmesg: {exc}"}
+    if done.returncode != 0:
+        return {"readable": False,
+                "why": f"{first}; dmesg exited {done.returncode}: {done.stderr.strip()[:200]}"}
+    return {"readable": True, "source": "dmesg", "text": done.stdout}
+
+
+def _pci_prefix(bus_id: str | None) -> str | None:
+    """'0000:00:06.0' -> '0000:00:06' (how NVRM names the GPU in an XID line)."""
+    if not bus_id:
+        return None
+    return pci_sysfs_name(bus_id).rsplit(".", 1)[0]
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> int | None:
+    if isinstance(before.get(key), int) and isinstance(after.get(key), int):
+        return after[key] - before[key]
+    return None
+
+
+def health_checks(per_rank: list[dict[str, Any]], world: int
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Judge every rank's NVML readings: (checks, not-applicable notes).
+
+    Each rank's entry: {"rank", "available", "why", "before", "after", "load_samples",
+    "xid_events", "xid_watch_error", "kernel_log": {"readable", "why", "xids"}, "window":
+    [t0, t1]}. A check's data keeps every rank's counters; a notes entry says why a check does
+    not apply here (retired pages on GPUs that remap rows; NVLink on one GPU)."""
+    names = ("nvml-ecc", "nvml-remapped-rows", "nvml-clock-events", "nvml-pcie", "nvml-nvlink",
+             "nvml-xid")
+    missing = [r for r in per_rank if not r.get("available")]
+    if missing:
+        why = "; ".join(f"rank {r['rank']}: {r.get('why')}" for r in missing)
+        return [check(n, "DEFERRED", f"no NVML reading: {why}",
+                      ranks=[r["rank"] for r in missing]) for n in names], []
+    checks: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+
+    def verdict(name: str, problems: list[str], unread: list[str], ok: str, **data: Any) -> None:
+        if problems:
+            checks.append(check(name, "FAIL", "; ".join(problems), **data))
+        elif unread:
+            checks.append(check(name, "DEFERRED", "NVML could not read: " + "; ".join(unread),
+                                **data))
+        else:
+            checks.append(check(name, "PASS", ok, **data))
+
+    # ECC mode and uncorrectable counters
+    problems, unread, data = [], [], {}
+    for r in per_rank:
+        a, errs = r["after"], r["after"].get("errors", {})
+        data[str(r["rank"])] = {k: a.get(k) for k in a if k.startswith("ecc_")}
+        mode = a.get("ecc_mode")
+        if mode is None:
+            unread.append(f"rank {r['rank']} ECC mode ({errs.get('ecc_mode')})")
+        elif not mode["current"]:
+            problems.append(f"rank {r['rank']}: ECC is disabled"
+                            + (" (enabled after the next reset)" if mode["pending"] else ""))
+        for scope in ("volatile", "aggregate"):
+            value = a.get(f"ecc_uncorrected_{scope}")
+            if value is None:
+                unread.append(f"rank {r['rank']} {scope} uncorrectable "
+                              f"({errs.get(f'ecc_uncorrected_{scope}')})")
+            elif value:
+                problems.append(f"rank {r['rank']}: {value} {scope} uncorrectable ECC error(s)")
+    verdict("nvml-ecc", problems, unread,
+            f"ECC enabled on all {len(per_rank)} GPU(s); 0 volatile and 0 aggregate "
+            "uncorrectable errors", per_rank=data)
+
+    # Remapped rows (Ampere and later) and retired pages (before Ampere)
+    problems, unread, data = [], [], {}
+    remap_ok = True
+    for r in per_rank:
+        a, errs = r["after"], r["after"].get("errors", {})
+        rows = a.get("remapped_rows")
+        data[str(r["rank"])] = {"remapped_rows": rows, "retired_pages": {
+            k: a.get(k, errs.get(k)) for k in ("retired_pages_multiple_single_bit",
+                                               "retired_pages_double_bit",
+                                               "retired_pages_pending")}}
+        if rows is None:
+            remap_ok = False
+            if a.get("retired_pages_pending") is None:
+                unread.append(f"rank {r['rank']} remapped rows "
+                              f"({errs.get('remapped_rows')}) and retired pages "
+                              f"({errs.get('retired_pages_pending')})")
+        else:
+            if rows["pending"]:
+                problems.append(f"rank {r['rank']}: a row remap is pending (the GPU needs a "
+                                "reset before it is trusted)")
+            if rows["failure"]:
+                problems.append(f"rank {r['rank']}: row remapping FAILED (no spare rows left)")
+        if a.get("retired_pages_pending"):
+            problems.append(f"rank {r['rank']}: a page retirement is pending (reset needed)")
+    rp_unsupported = [r["rank"] for r in per_rank
+                      if r["after"].get("retired_pages_pending") is None]
+    if rp_unsupported and remap_ok:
+        err = per_rank[0]["after"].get("errors", {}).get("retired_pages_pending")
+        notes.append({"name": "nvml-retired-pages", "status": "N/A",
+                      "detail": f"retired pages not supported ({err}): these GPUs remap rows "
+                                "instead (Ampere and later, e.g. Hopper); judged by "
+                                "nvml-remapped-rows", "ranks": rp_unsupported})
+    verdict("nvml-remapped-rows", problems, unread,
+            f"no row remap pending and no remapping failure on {len(per_rank)} GPU(s) "
+            f"(remapped rows: " + ", ".join(
+                f"rank {r['rank']} {r['after']['remapped_rows']['correctable']} corr/"
+                f"{r['after']['remapped_rows']['uncorrectable']} unc"
+                for r in per_rank if r["after"].get("remapped_rows")) + ")"
+            if remap_ok else "no retired page pending", per_rank=data)
+
+    # Clock-event (throttle) reasons during the matmul
+    problems, unread, data = [], [], {}
+    for r in per_rank:
+        samples = [s for s in r.get("load_samples", []) if "clock_event_reasons" in s]
+        mask = 0
+        for s in samples:
+            mask |= int(s["clock_event_reasons"])
+        viol = (r.get("load") or {}).get("violation_ns") or {
+            p: _delta(r["before"].get(f"violation_{p}") or {},
+                      r["after"].get(f"violation_{p}") or {}, "violation_ns")
+            for p in NVML_PERF_POLICY}
+        clocks = [s["sm_clock_mhz"] for s in r.get("load_samples", []) if "sm_clock_mhz" in s]
+        data[str(r["rank"])] = {"samples": len(samples), "reasons_mask": mask,
+                                "reasons": reason_names(mask), "violation_ns_delta": viol,
+                                "load": r.get("load"),
+                                "sm_clock_mhz_min": min(clocks) if clocks else None,
+                                "sm_clock_mhz_max": max(clocks) if clocks else None}
+        if not samples:
+            unread.append(f"rank {r['rank']} clock-event reasons under load")
+        elif mask & CLOCK_EVENT_FAIL:
+            problems.append(f"rank {r['rank']}: clocks slowed during the matmul by "
+                            f"{', '.join(reason_names(mask & CLOCK_EVENT_FAIL))}")
+        if (viol.get("thermal") or 0) > 0:
+            problems.append(f"rank {r['rank']}: thermal violation for "
+                            f"{viol['thermal'] / 1e6:.1f} ms during the load")
+    seen = sorted({n for d in data.values() for n in d["reasons"]})
+    power = [f"rank {k} {d['violation_ns_delta']['power'] / 1e6:.0f} ms" for k, d in data.items()
+             if (d["violation_ns_delta"].get("power") or 0) > 0]
+    loads = [d["load"] for d in data.values() if d.get("load")]
+    verdict("nvml-clock-events", problems, unread,
+            "no thermal or hardware slowdown during the matmul"
+            + (f" ({loads[0]['ops']} products in {loads[0]['seconds']} s)" if loads else "")
+            + (f"; seen: {', '.join(seen)}" if seen else "; no clock-event reason seen")
+            + (f"; at the power cap (sw_power_cap, not a fault under full load): "
+               f"{', '.join(power)}" if power else ""),
+            per_rank=data)
+
+    # PCIe link generation/width under load; replay counter
+    problems, unread, data = [], [], {}
+    for r in per_rank:
+        b, a = r["before"], r["after"]
+        loads = r.get("load_samples", [])
+        gen = max([s["pcie_gen"] for s in loads if "pcie_gen" in s] + [a.get("pcie_gen") or 0])
+        width = max([s["pcie_width"] for s in loads if "pcie_width" in s]
+                    + [a.get("pcie_width") or 0])
+        replay = _delta(b, a, "pcie_replay_counter")
+        data[str(r["rank"])] = {"gen_under_load": gen or None, "gen_max": a.get("pcie_gen_max"),
+                                "gen_gpu_max": a.get("pcie_gen_gpu_max"),
+                                "width_under_load": width or None,
+                                "width_max": a.get("pcie_width_max"),
+                                "replay_counter": a.get("pcie_replay_counter"),
+                                "replay_delta": replay}
+        if not gen or a.get("pcie_gen_max") is None:
+            unread.append(f"rank {r['rank']} PCIe generation "
+                          f"({a.get('errors', {}).get('pcie_gen_max')})")
+        elif gen < a["pcie_gen_max"]:
+            problems.append(f"rank {r['rank']}: PCIe link at gen {gen} under load, max "
+                            f"{a['pcie_gen_max']}")
+        if not width or a.get("pcie_width_max") is None:
+            unread.append(f"rank {r['rank']} PCIe width "
+                          f"({a.get('errors', {}).get('pcie_width_max')})")
+        elif width < a["pcie_width_max"]:
+            problems.append(f"rank {r['rank']}: PCIe link x{width}, max x{a['pcie_width_max']}")
+        if replay is None:
+            unread.append(f"rank {r['rank']} PCIe replay counter "
+                          f"({a.get('errors', {}).get('pcie_replay_counter')})")
+        elif replay > 0:
+            problems.append(f"rank {r['rank']}: PCIe replay counter rose by {replay} during "
+                            "the run (link errors)")
+    verdict("nvml-pcie", problems, unread,
+            "PCIe at max generation and width under load, replay counter unchanged ("
+            + ", ".join(f"rank {k} gen{d['gen_under_load']} x{d['width_under_load']}, "
+                        f"{d['replay_counter']} replays" for k, d in data.items()) + ")",
+            per_rank=data)
+
+    # NVLink: link state and error counters, where the GPU has links
+    problems, data = [], {}
+    any_active = False
+    for r in per_rank:
+        b, a = r["before"].get("nvlink", {}), r["after"].get("nvlink", {})
+        active = [k for k, v in a.items() if v.get("active")]
+        inactive = [k for k, v in a.items() if v.get("active") is False]
+        any_active = any_active or bool(active)
+        rises = {}
+        for link in active:
+            for name in NVML_NVLINK_ERRORS:
+                d = _delta(b.get(link, {}), a.get(link, {}), name)
+                if d:
+                    rises[f"link{link}.{name}"] = d
+        data[str(r["rank"])] = {"active": active, "inactive": inactive, "error_rises": rises,
+                                "errors_total": {f"link{k}": {n: v.get(n) for n in
+                                                              NVML_NVLINK_ERRORS}
+                                                 for k, v in a.items() if v.get("active")}}
+        if active and inactive:
+            problems.append(f"rank {r['rank']}: NVLink(s) {', '.join(inactive)} down while "
+                            f"{len(active)} are up")
+        if rises:
+            problems.append(f"rank {r['rank']}: NVLink error counters rose during the run: "
+                            + ", ".join(f"{k} +{v}" for k, v in rises.items()))
+    if not any_active and not problems:
+        first = per_rank[0]["after"].get("nvlink", {}).get("0", {})
+        notes.append({"name": "nvml-nvlink", "status": "N/A",
+                      "detail": "no active NVLink on any GPU"
+                                + (f" (NVML: {first['error']})" if "error" in first else "")
+                                + (": one GPU, nothing to link" if world == 1 else
+                                   "; the GPUs talk over PCIe"), "per_rank": data})
+    else:
+        verdict("nvml-nvlink", problems, [],
+                "every NVLink up, no error counter rose ("
+                + ", ".join(f"rank {k} {len(d['active'])} links" for k, d in data.items()) + ")",
+                per_rank=data)
+
+    # XID: NVML events during the run, and the kernel log when readable
+    problems, unread, data = [], [], {}
+    for r in per_rank:
+        events = r.get("xid_events", [])
+        log = r.get("kernel_log", {})
+        t0, t1 = r.get("window", [None, None])
+        during = [x for x in log.get("xids", []) if t0 is not None and x["t_monotonic"]
+                  is not None and x["t_monotonic"] >= t0 - 1.0]
+        earlier_hw = [x for x in log.get("xids", []) if x not in during
+                      and x["xid"] in HARDWARE_XIDS]
+        data[str(r["rank"])] = {"nvml_events": events, "nvml_watch_error":
+                                r.get("xid_watch_error"), "kernel_log_readable":
+                                log.get("readable"), "kernel_log_why": log.get("why"),
+                                "kernel_log_xids": log.get("xids", [])}
+        if events:
+            problems.append(f"rank {r['rank']}: XID " + ", ".join(str(e["xid"]) for e in events)
+                            + " reported by NVML during the run")
+        if during:
+            problems.append(f"rank {r['rank']}: kernel log XID "
+                            + ", ".join(str(x["xid"]) for x in during) + " during the run")
+        if earlier_hw:
+            problems.append(f"rank {r['rank']}: hardware XID "
+                            + ", ".join(str(x["xid"]) for x in earlier_hw)
+                            + " in the kernel log since boot")
+        if r.get("xid_watch_error") and not log.get("readable"):
+            unread.append(f"rank {r['rank']} XID events ({r['xid_watch_error']}) and kernel "
+                          f"log ({log.get('why')})")
+    sources = []
+    if any(not r.get("xid_watch_error") for r in per_rank):
+        sources.append("NVML XID events watched during the run")
+    if any(r.get("kernel_log", {}).get("readable") for r in per_rank):
+        sources.append("kernel log read")
+    else:
+        sources.append("kernel log not readable (" + str(per_rank[0].get("kernel_log", {})
+                                                         .get("why")) + ")")
+    verdict("nvml-xid", problems, unread, "no XID: " + "; ".join(sources), per_rank=data)
+    return checks, notes
+
+
+# ---------------------------------------------------------------------------- bandwidth verdict
+
+BASELINE_MIN_BYTES = 64 * 1024**2
+BASELINE_TOLERANCE = 0.10
+
+
+def topology_signature(record: dict[str, Any]) -> str:
+    """How the GPUs are linked, as a comparable string: 'single', or the sorted multiset of
+    link kinds between GPU pairs from `nvidia-smi topo -m` ('NV18x6'), or 'unknown'."""
+    if record.get("world_size") == 1:
+        return "single"
+    matrix = ((record.get("topology") or {}).get("matrix") or {})
+    kinds: dict[str, int] = {}
+    for a, row in (matrix.get("links") or {}).items():
+        for b, link in row.items():
+            if a.startswith("GPU") and b.startswith("GPU") and a < b:
+                kinds[link] = kinds.get(link, 0) + 1
+    if not kinds:
+        return "unknown" if record.get("device_type") == "cuda" else "cpu"
+    return ",".join(f"{k}x{v}" for k, v in sorted(kinds.items()))
+
+
+def baseline_key(record: dict[str, Any]) -> tuple[str, int, str]:
+    names = sorted({str(r.get("name")) for r in record.get("ranks", [])})
+    return (" + ".join(names), int(record.get("world_size") or 0), topology_signature(record))
+
+
+def find_baseline(key: tuple[str, int, str], path: Path | None
+                  ) -> tuple[Path | None, dict[str, Any] | None, str]:
+    """The baseline for `key`: `path` itself (a file), or in a folder the earliest PASS record
+    of the same GPU model, count and topology (the first run of a kind is its baseline)."""
+    if path is None:
+        return None, None, "no baseline folder or file given"
+    files = [path] if path.is_file() else sorted(path.glob("*.json")) if path.is_dir() else []
+    if not files:
+        return None, None, f"{path} holds no JSON records"
+    found = []
+    for f in files:
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+            continue
+        if rec.get("status") != "PASS" or rec.get("test_hooks") or not rec.get("bandwidth"):
+            continue
+        if baseline_key(rec) == key:
+            found.append((str(rec.get("started")), f, rec))
+    if not found:
+        return None, None, (f"no PASS record of {key[1]}x {key[0]} with topology {key[2]} in "
+                            f"{path}")
+    _, f, rec = min(found, key=lambda t: t[0])
+    return f, rec, "earliest matching record"
+
+
+def bandwidth_verdict(record: dict[str, Any], baseline: dict[str, Any] | None,
+                      source: str, tolerance: float = BASELINE_TOLERANCE,
+                      min_bytes: int = BASELINE_MIN_BYTES) -> dict[str, Any]:
+    """busbw at every size >= min_bytes against the baseline's: FAIL naming the sizes that fall
+    more than `tolerance` below it and each one's slowest rank; no baseline: DEFERRED."""
+    key = baseline_key(record)
+    if record.get("world_size", 1) == 1:
+        return check("bandwidth-verdict", "DEFERRED",
+                     "n=1: busbw is 0 by definition; there is no link to judge", key=list(key))
+    if baseline is None:
+        return check("bandwidth-verdict", "DEFERRED",
+                     f"no baseline to judge busbw against: {source}; commit a PASS sample of "
+                     f"this GPU model, count and topology in gpu_checks/samples/",
+                     key=list(key))
+    mine = {row["bytes"]: row for row in record["bandwidth"]["sizes"] if row["bytes"] >= min_bytes}
+    base = {row["bytes"]: row for row in baseline["bandwidth"]["sizes"]
+            if row["bytes"] >= min_bytes}
+    common = sorted(set(mine) & set(base))
+    if not common:
+        return check("bandwidth-verdict", "DEFERRED",
+                     f"no size >= {human_bytes(min_bytes)} measured in both this run and the "
+                     f"baseline ({source})", key=list(key))
+    rows, slow = [], []
+    for size in common:
+        ratio = mine[size]["busbw_GBps"] / base[size]["busbw_GBps"] \
+            if base[size]["busbw_GBps"] else float("inf")
+        row = {"bytes": size, "busbw_GBps": mine[size]["busbw_GBps"],
+               "baseline_busbw_GBps": base[size]["busbw_GBps"], "ratio": ratio,
+               "slowest_rank": mine[size]["slowest_rank"]}
+        rows.append(row)
+        if ratio < 1.0 - tolerance:
+            slow.append(row)
+    data = {"key": list(key), "baseline": source, "tolerance": tolerance,
+            "min_bytes": min_bytes, "sizes": rows}
+    if slow:
+        return check("bandwidth-verdict", "FAIL",
+                     f"busbw more than {tolerance:.0%} below the baseline ({source}) at "
+                     + ", ".join(f"{human_bytes(r['bytes'])} ({r['busbw_GBps']:.1f} vs "
+                                 f"{r['baseline_busbw_GBps']:.1f} GB/s, slowest rank "
+                                 f"{r['slowest_rank']})" for r in slow), **data)
+    worst_row = min(rows, key=lambda r: r["ratio"])
+    return check("bandwidth-verdict", "PASS",
+                 f"busbw within {tolerance:.0%} of the baseline ({source}) at "
+                 f"{len(rows)} size(s) >= {human_bytes(min_bytes)}; lowest "
+                 f"{worst_row['ratio']:.0%} at {human_bytes(worst_row['bytes'])}", **data)
+
+
+# ---------------------------------------------------------------------------- nccl-tests beside us
+
+
+def parse_nccl_tests(text: str) -> dict[str, dict[int, dict[str, float]]]:
+    """all_reduce_perf output (one or several runs) -> {"eager"|"graph": {bytes: {"in_place_us",
+    "out_of_place_us"}}}; the mode comes from each run's header ('graph: 0' or 'graph: N')."""
+    runs: dict[str, dict[int, dict[str, float]]] = {}
+    mode = "eager"
+    for line in text.splitlines():
+        header = re.search(r"\bgraph: (\d+)", line)
+        if header:
+            mode = "graph" if int(header.group(1)) else "eager"
+            continue
+        cells = line.split()
+        if len(cells) >= 12 and cells[0].isdigit() and cells[2] in ("float", "half", "bfloat16",
+                                                                     "double", "int32", "int8"):
+            try:
+                runs.setdefault(mode, {})[int(cells[0])] = {"out_of_place_us": float(cells[5]),
+                                                            "in_place_us": float(cells[9])}
+            except ValueError:
+                continue
+    return runs
+
+
+def small_message_verdict(ours: list[dict[str, Any]], theirs: dict[str, dict[int, dict[str,
+                          float]]], source: str, world: int, at_bytes: int = 1024,
+                          bound: float = 1.5) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(check or None, comparison data): our in-place all-reduce time at `at_bytes` (the CUDA
+    graph replay's per-op time when the capture held work, else eager) <= bound x nccl-tests'
+    default (eager) in-place time. At n = 1 there is nothing to compare: NCCL enqueues no GPU
+    work for an in-place all-reduce on one rank, so both sides time empty calls; the numbers are
+    kept and the check is N/A (returned as None)."""
+    mine = {row["bytes"]: row for row in ours}
+    rows = []
+    for b in sorted(mine):
+        row = {"bytes": b, "ours_eager_us": mine[b]["eager_us"],
+               "ours_graph_us": mine[b].get("graph_us"),
+               "ours_graph_empty": mine[b].get("graph_empty")}
+        for mode in ("eager", "graph"):
+            t = theirs.get(mode, {}).get(b)
+            if t:
+                row[f"nccl_tests_{mode}_in_place_us"] = t["in_place_us"]
+                row[f"nccl_tests_{mode}_out_of_place_us"] = t["out_of_place_us"]
+        rows.append(row)
+    data = {"at_bytes": at_bytes, "bound": bound, "nccl_tests": source, "sizes": rows}
+    if world == 1:
+        return None, data
+    if not theirs.get("eager"):
+        return check("small-message-time", "DEFERRED",
+                     f"no nccl-tests (eager) output to compare with ({source})", **data), data
+    base = theirs["eager"].get(at_bytes)
+    if at_bytes not in mine or base is None or base["in_place_us"] <= 0:
+        return check("small-message-time", "DEFERRED",
+                     f"{human_bytes(at_bytes)} not measured by both ({source})", **data), data
+    row = mine[at_bytes]
+    ratio = row["time_us"] / base["in_place_us"]
+    data["ratio"] = ratio
+    detail = (f"{human_bytes(at_bytes)} in-place all-reduce {row['time_us']:.2f} us "
+              f"({row['timer']}; eager {row['eager_us']:.2f} us) vs nccl-tests "
+              f"{base['in_place_us']:.2f} us = {ratio:.2f}x (bound {bound}x)")
+    return check("small-message-time", "PASS" if ratio <= bound else "FAIL", detail,
+                 **data), data
+
+
 # ---------------------------------------------------------------------------- the run
 
 
@@ -237,7 +1026,12 @@ class Preflight:
         self.device = torch.device("cuda", self.local_rank) if backend == "nccl" \
             else torch.device("cpu")
         self.checks: list[dict[str, Any]] = []
+        self.notes: list[dict[str, Any]] = []  # checks that do not apply here (N/A), and why
         self.hooks = {k: os.environ[k] for k in TEST_HOOKS if os.environ.get(k)}
+        self.want_health = args.health == "on" or (args.health == "auto" and
+                                                   self.device.type == "cuda")
+        self.nvml: NvmlGpu | None = None
+        self.health: dict[str, Any] = {"rank": self.rank, "available": False, "why": None}
 
     # -- process group ------------------------------------------------------------------
 
@@ -385,9 +1179,35 @@ class Preflight:
         seconds = self.timed(lambda: torch.matmul(a2, b2, out=out), self.args.matmul_iters,
                              barrier=False)
         tflops = 2.0 * n**3 / seconds / 1e12
+        if self.nvml is not None and self.args.load_s > 0:
+            self.health["load"] = self.sustained_load(lambda: torch.matmul(a2, b2, out=out),
+                                                      seconds)
         return {"rank": self.rank, "finite": finite, "nonfinite_elements": nonfinite,
                 "rel_error": rel if math.isfinite(rel) else None, "time_ms": seconds * 1e3,
                 "tflops": tflops}
+
+    def sustained_load(self, op: Any, op_seconds: float) -> dict[str, Any]:
+        """Keep the GPU busy with `op` for --load-s seconds while NVML is sampled: clock-event
+        reasons need sustained load to show (power and heat build up; NVML's power reading is
+        averaged over about a second). Violation-time counters are read before and after."""
+        assert self.nvml is not None
+        count = max(1, int(self.args.load_s / max(op_seconds, 1e-6)))
+        before: dict[str, Any] = {}
+        for policy, code in NVML_PERF_POLICY.items():
+            self.nvml.read(before, policy, "nvmlDeviceGetViolationStatus", code)
+        t0 = time.monotonic()
+        with LoadSampler(self.nvml, interval_s=0.01) as sampler:
+            for _ in range(count):
+                op()
+            self.sync()
+        after: dict[str, Any] = {}
+        for policy, code in NVML_PERF_POLICY.items():
+            self.nvml.read(after, policy, "nvmlDeviceGetViolationStatus", code)
+        viol = {p: int(after[p].violationTime) - int(before[p].violationTime)
+                for p in NVML_PERF_POLICY if p in before and p in after}
+        self.health["load_samples"] = sampler.samples
+        return {"op": "bf16 matmul", "ops": count, "seconds": round(time.monotonic() - t0, 3),
+                "violation_ns": viol}
 
     # -- timing ---------------------------------------------------------------------------
 
@@ -499,6 +1319,18 @@ class Preflight:
             {"numa_node": None, "cpu_affinity": None, "source": "cpu run"}
         ranks = self.gather(mine)
         self.device_checks(ranks)
+        if self.want_health:
+            self.nvml_open(mine)
+        fit = self.gather(self.fit(mine)) if self.device.type == "cuda" else []
+        for name in ("fit-cuda", "fit-arch"):
+            per = [c for rank_checks in fit for c in rank_checks if c["name"] == name]
+            if per:
+                bad = [(r, c) for r, c in enumerate(per) if c["status"] != "PASS"]
+                chosen = bad[0][1] if bad else per[0]
+                self.checks.append(check(name, worst([c["status"] for c in per]),
+                                         (f"rank {bad[0][0]}: " if bad else "") + chosen["detail"],
+                                         per_rank=[c["data"] for c in per],
+                                         bad_ranks=[r for r, _ in bad]))
 
         mm = self.gather(self.matmul())
         bound = a.matmul_rel_error_bound
@@ -546,17 +1378,43 @@ class Preflight:
 
         sizes = a.sizes or size_list(a.min_bytes, a.max_bytes, a.factor)
         rows = self.bandwidth(sizes)
+        small = self.small_messages([s for s in sizes if s <= a.small_max_bytes])
         topo = self.topology(ranks) if self.rank == 0 else None
+        health = None
+        if self.want_health:
+            per_rank = self.gather(self.health_finish())
+            health_checks_, notes = health_checks(per_rank, self.world)
+            self.checks.extend(health_checks_)
+            self.notes.extend(notes)
+            health = {"source": "nvidia-ml-py (NVML)", "per_rank": per_rank}
+        if a.nccl_tests_log is not None:
+            theirs: dict[str, Any] = {}
+            try:
+                theirs = parse_nccl_tests(a.nccl_tests_log.read_text())
+            except OSError as exc:
+                self.notes.append({"name": "small-message-time", "status": "N/A",
+                                   "detail": f"cannot read {a.nccl_tests_log}: {exc}"})
+            verdict_, comparison = small_message_verdict(small["sizes"], theirs,
+                                                         str(a.nccl_tests_log), self.world)
+            small["nccl_tests"] = comparison
+            if verdict_ is not None:
+                self.checks.append(verdict_)
+            else:
+                self.notes.append({"name": "small-message-time", "status": "N/A",
+                                   "detail": "n=1: NCCL enqueues no GPU work for an in-place "
+                                             "all-reduce on one rank (the CUDA graph captured "
+                                             "nothing), so ours and nccl-tests' in-place times "
+                                             "both time empty calls; numbers kept in "
+                                             "small_messages.nccl_tests"})
 
         if self.hooks:
             self.checks.append(check("test-hooks", "FAIL",
                                      f"test-only fault hooks active ({', '.join(self.hooks)}): "
                                      "this record proves nothing about the hardware",
                                      hooks=self.hooks))
-        status = worst([c["status"] for c in self.checks])
         record = {
             "schema": SCHEMA,
-            "status": status,
+            "status": "ERROR",  # set below, once every check is in
             "started": started.isoformat(),
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(),
             "wall_s": round(time.perf_counter() - _T_START, 3),
@@ -591,11 +1449,184 @@ class Preflight:
                 "note": ("n=1: the bus factor is 0, so busbw is 0 by definition; algbw measures "
                          "a local operation, not a link") if self.world == 1 else None,
                 "sizes": rows},
+            "small_messages": small,
             "topology": topo,
+            "health": health,
+            "not_applicable": self.notes,
+            "baseline": None,
             "test_hooks": self.hooks,
             "error": None,
         }
+        if self.rank == 0:
+            self.judge_bandwidth(record)
+        record["status"] = worst([c["status"] for c in self.checks])
+        record["checks"] = self.checks
         return record
+
+    def judge_bandwidth(self, record: dict[str, Any]) -> None:
+        a = self.args
+        where = a.baseline
+        if where == "auto":
+            where = str(Path(__file__).resolve().parent / "samples") \
+                if self.device.type == "cuda" and self.world > 1 else "off"
+        if where == "off":
+            if self.world > 1 and self.device.type == "cuda":
+                self.notes.append({"name": "bandwidth-verdict", "status": "N/A",
+                                   "detail": "--baseline off: bandwidth measured, not judged"})
+            return
+        if self.world == 1:
+            self.notes.append({"name": "bandwidth-verdict", "status": "N/A",
+                               "detail": "n=1: busbw is 0 by definition; no link to judge"})
+            return
+        path, baseline, how = find_baseline(baseline_key(record), Path(where))
+        source = f"{path.name} ({how})" if path is not None else how
+        record["baseline"] = {"path": str(path) if path else None, "how": how,
+                              "key": list(baseline_key(record))}
+        self.checks.append(bandwidth_verdict(record, baseline, source, a.baseline_tolerance))
+
+    # -- image-to-GPU fit, NVML health, small messages -------------------------------------
+
+    def fit(self, mine: dict[str, Any]) -> list[dict[str, Any]]:
+        """This rank's GPU against the running image's torch: CUDA version, arch list."""
+        driver: Any = None
+        how = None
+        try:
+            import pynvml as nv  # optional
+            nv.nvmlInit()
+            try:
+                driver, how = nv.nvmlSystemGetCudaDriverVersion(), "NVML"
+            finally:
+                nv.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - no NVML: ask the CUDA driver through torch
+            try:
+                driver, how = int(torch._C._cuda_getDriverVersion()), "cuDriverGetVersion"
+            except Exception:  # noqa: BLE001
+                driver = None
+        props = torch.cuda.get_device_properties(self.device)
+        out = fit_checks(torch.version.cuda, list(torch.cuda.get_arch_list()),
+                         (props.major, props.minor), driver,
+                         where=f"of {mine.get('name')} ({how or 'driver version unread'})")
+        return out
+
+    def nvml_open(self, mine: dict[str, Any]) -> None:
+        h = self.health
+        h["window"] = [time.monotonic(), None]
+        if self.device.type != "cuda":
+            h["why"] = f"no GPU in this run (backend {self.backend})"
+            return
+        try:
+            import pynvml as nv
+        except ImportError as exc:
+            h["why"] = f"nvidia-ml-py is not installed (import pynvml: {exc})"
+            return
+        try:
+            nv.nvmlInit()
+            gpu = NvmlGpu(nv, mine.get("uuid"), mine.get("pci_bus_id"), self.local_rank)
+        except Exception as exc:  # noqa: BLE001 - no driver library, no permission, …
+            h["why"] = f"NVML unusable: {_nvml_error(exc)}"
+            return
+        try:
+            h["driver_cuda"] = nv.nvmlSystemGetCudaDriverVersion()
+            h["driver_version"] = nv.nvmlSystemGetDriverVersion()
+        except Exception:  # noqa: BLE001 - informative only
+            pass
+        h.update(available=True, located_by=gpu.located_by, pci_bus_id=mine.get("pci_bus_id"))
+        h["before"] = gpu.snapshot()
+        gpu.watch_xids()
+        self.nvml = gpu
+
+    def health_finish(self) -> dict[str, Any]:
+        h = self.health
+        gpu = self.nvml
+        if gpu is not None:
+            h["after"] = gpu.snapshot()
+            h["xid_events"] = gpu.drain_xids()
+            h["xid_watch_error"] = gpu.events_error
+            h["window"][1] = time.monotonic()
+            log = read_kernel_log()
+            xids = parse_kernel_xids(log.pop("text", ""))
+            prefix = _pci_prefix(h.get("pci_bus_id"))
+            if prefix:  # NVRM names the GPU by PCI domain:bus:device; keep this rank's only
+                xids = [x for x in xids if _pci_prefix(x["pci"] + ".0") == prefix]
+            log["xids"] = xids
+            h["kernel_log"] = log
+            try:
+                gpu.nv.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        return h
+
+    def small_messages(self, sizes: list[int]) -> dict[str, Any]:
+        """Small all-reduces timed as nccl-tests does: one event pair around the whole loop of
+        `iters` operations, no barrier or host work inside it. On GPUs the loop is also captured
+        once as a CUDA graph (nccl-tests -G) and one replay is timed: that removes the host's
+        per-call launch cost (torch's c10d adds ~15-20 us per eager call)."""
+        rows = []
+        iters = self.args.iters
+        for nbytes in sizes:
+            numel = nbytes // 4
+            buf = contribution(numel, self.rank, self.device) / 1024.0
+            for _ in range(self.args.warmup):
+                dist.all_reduce(buf)
+            self.sync()
+            eager = self.timed(lambda: dist.all_reduce(buf), iters)
+            graph_s, graph_error, graph_empty = None, None, False
+            graph = None
+            if self.device.type == "cuda":
+                # capture only records (no collective runs), so a rank whose capture fails
+                # cannot leave a peer waiting; all ranks replay only if every capture worked
+                try:
+                    import warnings
+                    graph = torch.cuda.CUDAGraph()
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        with torch.cuda.graph(graph):
+                            for _ in range(iters):
+                                dist.all_reduce(buf)
+                    graph_empty = any("graph is empty" in str(w.message).lower()
+                                      for w in caught)
+                except Exception as exc:  # noqa: BLE001 - capture unsupported: eager only
+                    graph = None
+                    graph_error = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                captured = self.gather(graph is not None)
+                if all(captured):
+                    graph.replay()  # type: ignore[union-attr]
+                    self.sync()
+                    self.barrier()
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    graph.replay()  # type: ignore[union-attr]
+                    end.record()
+                    end.synchronize()
+                    graph_s = start.elapsed_time(end) / 1e3 / iters
+                elif graph_error is None:
+                    graph_error = "a peer rank could not capture the graph: eager only"
+                del graph
+            per_rank = self.gather([eager, graph_s, graph_empty])
+            eager_max = max(p[0] for p in per_rank)
+            graphs = [p[1] for p in per_rank]
+            empty = any(p[2] for p in per_rank)
+            graph_max = max(graphs) if all(g is not None for g in graphs) else None
+            best = graph_max if graph_max is not None else eager_max
+            rows.append({"bytes": nbytes, "time_us": best * 1e6,
+                         "timer": "cuda-graph" if graph_max is not None else
+                         ("cuda-events" if self.device.type == "cuda" else
+                          "barrier+perf_counter"),
+                         "eager_us": eager_max * 1e6,
+                         "graph_us": graph_max * 1e6 if graph_max is not None else None,
+                         "per_rank_eager_us": [p[0] * 1e6 for p in per_rank],
+                         "per_rank_graph_us": [p[1] * 1e6 if p[1] is not None else None
+                                               for p in per_rank],
+                         "graph_error": graph_error, "graph_empty": empty})
+            del buf
+        return {"op": "all_reduce", "dtype": "float32", "in_place": True,
+                "warmup": self.args.warmup, "iters": iters,
+                "timing": "one event pair around the whole loop of iters ops (nccl-tests); "
+                          "time_us: the graph replay's per-op time when captured, else eager; "
+                          "the slowest rank's; graph_empty: the capture held no GPU work (NCCL "
+                          "enqueues none for an in-place all-reduce on one rank)",
+                "sizes": rows}
 
     def correctness_sizes(self) -> list[int]:
         big = max(1024, min(self.args.max_bytes, self.args.check_bytes) // 4)
@@ -666,6 +1697,28 @@ def table(record: dict[str, Any]) -> str:
                    f"{row['slowest_rank']:>7}")
     if bw.get("note"):
         out.append(f"note: {bw['note']}")
+    small = record.get("small_messages") or {}
+    if small.get("sizes"):
+        out.append("")
+        out.append(f"small messages, nccl-tests timing (one event pair around {small['iters']} "
+                   "ops; slowest rank):")
+        theirs = {r["bytes"]: r for r in (small.get("nccl_tests") or {}).get("sizes", [])}
+        out.append(f"{'bytes':>12} {'eager us':>10} {'graph us':>10} {'nccl-tests us':>14} "
+                   f"{'nccl-tests -G us':>17}  (in place)")
+        for row in small["sizes"]:
+            g = f"{row['graph_us']:.2f}" if row.get("graph_us") is not None else "-"
+            if row.get("graph_empty"):
+                g += "*"
+            t = theirs.get(row["bytes"], {})
+            e = t.get("nccl_tests_eager_in_place_us")
+            gg = t.get("nccl_tests_graph_in_place_us")
+            out.append(f"{row['bytes']:>12} {row['eager_us']:>10.2f} {g:>10} "
+                       f"{'-' if e is None else f'{e:.2f}':>14} "
+                       f"{'-' if gg is None else f'{gg:.2f}':>17}")
+        if any(row.get("graph_empty") for row in small["sizes"]):
+            out.append("  * the captured CUDA graph held no GPU work")
+    for note in record.get("not_applicable") or []:
+        out.append(f"  N/A      {note['name']:<22} {note['detail']}")
     topo = record["topology"] or {}
     matrix = topo.get("matrix") or {}
     if matrix.get("links") or matrix.get("affinity"):
@@ -707,6 +1760,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--min-tflops", type=float, default=None,
                    help="FAIL when a rank's bf16 rate is below this (not checked by default)")
     p.add_argument("--timeout-s", type=int, default=300, help="collective timeout")
+    p.add_argument("--health", choices=["auto", "on", "off"], default="auto",
+                   help="NVML health checks (nvidia-ml-py); auto: on GPUs")
+    p.add_argument("--baseline", default="auto",
+                   help="bandwidth verdict against a baseline record: a JSON file, a folder of "
+                        "them, 'off'; auto: the samples/ folder beside this script on GPUs")
+    p.add_argument("--baseline-tolerance", type=float, default=BASELINE_TOLERANCE,
+                   help="FAIL when busbw at >= 64 MiB is this fraction below the baseline")
+    p.add_argument("--load-s", type=float, default=1.0,
+                   help="seconds of sustained bf16 matmul while NVML samples clock-event reasons")
+    p.add_argument("--small-max-bytes", type=parse_size, default=parse_size("1M"),
+                   help="largest size of the small-message timing")
+    p.add_argument("--nccl-tests-log", type=Path, default=None,
+                   help="all_reduce_perf output of the same machine: compare small messages")
     args = p.parse_args(argv)
     gpu = torch.cuda.is_available() and args.backend != "gloo"
     if args.max_bytes is None:

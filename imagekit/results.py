@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class Status(StrEnum):
     """PASS and FAIL are verdicts; DEFERRED (could not run here, says why) and ERROR (the check
-    itself broke) are not, and neither ever counts as a pass."""
+    itself broke) are not, and neither ever counts as a pass. One meaning each, used alike by
+    exit codes, the gate, JUnit and in-toto (`MEANING`; docs/evidence.md has the table)."""
 
     PASS = "PASS"
     FAIL = "FAIL"
@@ -19,6 +20,17 @@ class Status(StrEnum):
     @property
     def is_pass(self) -> bool:
         return self is Status.PASS
+
+
+#: The one meaning of each status (docs/evidence.md, "Statuses").
+MEANING: dict[Status, str] = {
+    Status.PASS: "the check ran and the property holds",
+    Status.FAIL: "the check ran and the property does not hold (a profile acceptance is the "
+                 "gate's policy, never a different status)",
+    Status.DEFERRED: "the check could not run here and says why: no verdict, never a pass "
+                     "(exit 1; the gate refuses it when required and warns otherwise)",
+    Status.ERROR: "the check itself broke: no verdict, never a pass",
+}
 
 
 class CheckResult(BaseModel):

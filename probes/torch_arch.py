@@ -1,29 +1,63 @@
-"""Hopper readiness of the image's torch: "sm_90" in `torch.cuda.get_arch_list()`.
+"""GPU readiness of the image's torch for the target GPUs: each target's compute capability
+against `torch.cuda.get_arch_list()` (sm_XY SASS, or compute_XY PTX the driver can JIT) and,
+with `driver=X.Y`, the image's CUDA against what the node's driver supports.
 
-A CPU build (torch.version.cuda is None, empty arch list) is a FAIL with that reason; an image
-without torch says DEFERRED. Passing does not prove any kernel runs (that is the GPU phase)."""
+Arguments (probe plan `torch_arch=sm_90,sm_100,driver=12.4`): target GPUs as `sm_XY` or `X.Y`
+(default sm_90: H100/H200; B200 is sm_100), and optionally `driver=X.Y`. A CPU build (torch.version.cuda
+None, empty arch list) is a FAIL with that reason; an image without torch says DEFERRED.
+Passing does not prove any kernel runs (that is the GPU phase)."""
 
+import re
 import sys
 
 from _common import emit
+from _cudafit import fit_checks
 
-WANT = "sm_90"
+DEFAULT_TARGETS = ["sm_90"]
 
 
-def main():
+def parse_target(text):
+    """'sm_100' or '10.0' -> (10, 0); None when neither."""
+    match = re.fullmatch(r"sm_(\d+)(\d)[af]?", text) or re.fullmatch(r"(\d+)\.(\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def main(argv):
+    targets, driver, bad = [], None, []
+    for arg in argv:
+        if arg.startswith("driver="):
+            driver = arg.split("=", 1)[1]
+        elif parse_target(arg):
+            targets.append(arg)
+        else:
+            bad.append(arg)
+    if bad:
+        return emit("torch_arch", "ERROR", f"unknown argument(s) {bad}: give sm_XY, X.Y or "
+                    "driver=X.Y")
+    targets = targets or DEFAULT_TARGETS
     try:
         import torch
     except ImportError as exc:
         return emit("torch_arch", "DEFERRED", f"torch is not installed in this image ({exc})")
     arch = list(torch.cuda.get_arch_list())
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "arch_list": arch}
-    if WANT in arch:
-        return emit("torch_arch", "PASS", f"{WANT} in torch.cuda.get_arch_list()", **info)
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "arch_list": arch,
+            "targets": targets, "driver": driver}
     if torch.version.cuda is None:
         return emit("torch_arch", "FAIL", f"CPU build of torch {torch.__version__} "
-                    f"(torch.version.cuda is None, arch list {arch}): no {WANT}", **info)
-    return emit("torch_arch", "FAIL", f"{WANT} not in arch list {arch}", **info)
+                    f"(torch.version.cuda is None, arch list {arch}): nothing runs on "
+                    f"{', '.join(targets)}", **info)
+    results = []
+    for target in targets:
+        for result in fit_checks(torch.version.cuda, arch, parse_target(target),
+                                 driver, where=f"for target {target}"):
+            if result["name"] == "fit-arch" or driver is not None:
+                results.append(result)
+    order = ["ERROR", "FAIL", "DEFERRED", "PASS"]
+    status = next(s for s in order if s in [r["status"] for r in results] + ["PASS"])
+    failing = [r for r in results if r["status"] != "PASS"]
+    detail = "; ".join(r["detail"] for r in (failing or results))
+    return emit("torch_arch", status, detail, checks=results, **info)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

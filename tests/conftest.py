@@ -19,6 +19,31 @@ def _evidence_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     monkeypatch.setenv("IMAGEKIT_EVIDENCE_DIR", str(tmp_path_factory.mktemp("evidence")))
 
 
+def write_secret(path: Path, text: str) -> Path:
+    """A file for a secret: created 0600 (never world-readable, not even for a moment)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return path
+
+
+@pytest.fixture
+def secret_file():
+    """write(path, text) -> path: a 0600 file holding a secret, removed after the test (pytest
+    keeps tmp_path of the last runs: a password must not stay there)."""
+    written: list[Path] = []
+
+    def write(path: Path, text: str) -> Path:
+        written.append(write_secret(path, text))
+        return path
+
+    yield write
+    for path in written:
+        path.unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
 def infra():  # -> imagekit.infra.state.InfraState
     """The real local infrastructure: `imagekit infra up` once per session, then its state.

@@ -23,6 +23,7 @@ from imagekit.acceptance.models import Exchange, ToolCall, Usage
 from imagekit.errors import ImagekitError, InvalidInput
 
 CHAT_PATH = "/v1/chat/completions"
+_RESET_ERRORS = ("ReadError", "RemoteProtocolError", "WriteError")
 
 
 class ServerUnreachable(ImagekitError):
@@ -128,9 +129,35 @@ class ChatClient:
         data = exchange.response.get("data")
         return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 
+    async def tokenize(self, model: str, messages: list[dict]) -> dict | None:
+        """The engine's own tokenizer count (vLLM `POST /tokenize` with the chat template
+        applied); None when the server has no such endpoint or refuses the request."""
+        try:
+            resp = await self._http.post("/tokenize", json={
+                "model": model, "messages": messages, "add_generation_prompt": True},
+                timeout=60.0)
+        except httpx.HTTPError:
+            return None
+        payload = _decode(resp.content)
+        if resp.status_code != 200 or not isinstance(payload, dict) or \
+                not isinstance(payload.get("count"), int):
+            return None
+        return {"count": payload["count"], "max_model_len": payload.get("max_model_len")}
+
     async def chat(self, label: str, body: dict[str, Any]) -> Exchange:
         """POST a chat completion (streamed when `body["stream"]`); never raises on HTTP or
-        transport failure: the failure is the recorded outcome."""
+        transport failure: the failure is the recorded outcome.
+
+        One retry, on a fresh connection, when a pooled keep-alive connection was reset before
+        any answer (transformers serve 5.17 resets it after each 500 without `Connection:
+        close`); the exchange records it (`connection_retry`) so the report can say so."""
+        first = await self._chat_once(label, body)
+        if first.status_code is None and (first.error or "").startswith(_RESET_ERRORS):
+            second = await self._chat_once(label, body)
+            return second.model_copy(update={"connection_retry": first.error})
+        return first
+
+    async def _chat_once(self, label: str, body: dict[str, Any]) -> Exchange:
         if body.get("stream"):
             outcome = await self.stream(body, keep_text=True)
             return self._exchange_from_stream(label, body, outcome)

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from imagekit.acceptance import media
 from imagekit.acceptance.models import Exchange, Sample
+from imagekit.acceptance.protocol import (Verdict, combine, deferred, failed, passed,
+                                          protocol_verdict, response_problems, server_words)
 from imagekit.acceptance.suite import SuiteContext, user
 from imagekit.results import CheckResult, Status
 
@@ -83,15 +85,46 @@ def _verdict(name: str, samples: list[Sample], what: str) -> CheckResult:
                        data={"samples": [s.model_dump() for s in samples]})
 
 
+def _semantic(ctx: SuiteContext, name: str, samples: list[Sample], what: str) -> Verdict:
+    def judge() -> Verdict:
+        result = _verdict(name, samples, what)
+        return Verdict(result.status, result.detail)
+    return ctx.semantic(judge)
+
+
+def _explained(ctx: SuiteContext, check: CheckResult) -> CheckResult:
+    """Append what the engine profile observed (an explanation; the status stays)."""
+    note = ctx.observed(check.name)
+    if not note or check.status is Status.PASS:
+        return check
+    return check.model_copy(update={"detail": f"{check.detail} ({note})"})
+
+
+def _absent(ctx: SuiteContext, name: str, capability: str) -> CheckResult | None:
+    """DEFERRED quoting the server when the capability this check needs is absent."""
+    caps = ctx.capabilities
+    if caps is None:
+        return None
+    cap = getattr(caps, capability)
+    if cap.present:
+        return None
+    check = CheckResult(name=name, status=Status.DEFERRED,
+                        detail=f"needs {capability}: {cap.absent_reason()}",
+                        data={"capability": cap.model_dump(), "protocol": None,
+                              "semantic": None})
+    return _explained(ctx, check)
+
+
 async def check_mode(ctx: SuiteContext, mode: str) -> CheckResult:
     fields = ctx.profile.modes.get(mode)
     if fields is None:
         return CheckResult(name=f"mode-{mode}", status=Status.DEFERRED,
                            detail=f"no request fields for mode {mode!r} in the {ctx.engine} "
                                   "profile; set them with --engine-config")
-    samples = []
+    samples, exchanges = [], []
     for i in range(ctx.options.reproductions):
         exchange = await ctx.ask(f"mode-{mode}-rep{i + 1}", [user(ARITHMETIC_PROMPT)], **fields)
+        exchanges.append(exchange)
         value = _integer(exchange.answer)
         only_integer = bool(re.fullmatch(r"\s*-?\d[\d,]*\s*\.?\s*", exchange.answer))
         samples.append(_sample(f"rep{i + 1}", str(ARITHMETIC_ANSWER), exchange,
@@ -100,91 +133,103 @@ async def check_mode(ctx: SuiteContext, mode: str) -> CheckResult:
     answers = sorted({s.answer for s in samples})
     tokens = [s.output_tokens for s in samples]
     latency = [s.latency_s for s in samples]
-    result = _verdict(f"mode-{mode}", samples,
-                      f"reproductions answered {ARITHMETIC_ANSWER}")
+    protocol = protocol_verdict(exchanges, f"{len(exchanges)} answers HTTP 200, well-formed")
+    semantic = _semantic(ctx, f"mode-{mode}", samples,
+                         f"reproductions answered {ARITHMETIC_ANSWER}")
+    result = combine(f"mode-{mode}", protocol, semantic,
+                     {"samples": [s.model_dump() for s in samples], "mode_fields": fields,
+                      "reproductions": len(samples)})
     detail = (f"{result.detail}; answers {answers}; output tokens {tokens}; latency "
               f"{min(latency):.2f}-{max(latency):.2f}s; {len(samples)} reproductions of one "
               "problem, not independent samples")
-    data = dict(result.data, mode_fields=fields, reproductions=len(samples))
-    return result.model_copy(update={"detail": detail, "data": data})
+    return result.model_copy(update={"detail": detail})
 
 
 async def check_tools(ctx: SuiteContext) -> CheckResult:
+    absent = _absent(ctx, "tool-calling", "tools")
+    if absent is not None:
+        return absent
     messages: list[dict] = [user(
         f"What is the tracking number of order {TOOL_ORDER}? Use the lookup_order tool, then "
         "answer with the tracking number.")]
     first = await ctx.ask("tools-call", messages, tools=[TOOL], tool_choice="auto")
-    if not first.ok:
-        return CheckResult(name="tool-calling", status=Status.FAIL,
-                           detail=f"tool request failed: {first.summary()}")
     calls = [c for c in first.tool_calls if c.name == "lookup_order"]
-    if not calls:
-        return CheckResult(name="tool-calling", status=Status.FAIL,
-                           detail=f"no lookup_order tool call returned (finish_reason "
-                                  f"{first.finish_reason}, content {first.answer[:80]!r})")
-    call = calls[0]
-    try:
-        args = json.loads(call.arguments or "{}")
-    except ValueError:
-        return CheckResult(name="tool-calling", status=Status.FAIL,
-                           detail=f"tool arguments are not JSON: {call.arguments[:120]!r}")
-    if str(args.get("order_id", "")).strip() != TOOL_ORDER:
-        return CheckResult(name="tool-calling", status=Status.FAIL,
-                           detail=f"tool called with {args!r}, expected order_id {TOOL_ORDER}")
+    call = calls[0] if calls else None
+    args: dict = {}
+    if call is not None:
+        try:
+            args = json.loads(call.arguments or "{}")
+        except ValueError:
+            args = {}
+    # The backfill round trip is protocol: sent with the model's call, or (when the model made
+    # none, e.g. a stand-in) a well-formed call of our own, so the server's schema is exercised.
+    synthetic = call is None
+    call_id = (call.id if call is not None and call.id else "call_0")
+    arguments = call.arguments if call is not None else json.dumps({"order_id": TOOL_ORDER})
     messages.append({"role": "assistant", "content": first.content or None,
-                     "tool_calls": [{"id": call.id or "call_0", "type": "function",
-                                     "function": {"name": call.name,
-                                                  "arguments": call.arguments}}]})
-    messages.append({"role": "tool", "tool_call_id": call.id or "call_0",
+                     "tool_calls": [{"id": call_id, "type": "function",
+                                     "function": {"name": "lookup_order",
+                                                  "arguments": arguments}}]})
+    messages.append({"role": "tool", "tool_call_id": call_id,
                      "content": json.dumps(TOOL_RESULT)})
     final = await ctx.ask("tools-backfill", messages, tools=[TOOL])
-    uses = final.ok and TOOL_RESULT["tracking_number"] in final.answer
-    return CheckResult(
-        name="tool-calling", status=Status.PASS if uses else Status.FAIL,
-        detail=("tool call returned, result backfilled, final answer uses it"
-                if uses else f"final answer does not use the tool result: {final.summary()}"),
-        data={"arguments": args, "final_answer": final.answer[:300],
-              "output_tokens": _tokens(final), "latency_s": final.latency_s})
+    protocol = protocol_verdict(
+        [first, final], "tool request and backfill (tool result message) answered 200, "
+        "tool_calls schema well-formed" + (" (backfill with a call of ours: the model made "
+                                          "none)" if synthetic else ""))
+
+    def judge() -> Verdict:
+        if call is None:
+            return failed(f"no lookup_order tool call returned (finish_reason "
+                          f"{first.finish_reason}, content {first.answer[:80]!r})")
+        if str(args.get("order_id", "")).strip() != TOOL_ORDER:
+            return failed(f"tool called with {args!r}, expected order_id {TOOL_ORDER}")
+        if TOOL_RESULT["tracking_number"] not in final.answer:
+            return failed(f"final answer does not use the tool result: {final.summary()}")
+        return passed("right tool and argument; the final answer uses the tool result")
+
+    return _explained(ctx, combine(
+        "tool-calling", protocol, ctx.semantic(judge),
+        {"arguments": args, "final_answer": final.answer[:300], "synthetic_call": synthetic,
+         "output_tokens": _tokens(final), "latency_s": final.latency_s}))
 
 
 async def check_streaming(ctx: SuiteContext) -> CheckResult:
     exchange = await ctx.ask(
         "streaming", [user("Count from 1 to 10, separated by single spaces, nothing else.")],
         stream=True, stream_options={"include_usage": True})
-    problems = []
-    if not exchange.ok:
-        problems.append(exchange.summary())
-    else:
-        if exchange.chunks < 2:
-            problems.append(f"only {exchange.chunks} SSE chunk(s)")
-        if exchange.finish_reason not in ("stop", "length"):
-            problems.append(f"finish_reason {exchange.finish_reason!r}")
-        if not exchange.usage or not exchange.usage.completion_tokens:
-            problems.append("no usage chunk with completion_tokens (stream_options.include_usage)")
+    problems = response_problems(exchange)
+    protocol = failed("; ".join(problems)) if problems else passed(
+        f"{exchange.chunks} SSE chunks, finish_reason {exchange.finish_reason}, usage "
+        f"{exchange.usage.completion_tokens if exchange.usage else None} tokens "
+        f"(include_usage), data: [DONE], TTFT {exchange.ttft_s or 0:.3f}s")
+
+    def judge() -> Verdict:
         numbers = [int(n) for n in re.findall(r"\d+", exchange.answer)]
         if numbers[:10] != list(range(1, 11)):
-            problems.append(f"content {exchange.answer.strip()[:60]!r} does not count 1..10")
-    return CheckResult(
-        name="streaming", status=Status.FAIL if problems else Status.PASS,
-        detail="; ".join(problems) if problems else
-        f"{exchange.chunks} chunks, finish_reason {exchange.finish_reason}, usage "
-        f"{exchange.usage.completion_tokens if exchange.usage else None} tokens, "
-        f"TTFT {exchange.ttft_s or 0:.3f}s",
-        data={"chunks": exchange.chunks, "ttft_s": exchange.ttft_s,
-              "finish_reason": exchange.finish_reason, "done_marker": exchange.done_marker})
+            return failed(f"content {exchange.answer.strip()[:60]!r} does not count 1..10")
+        return passed("content counts 1..10")
+
+    semantic = ctx.semantic(judge) if exchange.ok or exchange.status_code == 200 else \
+        deferred("no answer to judge")
+    return _explained(ctx, combine(
+        "streaming", protocol, semantic,
+        {"chunks": exchange.chunks, "ttft_s": exchange.ttft_s,
+         "finish_reason": exchange.finish_reason, "done_marker": exchange.done_marker,
+         "usage": exchange.usage.model_dump() if exchange.usage else None}))
 
 
 async def check_multi_turn(ctx: SuiteContext) -> CheckResult:
     messages = [user(f"Remember this: my project codename is {CODEWORD}. Reply with OK only.")]
     first = await ctx.ask("multi-turn-1", messages)
-    if not first.ok:
-        return CheckResult(name="multi-turn", status=Status.FAIL,
-                           detail=f"first turn failed: {first.summary()}")
     messages += [{"role": "assistant", "content": first.answer.strip() or "OK"},
                  user("What is my project codename? Answer with the codename only.")]
     second = await ctx.ask("multi-turn-2", messages)
     sample = _sample("turn-2", CODEWORD, second, CODEWORD in second.answer.upper())
-    return _verdict("multi-turn", [sample], "turns recalled the earlier codename")
+    protocol = protocol_verdict([first, second], "both turns answered 200, well-formed")
+    return combine("multi-turn", protocol,
+                   _semantic(ctx, "multi-turn", [sample], "turns recalled the earlier codename"),
+                   {"samples": [sample.model_dump()]})
 
 
 def _colour_correct(answer: str, expected: str) -> bool:
@@ -202,8 +247,19 @@ def colour_order(answer: str) -> list[str]:
 colour_correct = _colour_correct
 
 
+def _media_check(ctx: SuiteContext, name: str, exchanges: list[Exchange],
+                 samples: list[Sample], what: str, data: dict | None = None) -> CheckResult:
+    protocol = protocol_verdict(exchanges, f"{len(exchanges)} media request(s) answered 200, "
+                                           "well-formed")
+    return _explained(ctx, combine(name, protocol, _semantic(ctx, name, samples, what),
+                                   dict(data or {}, samples=[s.model_dump() for s in samples])))
+
+
 async def check_solid_colours(ctx: SuiteContext) -> CheckResult:
-    samples = []
+    absent = _absent(ctx, "image-solid-colour", "image")
+    if absent is not None:
+        return absent
+    samples, exchanges = [], []
     pixels = {}
     for fmt in ("PNG", "JPEG"):
         for colour in ("red", "blue", "green"):
@@ -211,15 +267,18 @@ async def check_solid_colours(ctx: SuiteContext) -> CheckResult:
             pixels[item.name] = media.pixel_census(item.data, limit=2)
             exchange = await ctx.ask(f"image-{item.name}", [user(
                 item.content_part(), "What colour is this image? Answer with one word.")])
+            exchanges.append(exchange)
             samples.append(_sample(item.name, colour, exchange,
                                    _colour_correct(exchange.answer, colour)))
-    result = _verdict("image-solid-colour", samples,
-                      "solid-colour images named correctly (judged on their own; a bordered or "
-                      "chart image passing does not override these)")
-    return result.model_copy(update={"data": dict(result.data, pixels_sent=pixels)})
+    return _media_check(ctx, "image-solid-colour", exchanges, samples,
+                        "solid-colour images named correctly (judged on their own; a bordered "
+                        "or chart image passing does not override these)", {"pixels_sent": pixels})
 
 
 async def check_bordered(ctx: SuiteContext) -> CheckResult:
+    absent = _absent(ctx, "image-bordered", "image")
+    if absent is not None:
+        return absent
     item = media.bordered("red")
     exchange = await ctx.ask("image-bordered", [user(
         item.content_part(),
@@ -227,10 +286,14 @@ async def check_bordered(ctx: SuiteContext) -> CheckResult:
         "Answer with one word.")])
     sample = _sample(item.name, "red", exchange, _colour_correct(
         exchange.answer.lower().replace("black", ""), "red"))
-    return _verdict("image-bordered", [sample], "bordered image named correctly")
+    return _media_check(ctx, "image-bordered", [exchange], [sample],
+                        "bordered image named correctly")
 
 
 async def check_chart(ctx: SuiteContext) -> CheckResult:
+    absent = _absent(ctx, "image-chart", "image")
+    if absent is not None:
+        return absent
     item = media.chart()
     exchange = await ctx.ask("image-chart", [user(
         item.content_part(),
@@ -238,7 +301,7 @@ async def check_chart(ctx: SuiteContext) -> CheckResult:
         "has the tallest bar? Answer with the letter only.")])
     letters = re.findall(r"\b([ABCD])\b", exchange.answer)
     sample = _sample(item.name, item.truth, exchange, letters[:1] == [item.truth])
-    return _verdict("image-chart", [sample], "chart read correctly")
+    return _media_check(ctx, "image-chart", [exchange], [sample], "chart read correctly")
 
 
 VIDEO_QUESTION = ("The video shows a sequence of solid colours. List the colours in the order "
@@ -246,6 +309,9 @@ VIDEO_QUESTION = ("The video shows a sequence of solid colours. List the colours
 
 
 async def check_video(ctx: SuiteContext) -> CheckResult:
+    absent = _absent(ctx, "video-colour-order", "video")
+    if absent is not None:
+        return absent
     try:
         item = media.colour_video()
     except media.MediaUnavailable as exc:
@@ -254,13 +320,15 @@ async def check_video(ctx: SuiteContext) -> CheckResult:
     order = item.truth.split(",")
     exchange = await ctx.ask("video-colours", [user(item.content_part(), VIDEO_QUESTION)])
     sample = _sample(item.name, item.truth, exchange, colour_order(exchange.answer) == order)
-    return _verdict("video-colour-order", [sample], "video colour order named correctly")
+    return _media_check(ctx, "video-colour-order", [exchange], [sample],
+                        "video colour order named correctly")
 
 
 INVALID_BODIES: dict[str, dict] = {
     "negative-max-tokens": {"max_tokens": -5},
     "temperature-out-of-range": {"temperature": -1.0},
     "messages-not-a-list": {"messages": "hello"},
+    "unknown-model": {"model": "imagekit-no-such-model"},
 }
 
 
@@ -275,26 +343,29 @@ async def check_invalid_parameters(ctx: SuiteContext) -> CheckResult:
         if exchange.status_code is None or not 400 <= exchange.status_code < 500:
             got = (f"HTTP {exchange.status_code}" if exchange.status_code is not None
                    else exchange.error)
-            bad.append(f"{name}: {got} from {ctx.engine}")
-    return CheckResult(name="invalid-parameters", status=Status.FAIL if bad else Status.PASS,
-                       detail=("; ".join(bad) + " (expected 4xx)") if bad else
-                       f"all {len(codes)} invalid requests answered 4xx: {codes}",
-                       data={"status_codes": codes})
+            bad.append(f"{name}: {got} from {ctx.engine} ({server_words(exchange, 80)!r})")
+    protocol = failed("; ".join(bad) + " (expected 4xx)") if bad else passed(
+        f"all {len(codes)} invalid requests answered 4xx: {codes}")
+    return _explained(ctx, combine("invalid-parameters", protocol, None,
+                                   {"status_codes": codes}))
 
 
 async def check_recovery(ctx: SuiteContext, name: str = "recovery") -> CheckResult:
-    """After failed requests, a normal one still succeeds: the process survived."""
-    text = await ctx.ask(f"{name}-text", [user("Reply with the word READY only.")])
-    item = media.bordered("red")
-    image = await ctx.ask(f"{name}-image", [user(
-        item.content_part(), "What colour is the square inside the border? One word.")])
-    problems = [f"{e.label}: {e.summary()}" for e in (text, image) if not e.ok]
-    if text.ok and "READY" not in text.answer.upper():
-        problems.append(f"text answer {text.answer.strip()[:60]!r} is not READY")
-    return CheckResult(name=name, status=Status.FAIL if problems else Status.PASS,
-                       detail="; ".join(problems) if problems else
-                       "a normal text request and a normal image request succeeded after the "
-                       "failed ones: the server process survived")
+    """After failed requests, a normal request gets a well-formed 200: the process survived.
+    Protocol only (what the model says is not the point); an image request is added where the
+    server has the image capability."""
+    exchanges = [await ctx.ask(f"{name}-text", [user("Reply with the word READY only.")],
+                               max_tokens=min(ctx.options.max_tokens, 64))]
+    caps = ctx.capabilities
+    if caps is None or caps.image.present:
+        item = media.bordered("red")
+        exchanges.append(await ctx.ask(f"{name}-image", [user(
+            item.content_part(), "What colour is the square inside the border? One word.")],
+            max_tokens=min(ctx.options.max_tokens, 64)))
+    kinds = " and ".join(e.label.rsplit("-", 1)[1] for e in exchanges)
+    protocol = protocol_verdict(exchanges, f"a normal {kinds} request got a well-formed 200 "
+                                           "after the failed ones: the server process survived")
+    return _explained(ctx, combine(name, protocol, None))
 
 
 CHECKS: list[Callable[[SuiteContext], Awaitable[CheckResult]]] = [

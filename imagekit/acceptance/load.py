@@ -100,47 +100,90 @@ class BodyFactory:
         return body
 
 
+def tpot(ttft_s: float | None, e2e_s: float, completion_tokens: int | None) -> float | None:
+    """Time per output token after the first (vLLM bench serve's TPOT)."""
+    if ttft_s is None or not completion_tokens or completion_tokens < 2:
+        return None
+    return max(0.0, e2e_s - ttft_s) / (completion_tokens - 1)
+
+
+def arrivals(spec: RoundSpec, seed: int = 0) -> list[float]:
+    """Open-loop Poisson send times (seconds from the round's start), seeded by the round."""
+    assert spec.rate is not None
+    rng = random.Random(seed * 1_000_003 + spec.index)
+    at, out = 0.0, []
+    for _ in range(spec.requests):
+        out.append(at)
+        at += rng.expovariate(spec.rate)
+    return out
+
+
 async def run_round(client: ChatClient, spec: RoundSpec, make_body: Callable[[int], dict],
                     on_done: Callable[[], None] | None = None,
                     failures: list[dict] | None = None) -> RoundResult:
-    """Run one round; failed requests' bodies and answers go to `failures` when given."""
+    """Run one round; failed requests' bodies and answers go to `failures` when given.
+    Closed loop: `concurrency` workers; open loop (`spec.rate`): each request sent at its
+    Poisson arrival time, whatever is still in flight (so queueing shows in TTFT)."""
     records: list[RequestRecord | None] = [None] * spec.requests
     gaps: list[float] = []
-    pending = iter(range(spec.requests))
+    slo = spec.slo
 
-    async def worker() -> None:
-        for i in pending:
-            body = make_body(i)
-            out = await client.stream(body)
-            usage = out.usage or {}
-            error = out.error
-            if error is None and out.status_code != 200:
-                error = f"HTTP {out.status_code}"
-            records[i] = RequestRecord(
-                i=i, status_code=out.status_code, error=error, ttft_s=out.ttft_s,
-                e2e_s=out.e2e_s, prompt_tokens=usage.get("prompt_tokens"),
-                completion_tokens=usage.get("completion_tokens"), chunks=out.chunks,
-                finish_reason=out.finish_reason)
-            gaps.extend(out.gaps)
-            if error is not None and failures is not None:
-                failures.append({"i": i, "error": error, "status_code": out.status_code,
-                                 "response": out.body, "request": body})
-            if on_done is not None:
-                on_done()
+    async def one(i: int, sent_at: float | None) -> None:
+        body = make_body(i)
+        out = await client.stream(body)
+        usage = out.usage or {}
+        error = out.error
+        if error is None and out.status_code != 200:
+            error = f"HTTP {out.status_code}"
+        completion = usage.get("completion_tokens")
+        per_token = tpot(out.ttft_s, out.e2e_s, completion) if error is None else None
+        records[i] = RequestRecord(
+            i=i, status_code=out.status_code, error=error, ttft_s=out.ttft_s,
+            e2e_s=out.e2e_s, prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=completion, chunks=out.chunks,
+            finish_reason=out.finish_reason, tpot_s=per_token,
+            slo_met=None if slo is None else
+            (error is None and slo.met(out.ttft_s, per_token, out.e2e_s)),
+            sent_at_s=sent_at)
+        gaps.extend(out.gaps)
+        if error is not None and failures is not None:
+            failures.append({"i": i, "error": error, "status_code": out.status_code,
+                             "response": out.body, "request": body})
+        if on_done is not None:
+            on_done()
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(min(spec.concurrency, spec.requests))))
+    if spec.rate:
+        tasks = []
+        for i, at in enumerate(arrivals(spec)):
+            delay = start + at - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, round(time.perf_counter() - start, 6))))
+        await asyncio.gather(*tasks)
+    else:
+        pending = iter(range(spec.requests))
+
+        async def worker() -> None:
+            for i in pending:
+                await one(i, None)
+
+        await asyncio.gather(*(worker() for _ in range(min(spec.concurrency, spec.requests))))
     duration = time.perf_counter() - start
     done = [r for r in records if r is not None]
     ok = [r for r in done if r.error is None]
     completion = sum(r.completion_tokens or 0 for r in ok)
+    goodput = None if slo is None else round(sum(bool(r.slo_met) for r in done) /
+                                             spec.requests, 6)
     return RoundResult(
         spec=spec, duration_s=round(duration, 6), completed=len(ok),
         errors=spec.requests - len(ok), prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
         completion_tokens=completion, requests_per_s=round(len(ok) / duration, 3),
         output_tokens_per_s=round(completion / duration, 3),
         ttft=percentiles([r.ttft_s for r in ok if r.ttft_s is not None]),
-        itl=percentiles(gaps), e2e=percentiles([r.e2e_s for r in ok]), records=done)
+        itl=percentiles(gaps), e2e=percentiles([r.e2e_s for r in ok]),
+        tpot=percentiles([r.tpot_s for r in ok if r.tpot_s is not None]),
+        arrival="poisson" if spec.rate else "closed", goodput=goodput, records=done)
 
 
 def judge_round(result: RoundResult, expect: Expectations) -> CheckResult:
@@ -177,11 +220,21 @@ def judge_round(result: RoundResult, expect: Expectations) -> CheckResult:
     if outside:
         problems.append(f"{len(outside)} prompts outside {spec.input_tokens} ±"
                         f"{expect.input_tolerance:.0%} input tokens (e.g. {outside[0]})")
+    if spec.slo is not None and result.goodput is not None and \
+            result.goodput < spec.slo.goodput_floor:
+        problems.append(f"goodput {result.goodput:.0%} below the floor "
+                        f"{spec.slo.goodput_floor:.0%} (SLO {spec.slo.describe()})")
     summary = (f"{result.completed}/{spec.requests} completed, {result.errors} errors, "
                f"{result.prompt_tokens} in / {result.completion_tokens} out tokens, "
                f"{result.requests_per_s:.2f} req/s, TTFT p50 {_ms(result.ttft.p50)} p99 "
-               f"{_ms(result.ttft.p99)}, ITL p50 {_ms(result.itl.p50)}, E2E p50 "
+               f"{_ms(result.ttft.p99)}, TPOT p50 {_ms(result.tpot.p50)} p99 "
+               f"{_ms(result.tpot.p99)}, ITL p50 {_ms(result.itl.p50)}, E2E p50 "
                f"{_ms(result.e2e.p50)} p99 {_ms(result.e2e.p99)}")
+    if spec.rate:
+        summary += f", open-loop Poisson {spec.rate:g} req/s"
+    if spec.slo is not None and result.goodput is not None:
+        summary += (f", goodput {result.goodput:.0%} (floor {spec.slo.goodput_floor:.0%}, SLO "
+                    f"{spec.slo.describe()})")
     return CheckResult(name=spec.name, status=Status.FAIL if problems else Status.PASS,
                        detail="; ".join(problems) + f" ({summary})" if problems else summary,
                        data=result.model_dump(exclude={"records"}))

@@ -22,9 +22,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
 
-from imagekit.acceptance.models import Modality, RoundSpec
+from imagekit.acceptance.models import Modality, RoundSpec, Slo
 from imagekit.errors import InvalidInput
 
 
@@ -46,6 +46,10 @@ class MatrixBlock(BaseModel):
     requests_per_concurrency: int = Field(4, ge=1)
     min_requests: int = Field(1, ge=1)
     requests: int | None = Field(None, ge=1)
+    #: open-loop Poisson arrival rates (requests/s); each replaces the concurrency levels
+    rate: list[PositiveFloat] | None = None
+    #: this block's SLOs (replaces the matrix-wide [slo])
+    slo: Slo | None = None
 
 
 class Matrix(BaseModel):
@@ -60,17 +64,26 @@ class Matrix(BaseModel):
     semantic_warmup: bool = True
     request_fields: dict[str, Any] = {}
     expect: Expectations = Expectations()
+    slo: Slo | None = None
+    #: regression against the previously accepted digest of the same image: goodput may drop
+    #: by this share (absolute), TTFT/TPOT/E2E p50 and p99 may grow by this share (relative)
+    regression_tolerance: float = Field(0.10, ge=0)
     matrix: list[MatrixBlock] = Field(min_length=1)
 
     def rounds(self) -> list[RoundSpec]:
         out: list[RoundSpec] = []
         for block in self.matrix:
-            for modality, conc, inp, outp in itertools.product(
-                    block.modality, block.concurrency, block.input_tokens, block.output_tokens):
+            slo = block.slo or self.slo
+            loads: list[tuple[int, float | None]] = (
+                [(c, None) for c in block.concurrency] if not block.rate else
+                [(max(block.concurrency), r) for r in block.rate])
+            for modality, (conc, rate), inp, outp in itertools.product(
+                    block.modality, loads, block.input_tokens, block.output_tokens):
                 requests = block.requests or max(block.min_requests,
                                                  conc * block.requests_per_concurrency)
                 out.append(RoundSpec(index=len(out) + 1, concurrency=conc, input_tokens=inp,
-                                     output_tokens=outp, modality=modality, requests=requests))
+                                     output_tokens=outp, modality=modality, requests=requests,
+                                     rate=rate, slo=slo))
         return out
 
 

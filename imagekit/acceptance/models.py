@@ -69,6 +69,8 @@ class Exchange(BaseModel):
     reasoning: str = ""
     tool_calls: list[ToolCall] = []
     usage: Usage | None = None
+    #: a reset keep-alive connection before any answer, retried once on a fresh one
+    connection_retry: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -132,8 +134,35 @@ class LatencyStats(BaseModel):
 Modality = Literal["text", "image", "video"]
 
 
+class Slo(BaseModel):
+    """Service-level objectives of one round (as in vLLM `bench serve --goodput`, GuideLLM,
+    AIPerf): a request is *good* when it succeeded and met every threshold given; goodput is
+    the share of the round's requests that were good, and must reach `goodput_floor`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    e2e_ms: float | None = Field(None, gt=0)
+    goodput_floor: float = Field(0.9, ge=0, le=1)
+
+    def met(self, ttft_s: float | None, tpot_s: float | None, e2e_s: float) -> bool:
+        def within(value: float | None, limit_ms: float | None) -> bool:
+            return limit_ms is None or (value is not None and value * 1000 <= limit_ms)
+        return within(ttft_s, self.ttft_ms) and within(tpot_s, self.tpot_ms) and \
+            within(e2e_s, self.e2e_ms)
+
+    def describe(self) -> str:
+        parts = [f"{k.removesuffix('_ms').upper()} <= {v:g}ms"
+                 for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms),
+                              ("e2e_ms", self.e2e_ms)) if v is not None]
+        return " and ".join(parts) or "no thresholds"
+
+
 class RoundSpec(BaseModel):
-    """One load round: `requests` streaming requests kept `concurrency` in flight."""
+    """One load round: `requests` streaming requests kept `concurrency` in flight (closed
+    loop), or, with `rate`, sent open-loop at Poisson arrivals of `rate` requests/s whatever
+    is still in flight."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -143,10 +172,13 @@ class RoundSpec(BaseModel):
     output_tokens: int = Field(ge=1)
     modality: Modality = "text"
     requests: int = Field(ge=1)
+    rate: float | None = Field(None, gt=0)
+    slo: Slo | None = None
 
     @property
     def name(self) -> str:
-        return (f"round-{self.index:02d}-{self.modality}-c{self.concurrency}"
+        load = f"r{self.rate:g}" if self.rate else f"c{self.concurrency}"
+        return (f"round-{self.index:02d}-{self.modality}-{load}"
                 f"-in{self.input_tokens}-out{self.output_tokens}")
 
 
@@ -164,6 +196,10 @@ class RequestRecord(BaseModel):
     completion_tokens: int | None = None
     chunks: int = 0
     finish_reason: str | None = None
+    #: time per output token after the first: (E2E - TTFT) / (completion_tokens - 1)
+    tpot_s: float | None = None
+    slo_met: bool | None = None
+    sent_at_s: float | None = None
 
 
 class RoundResult(BaseModel):
@@ -180,4 +216,7 @@ class RoundResult(BaseModel):
     ttft: LatencyStats
     itl: LatencyStats
     e2e: LatencyStats
+    tpot: LatencyStats = LatencyStats()
+    arrival: Literal["closed", "poisson"] = "closed"
+    goodput: float | None = None
     records: list[RequestRecord]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from imagekit.acceptance import corrupt, functional, needle_retest
+from imagekit.acceptance.capabilities import Requirements, probe, requirement_checks
 from imagekit.acceptance.client import ChatClient, public_url
 from imagekit.acceptance.engines import EngineConfig, detect_engine
 from imagekit.acceptance.load import (BodyFactory, Calibration, calibrate, judge_round,
@@ -24,9 +25,12 @@ from imagekit.acceptance.matrix import Matrix
 from imagekit.acceptance.media import (VIDEO_ORDER, MediaUnavailable, colour_video,
                                        sized_image)
 from imagekit.acceptance.models import Exchange, RoundResult, RoundSpec
+from imagekit.acceptance.regression import regression_check
 from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
+from imagekit.standins.models import is_standin
 from imagekit.evidence import Attempt, EvidenceStore
+from imagekit.evidence.kinds import AcceptResult, BenchResult, Latency
 from imagekit.results import CheckResult, Status
 
 SUITES: dict[str, Callable[[SuiteContext], Awaitable[list[CheckResult]]]] = {
@@ -45,6 +49,8 @@ class Target:
     engine: str
     engine_version: str | None
     models: list[dict] = field(default_factory=list)
+    #: a random-weight stand-in model (served from the `imagekit-standin` org, or --stand-in)
+    standin: bool = False
 
 
 @dataclass
@@ -66,9 +72,6 @@ async def resolve_target(client: ChatClient, model: str | None, engine: str | No
             raise InvalidInput("the server lists no model; pass --model", where=client.public_url)
         model = str(models[0]["id"])
     engine = engine or detect_engine(models)
-    if engine is None:
-        raise InvalidInput("cannot tell the engine from /v1/models owned_by; pass --engine",
-                           where=client.public_url)
     config.profile(engine)
     if engine_version is None:
         for path in ("/version", "/get_server_info"):
@@ -78,7 +81,7 @@ async def resolve_target(client: ChatClient, model: str | None, engine: str | No
                 engine_version = str(exchange.response["version"])
                 break
     return Target(base_url=public_url(client.base_url), model=model, engine=engine,
-                  engine_version=engine_version, models=models)
+                  engine_version=engine_version, models=models, standin=is_standin(model))
 
 
 def evidence_subject(digest: str | None, name: str | None, target: Target) -> str:
@@ -97,10 +100,14 @@ def _slug(text: str) -> str:
 def render_report(title: str, facts: dict[str, Any], checks: list[CheckResult]) -> str:
     lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in facts.items()]
-    lines += ["", "| check | status | detail |", "|---|---|---|"]
+    lines += ["", "| check | status | protocol | semantic | detail |", "|---|---|---|---|---|"]
     for check in checks:
         detail = check.detail.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {check.name} | {check.status.value} | {detail} |")
+        aspects = [(check.data.get(k) or {}).get("status", "-")
+                   if isinstance(check.data.get(k), dict) else "-"
+                   for k in ("protocol", "semantic")]
+        lines.append(f"| {check.name} | {check.status.value} | {aspects[0]} | {aspects[1]} "
+                     f"| {detail} |")
     for check in checks:
         samples = check.data.get("samples")
         if not samples or not isinstance(samples[0], dict) or "correct" not in samples[0]:
@@ -124,16 +131,46 @@ def _context(target: Target, **extra: Any) -> dict[str, Any]:
             "engine_version": target.engine_version, **extra}
 
 
+def _suite_context(client: ChatClient, target: Target, config: EngineConfig,
+                   options: SuiteOptions, **extra: Any) -> SuiteContext:
+    return SuiteContext(client=client, model=target.model, engine=target.engine,
+                        engine_version=target.engine_version, config=config, options=options,
+                        models=target.models, standin=target.standin, **extra)
+
+
 async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                      config: EngineConfig, options: SuiteOptions, store: EvidenceStore,
-                     subject: str,
+                     subject: str, required: Requirements | None = None,
                      on_check: Callable[[str, CheckResult], None] | None = None) -> RunOutcome:
+    """Capabilities first (their own evidence, `accept-capabilities`), then each suite."""
     checks: list[CheckResult] = []
     evidence: dict[str, str] = {}
+    required = required or Requirements()
+    if target.standin:
+        options = _standin_options(options)
+    probe_ctx = _suite_context(client, target, config, options)
+    context = _context(target, suite="capabilities", standin=target.standin,
+                       required=required.model_dump())
+    with store.attempt(subject, "accept-capabilities", **context) as attempt:
+        try:
+            caps = await probe(probe_ctx, standin=target.standin)
+        finally:
+            _write_exchanges(attempt, probe_ctx)
+        attempt.write_json("capabilities.json", caps)
+        attempt.write_result(_accept_result(target, "capabilities"))
+        found = [_explain(config, target, c) for c in requirement_checks(caps, required)]
+        for check in found:
+            attempt.add_check(check)
+        attempt.write_json("checks.json", [c.model_dump(mode="json") for c in found])
+        attempt.write_text("report.md", render_report(
+            "Capabilities", dict(context, **_caps_facts(caps)), found))
+        checks.extend(found)
+        evidence["capabilities"] = str(attempt.path)
     for suite in suites:
-        ctx = SuiteContext(client=client, model=target.model, engine=target.engine,
-                           engine_version=target.engine_version, config=config, options=options)
-        context = _context(target, suite=suite, options=_options_dict(options))
+        ctx = _suite_context(client, target, config, options, capabilities=caps,
+                             required=required)
+        context = _context(target, suite=suite, options=_options_dict(options),
+                           standin=target.standin)
         with store.attempt(subject, f"accept-{suite}", **context) as attempt:
             try:
                 found = await SUITES[suite](ctx)
@@ -144,6 +181,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                                             f"{exc}"[:300])]
             finally:
                 _write_exchanges(attempt, ctx)
+            attempt.write_result(_accept_result(target, suite))
             for check in found:
                 attempt.add_check(check)
                 if on_check is not None:
@@ -154,6 +192,37 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
             checks.extend(found)
             evidence[suite] = str(attempt.path)
     return RunOutcome(checks=checks, evidence=evidence, target=target)
+
+
+def _accept_result(target: Target, suite: str) -> AcceptResult:
+    """The typed result of one accept attempt (the evidence contract, issue 12)."""
+    return AcceptResult(kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
+                        model=target.model, engine=target.engine,
+                        engine_version=target.engine_version)
+
+
+#: A stand-in's answers are not judged, so it need not talk long: output capped (CPU time).
+STANDIN_MAX_TOKENS = 16
+
+
+def _standin_options(options: SuiteOptions) -> SuiteOptions:
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(options, max_tokens=min(options.max_tokens, STANDIN_MAX_TOKENS))
+
+
+def _caps_facts(caps: Any) -> dict[str, Any]:
+    return {"image": caps.image.present, "video": caps.video.present,
+            "tools": caps.tools.present, "max_model_len": caps.max_model_len,
+            "tokenize": caps.tokenize_path, "stand-in model": caps.standin}
+
+
+def _explain(config: EngineConfig, target: Target, check: CheckResult) -> CheckResult:
+    notes = config.observed_for(target.engine, target.engine_version, check.name)
+    if not notes or check.status is Status.PASS:
+        return check
+    text = "; ".join(f"profile {n.engine} {'/'.join(n.versions)}: {n.behaviour}" for n in notes)
+    return check.model_copy(update={"detail": f"{check.detail} ({text})"})
 
 
 def _options_dict(options: SuiteOptions) -> dict[str, Any]:
@@ -169,6 +238,22 @@ def _write_exchanges(attempt: Attempt, ctx: SuiteContext) -> None:
 class RoundProgress(Protocol):
     def start(self, spec: RoundSpec) -> Callable[[], None]: ...
     def finish(self, spec: RoundSpec, check: CheckResult) -> None: ...
+
+
+def bench_latency(results: list[RoundResult]) -> list[Latency]:
+    """Each round's TTFT, TPOT, ITL and end-to-end percentiles (LatencyStats are in seconds)."""
+    series = []
+    for result in results:
+        spec = result.spec
+        label = f"round-{spec.index:02d}-{spec.modality}-c{spec.concurrency}"
+        for metric in ("ttft", "tpot", "itl", "e2e"):
+            stats = getattr(result, metric)
+            values = {k: v for k, v in (("p50", stats.p50), ("p90", stats.p90),
+                                        ("p99", stats.p99)) if v is not None}
+            if values:
+                series.append(Latency(label=label, metric=metric, unit="s",
+                                      percentiles=values))
+    return series
 
 
 def _media_part(modality: str, matrix: Matrix) -> dict | None:
@@ -208,11 +293,13 @@ async def warmup(client: ChatClient, model: str, modality: str, part: dict) -> t
 async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                      config: EngineConfig, store: EvidenceStore, subject: str,
                      matrix_text: str, progress: RoundProgress | None = None,
-                     calibrate_prompts: bool = True) -> RunOutcome:
+                     calibrate_prompts: bool = True, image: str | None = None) -> RunOutcome:
+    """The matrix's rounds, then (with `image`) the regression check against the previously
+    accepted digest of that image name."""
     fields = {**config.profile(target.engine).load, **matrix.request_fields}
     rounds = matrix.rounds()
     context = _context(target, matrix=matrix.name, rounds=len(rounds),
-                       requests=sum(r.requests for r in rounds))
+                       requests=sum(r.requests for r in rounds), image=image)
     checks: list[CheckResult] = []
     with store.attempt(subject, "bench", **context) as attempt:
         attempt.write_text("matrix.toml", matrix_text)
@@ -262,9 +349,16 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                 attempt.write_json(f"{stem}-failures.json", failures)
         checks.append(totals_check(results, [c for c in checks
                                              if not c.name.startswith("warmup-")]))
+        if image:
+            checks.append(regression_check(store, image, subject, attempt.path,
+                                           matrix.regression_tolerance))
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
+        attempt.write_result(BenchResult(
+            matrix=matrix.name, rounds=len(rounds), requests=context["requests"],
+            base_url=target.base_url, model=target.model, engine=target.engine,
+            engine_version=target.engine_version, latency=bench_latency(results)))
         attempt.write_text("report.md", render_report(
             f"Load matrix {matrix.name}", dict(context, calibration=calibration.note), checks))
     return RunOutcome(checks=checks, evidence={"bench": str(attempt.path)}, target=target)

@@ -4,12 +4,15 @@ every exchange (failed ones too) for the evidence store."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from imagekit.acceptance.capabilities import Capabilities, Requirements
 from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.engines import EngineConfig, EngineProfile
 from imagekit.acceptance.models import Exchange
+from imagekit.acceptance.protocol import STANDIN_REASON, Verdict, deferred
 
 
 @dataclass
@@ -35,6 +38,21 @@ class SuiteContext:
     config: EngineConfig
     options: SuiteOptions = field(default_factory=SuiteOptions)
     exchanges: list[Exchange] = field(default_factory=list)
+    models: list[dict] = field(default_factory=list)
+    #: random-weight stand-in model: protocol judged, every semantic verdict DEFERRED
+    standin: bool = False
+    capabilities: Capabilities | None = None
+    required: Requirements = field(default_factory=Requirements)
+
+    def semantic(self, judge: Callable[[], Verdict]) -> Verdict:
+        """The semantic verdict, or DEFERRED on a stand-in model (never PASS, never FAIL)."""
+        return deferred(STANDIN_REASON) if self.standin else judge()
+
+    def observed(self, check: str) -> str:
+        """What the engine profile lists as observed for `check` (explains, never judges)."""
+        notes = self.config.observed_for(self.engine, self.engine_version, check)
+        return "; ".join(f"profile {n.engine} {'/'.join(n.versions)}: {n.behaviour}"
+                         for n in notes)
 
     @property
     def profile(self) -> EngineProfile:

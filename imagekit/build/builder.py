@@ -21,7 +21,8 @@ from pathlib import Path
 from imagekit.build.records import BuildRecord
 from imagekit.engine import Engine
 from imagekit.errors import CheckFailed
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role, Subject
+from imagekit.evidence.kinds import BuildResult
 from imagekit.oci import ImageReference
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, ResolvedImage, resolve_image
@@ -65,8 +66,9 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
     args = build_args_for(image)
     local_tag = f"imagekit-local/{label}:{key[:16]}"
     engine.ping()
-    with store.attempt(evidence_name(label), KIND, profile=image.profile, cache_key=key,
-                       base=str(image.base_pinned), build_args=args) as attempt:
+    base = Subject.of(image.base_digest, Role.BASE, str(image.base_pinned))
+    with store.attempt(evidence_name(label), KIND, subjects=[base], profile=image.profile,
+                       cache_key=key, base=str(image.base_pinned), build_args=args) as attempt:
         outcome = engine.build(context, dockerfile=dockerfile or image.dockerfile,
                                tags=[local_tag], build_args=args,
                                secrets={"pip_cert": ca_bundle()}, no_cache=no_cache,
@@ -76,6 +78,7 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
             "ok": outcome.ok, "returncode": outcome.returncode, "seconds": outcome.seconds,
             "image_id": str(outcome.image_id) if outcome.image_id else None})
         if not outcome.ok:
+            attempt.write_result(_result(image, label, key, None))
             attempt.finish(Status.FAIL, summary=f"build of {label} failed "
                            f"(exit {outcome.returncode})", checks=[CheckResult(
                                name="build", status=Status.FAIL,
@@ -100,16 +103,38 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
             cached=_all_cached(outcome.log), built=dt.datetime.now(dt.timezone.utc),
             evidence=str(attempt.path))
         attempt.write_json("build.json", record)
+        if record.digest is not None:
+            attempt.add_subject(record.digest, Role.SUBJECT, str(record.reference))
+        attempt.add_subject(record.image_id, Role.ALIAS if record.digest else Role.SUBJECT)
+        attempt.write_result(_result(image, label, key, record))
         attempt.add_check(CheckResult(name="build", status=Status.PASS,
                                       detail=f"{local_tag} {outcome.image_id.short}" +
                                       (f" pushed {reference}" if reference else "")))
     if digest is not None:
-        with store.attempt(digest, KIND, name=label, profile=image.profile) as by_digest:
+        with store.attempt(digest, KIND, subjects=[
+                Subject.of(digest, Role.SUBJECT, str(reference)),
+                Subject.of(record.image_id, Role.ALIAS), base],
+                name=label, profile=image.profile) as by_digest:
             by_digest.write_text("build.log", outcome.log)
             by_digest.write_json("build.json", record)
+            by_digest.write_result(_result(image, label, key, record))
             by_digest.add_check(CheckResult(name="build", status=Status.PASS,
                                             detail=f"{reference}"))
     return record
+
+
+def _result(image: ResolvedImage, label: str, key: str, record: BuildRecord | None
+            ) -> BuildResult:
+    """The build's evidence result (docs/evidence.md): what was built on which base, and
+    where it was pushed; a failed build names no image."""
+    return BuildResult(
+        name=label, profile=image.profile, engine=image.engine, base=str(image.base_pinned),
+        base_digest=str(image.base_digest), cache_key=key,
+        image_id=str(record.image_id) if record else None,
+        digest=str(record.digest) if record and record.digest else None,
+        reference=str(record.reference) if record and record.reference else None,
+        local_tag=record.local_tag if record else None,
+        seconds=record.seconds if record else None, cached=record.cached if record else False)
 
 
 def _all_cached(log: str) -> bool:
@@ -125,12 +150,14 @@ def _failure_line(log: str, returncode: int) -> str:
 
 
 def latest_build(name: str, profile: str | None = None,
-                 store: EvidenceStore | None = None) -> BuildRecord | None:
+                 store: EvidenceStore | None = None, *,
+                 cache_key: str | None = None) -> BuildRecord | None:
     """The newest successful build of `name` (optionally of one profile), from evidence.
 
     For other operations (e.g. a cluster probe Pod) that need the fixed image: `.reference` is
     the staging repository pinned by digest, `.digest` the manifest digest, `.image_id` the
-    config digest. None when nothing was built yet."""
+    config digest. None when nothing was built yet. With `cache_key` (build_key of a resolved
+    image): only a build of exactly those inputs — what a given spec and its lock say."""
     store = store or EvidenceStore()
     for record in reversed(store.attempts(evidence_name(name), KIND)):
         if record.status is not Status.PASS:
@@ -139,7 +166,8 @@ def latest_build(name: str, profile: str | None = None,
         if not path.is_file():
             continue
         build = BuildRecord.model_validate_json(path.read_text())
-        if profile is None or build.profile == profile:
+        if (profile is None or build.profile == profile) and \
+                (cache_key is None or build.cache_key == cache_key):
             return build
     return None
 

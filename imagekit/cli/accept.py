@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
+                              show_progress)
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -23,7 +24,10 @@ SUITE_SIZES = {"functional": 12, "media": 3}
 
 BaseUrl = typer.Option(..., "--base-url", help="Server root, e.g. http://127.0.0.1:8000 (/v1 ok).")
 Model = typer.Option(None, "--model", help="Model name; the first of /v1/models when omitted.")
-Engine = typer.Option(None, "--engine", help="vllm or sglang; read from /v1/models when omitted.")
+Engine = typer.Option(None, "--engine",
+                      help="vllm, sglang, transformers or generic (any OpenAI-compatible "
+                           "server); read from /v1/models when omitted.")
+ENGINES = ("vllm", "sglang", "transformers", "generic")
 EngineVersion = typer.Option(None, "--engine-version",
                              help="Engine release (known-defect table); asked from /version "
                                   "when omitted.")
@@ -41,11 +45,9 @@ JsonOut = typer.Option(False, "--json", help="Print one JSON document.")
 
 def _api_key(path: Path | None) -> str | None:
     if path is not None:
-        try:
-            key = path.read_text().strip()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read API key file: {exc.strerror}", where=str(path)) \
-                from None
+        from imagekit.inputs import read_text
+
+        key = read_text(path, "API key file", max_bytes=64 * 1024).strip()
         if not key:
             raise InvalidInput("API key file is empty", where=str(path))
         return key
@@ -58,12 +60,29 @@ def _digest(value: str | None) -> str | None:
     return str(Digest.parse(value)) if value else None
 
 
+def _check_inputs(timeout: float, engine_config: Path | None) -> float:
+    """Before any request: a finite positive timeout, a readable UTF-8 engine config."""
+    from imagekit.inputs import positive, read_text
+
+    if engine_config is not None:
+        read_text(engine_config, "--engine-config")
+    return positive(timeout, "--timeout", maximum=86400)
+
+
 def _check_name(name: str | None) -> None:
     """Fail on a bad evidence name before any request is sent."""
     if name:
         from imagekit.evidence import EvidenceKey
 
-        EvidenceKey.of(name)
+        try:
+            EvidenceKey.of(name)
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, where=exc.where or "--name") from None
+
+
+def _aspect(check: CheckResult, key: str) -> str | None:
+    value = check.data.get(key) if isinstance(check.data, dict) else None
+    return value.get("status") if isinstance(value, dict) else None
 
 
 def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
@@ -72,7 +91,9 @@ def _print(json_output: bool, subject: str, digest: str | None, checks: list[Che
 
     if json_output:
         print_json({"subject": subject, "digest": digest, "status": overall(checks).value,
-                    "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail}
+                    "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail,
+                                "protocol": _aspect(c, "protocol"),
+                                "semantic": _aspect(c, "semantic")}
                                for c in checks],
                     "evidence": evidence,
                     "target": {"base_url": target.base_url, "model": target.model,
@@ -109,14 +130,22 @@ def accept(
                                       help="Identical repeats of the arithmetic case."),
     needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200),
     needle_wrapper: list[str] = typer.Option(["original", "explicit"], "--needle-wrapper"),
+    needle_samples: int = typer.Option(3, "--needle-samples", min=1,
+                                       help="Documents with the key per position."),
+    needle_position: list[float] = typer.Option([0.1, 0.5, 0.9], "--needle-position",
+                                                min=0.0, max=1.0),
+    require: list[str] = typer.Option([], "--require",
+                                      help="Capabilities the run requires: image, video, tools, "
+                                           "ctx=N (comma-separated or repeated); an absent one "
+                                           "is a FAIL."),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run acceptance suites against an OpenAI-compatible server and record evidence."""
     from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config  # noqa: PLC0415
+    from imagekit.acceptance.capabilities import Requirements  # noqa: PLC0415
     from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_suites)
-    from imagekit.evidence import EvidenceStore  # noqa: PLC0415
 
     suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
     for each in suites:
@@ -125,15 +154,19 @@ def accept(
     for each in needle_wrapper:
         if each not in WRAPPERS:
             raise InvalidInput(f"unknown needle wrapper {each!r}; use {', '.join(WRAPPERS)}")
-    if engine is not None and engine not in ("vllm", "sglang"):
-        raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    if engine is not None and engine not in ENGINES:
+        raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
+    required = Requirements.parse(",".join(require))
     digest = _digest(digest)
     _check_name(name)
+    timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
-                           needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper))
+                           needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper),
+                           needle_samples=needle_samples,
+                           needle_positions=tuple(needle_position))
     key = _api_key(api_key_file)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
 
     async def main() -> Any:
         async with ChatClient(base_url, api_key=key, timeout=timeout) as client:
@@ -141,7 +174,8 @@ def accept(
             subject = evidence_subject(digest, name, target)
             if not show_progress(json_output):
                 return subject, await run_suites(client, target, suites, config=config,
-                                                 options=options, store=store, subject=subject)
+                                                 options=options, store=store, subject=subject,
+                                                 required=required)
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
                                        TextColumn, TimeElapsedColumn)
 
@@ -151,7 +185,8 @@ def accept(
                     s, len(options.needle_wrappers))) for s in suites}
                 outcome = await run_suites(
                     client, target, suites, config=config, options=options, store=store,
-                    subject=subject, on_check=lambda s, _c: bar.advance(tasks[s]))
+                    subject=subject, required=required,
+                    on_check=lambda s, _c: bar.advance(tasks[s]))
                 return subject, outcome
 
     import asyncio  # noqa: PLC0415
@@ -196,6 +231,9 @@ def bench(
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
     no_calibrate: bool = typer.Option(False, "--no-calibrate",
                                       help="Assume 1 token per prompt word."),
+    image: str = typer.Option(None, "--image",
+                              help="Image name the digest belongs to: compare with its "
+                                   "previously accepted digest (regression)."),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run a load matrix: count completions, errors and tokens per round against expectations;
@@ -203,16 +241,19 @@ def bench(
     from imagekit.acceptance import ChatClient, load_engine_config, load_matrix  # noqa: PLC0415
     from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
                                             run_matrix)
-    from imagekit.evidence import EvidenceStore  # noqa: PLC0415
 
-    if engine is not None and engine not in ("vllm", "sglang"):
-        raise InvalidInput(f"unknown engine {engine!r}; use vllm or sglang")
+    if engine is not None and engine not in ENGINES:
+        raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
+    from imagekit.inputs import read_text  # noqa: PLC0415
+
+    read_text(matrix, "load matrix")
     spec = load_matrix(matrix)
     digest = _digest(digest)
     _check_name(name)
+    timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     key = _api_key(api_key_file)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
     connections = max(r.concurrency for r in spec.rounds()) + 4
 
     async def main() -> Any:
@@ -222,7 +263,8 @@ def bench(
                                           config)
             subject = evidence_subject(digest, name, target)
             kwargs = dict(config=config, store=store, subject=subject,
-                          matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate)
+                          matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate,
+                          image=image)
             if not show_progress(json_output):
                 return subject, await run_matrix(client, target, spec, **kwargs)
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415

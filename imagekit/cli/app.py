@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -21,6 +23,8 @@ from imagekit.errors import ImagekitError
 if TYPE_CHECKING:  # pydantic and rich are not imported for --help: each command imports its own
     from pydantic import BaseModel
     from rich.console import Console
+
+    from imagekit.evidence import EvidenceStore
 
 
 class _LazyConsole:
@@ -111,8 +115,46 @@ def guarded(func: F) -> F:
             raise fail(exc.one_line(), exc.exit_code) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            # the safety net under the checks of imagekit.inputs: a file that cannot be read or
+            # parsed is one line, never a traceback (IMAGEKIT_DEBUG=1 shows the traceback)
+            if os.environ.get("IMAGEKIT_DEBUG") == "1":
+                raise
+            raise fail(_one_line(exc), 2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror or type(exc).__name__}{where}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"input is not UTF-8 text (byte {exc.start})"
+    if hasattr(exc, "errors") and callable(exc.errors):  # pydantic's ValidationError
+        try:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ()))
+            return f"invalid input: {loc + ': ' if loc else ''}{first.get('msg', exc)}"
+        except Exception:  # noqa: BLE001 - any shape: fall back to the message
+            pass
+    text = " ".join(str(exc).split())
+    return f"invalid input: {text[:200] or type(exc).__name__}"
+
+
+def evidence_store(directory: Path | None, *, write: bool = True) -> EvidenceStore:
+    """The evidence store, its root checked first: writable (created when missing) for a
+    command that records, existing when one that only reads was given a directory. Called
+    before any network or cluster work, so nothing is done that could not be recorded."""
+    from imagekit.evidence import EvidenceStore
+    from imagekit.inputs import existing_dir, writable_dir
+
+    store = EvidenceStore(directory)
+    if write:
+        writable_dir(store.root, "--evidence-dir")
+    elif directory is not None:
+        existing_dir(store.root, "--evidence-dir")
+    return store
 
 
 def print_json(value: "BaseModel | dict | list") -> None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
+                              show_progress)
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -103,13 +104,13 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
     from imagekit.build import default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
     images = load_spec(spec)
+    store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
-        records = build_standins(images, default_engine(), EvidenceStore(evidence_dir), profile,
+        records = build_standins(images, default_engine(), store, profile,
                                  no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
@@ -130,14 +131,16 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
     from imagekit.build import build_image, default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.spec import load_spec
 
     images = load_spec(spec)
     if all_images == (image is not None):
         raise InvalidInput("name one IMAGE or pass --all")
     names = list(images.images) if all_images else [image]
-    engine, store = default_engine(), EvidenceStore(evidence_dir)
+    for name in names:
+        images.image(name)
+    store = evidence_store(evidence_dir)
+    engine = default_engine()
     records = []
     for name in names:
         with _progress(json_output, f"build {name}") as on_line:
@@ -171,22 +174,26 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                                                       help="Modules find_spec must resolve."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
-    from imagekit.build import default_engine, latest_build
-    from imagekit.evidence import EvidenceStore
+    from imagekit.build import build_key, default_engine, latest_build
     from imagekit.oci import ImageReference
     from imagekit.probe import ProbePlan, probe_image
     from imagekit.results import exit_code_for
-    from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
+    from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec, resolve_image
 
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
     images = load_spec(spec)
     digest = None
     if target in images.images:
         image = images.image(target)
-        record = latest_build(target, profile, store)
+        # the build of what THIS spec and its lock say (base digest, context, build args), not
+        # whatever was built last under that name
+        profile_name, _ = images.profile(profile)
+        wanted = build_key(resolve_image(images, target, profile_name))
+        record = latest_build(target, profile_name, store, cache_key=wanted)
         if record is None:
-            raise InvalidInput(f"image {target!r} has no build yet; run `imagekit build "
-                               f"{target}`", where=str(store.root))
+            raise InvalidInput(f"image {target!r} has no build of this spec and lock yet; run "
+                               f"`imagekit build {target} --spec {images.root / 'images.toml'}`",
+                               where=str(store.root))
         run_ref, shown, digest = record.local_tag, str(record.reference or record.local_tag), \
             record.digest
         plan = ProbePlan(engine=image.engine, probes=probes or image.probes,
@@ -204,6 +211,10 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                          find_spec=find_spec or [engine_name])
         run_ref, shown, digest = target, target, ref.digest
     engine = default_engine()
+    if target not in images.images and not engine.exists(target):
+        # `docker run` would pull once per probe, and a table of ERRORs is not an answer
+        raise InvalidInput("image is not in the local docker engine: pull it first, or probe "
+                           "a spec image by NAME", where=target)
     if digest is None and target not in images.images and engine.exists(target):
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
@@ -229,7 +240,6 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build both images, push to staging, probe, verify-copy mirrors, write the manifest."""
     from imagekit.build import default_engine
-    from imagekit.evidence import EvidenceStore
     from imagekit.imagesverify import verify_images
     from imagekit.results import Status
     from imagekit.spec import load_spec
@@ -237,8 +247,9 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     images = load_spec(spec)
     for name in image or []:
         images.image(name)
+    store = evidence_store(evidence_dir)
     with _progress(json_output, "images verify") as on_line:
-        report = verify_images(images, default_engine(), EvidenceStore(evidence_dir), profile=profile,
+        report = verify_images(images, default_engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json(report)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.cli.app import app, console, evidence_store, guarded, print_json
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -80,8 +80,15 @@ def serve_command(
     """Print the engine serve command from ENGINE, MODEL_PATH, TP, MAX_CONTEXT, MAX_REQUESTS,
     DISABLE_PIECEWISE_CUDA_GRAPH, HOST, PORT (the same rules as manifests/launch.sh). With
     EXECUTE=1 it replaces itself with that command."""
+    from imagekit.inputs import count, dns_label, dns_subdomain, read_text
     from imagekit.launch import ServeConfig, serve_argv
 
+    if pod_image:  # every field of the manifest is checked before one line is printed
+        count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
+        dns_subdomain(name, "--name")
+        dns_label(namespace, "--namespace")
+        if model_claim is not None:
+            dns_subdomain(model_claim, "--model-claim")
     config = ServeConfig.from_env(os.environ, extra_args=tuple(extra or ()))
     argv = serve_argv(config)
     if pod_image:
@@ -93,10 +100,8 @@ def serve_command(
 
         seconds = startup_seconds
         if startup_log is not None:
-            if not startup_log.is_file():
-                raise InvalidInput("startup log not found", where=str(startup_log))
             seconds = required_startup_seconds(parse_startup_log(
-                startup_log.read_text(errors="replace"), engine=config.engine.value)
+                read_text(startup_log, "startup log"), engine=config.engine.value)
             ).required_seconds
         pod, configmap = engine_pod(config, pod_image, ProbeBudget.covering(seconds),
                                     name=name, namespace=namespace, model_claim=model_claim)
@@ -129,20 +134,24 @@ def launch_log_parse(
 ) -> None:
     """Weight-load seconds per rank, CUDA graph capture, piecewise buckets, missing MoE tuning
     config; with --startup-probe-seconds, whether that budget covers them."""
-    from imagekit.evidence import EvidenceStore
+    from imagekit.inputs import count, read_text
     from imagekit.launch import parse_startup_log, required_startup_seconds, startup_budget_check
     from imagekit.launch.budget import ProbeBudget
     from imagekit.results import exit_code_for
 
     if engine not in ("sglang", "vllm"):
         raise InvalidInput("engine must be sglang or vllm", where=engine)
-    if not log.is_file():
-        raise InvalidInput("startup log not found", where=str(log))
-    text = log.read_text(errors="replace")
+    if startup_probe_seconds is not None:
+        count(startup_probe_seconds, "--startup-probe-seconds", minimum=1,
+              maximum=7 * 24 * 3600)
+    text = read_text(log, "startup log", max_bytes=256 * 1024 * 1024)
+    if not text.strip():
+        raise InvalidInput("startup log is empty", where=str(log))
+    store = evidence_store(evidence_dir) if subject else None
     report = parse_startup_log(text, engine=engine)
     need = required_startup_seconds(report)
     suggested = ProbeBudget.covering(need.required_seconds)
-    from imagekit.launch.startup_log import prefill_graphs_check
+    from imagekit.launch.startup_log import parsed_check, prefill_graphs_check
 
     if expect_prefill_graphs not in (None, "disabled", "enabled"):
         raise InvalidInput("--expect-prefill-graphs is disabled or enabled",
@@ -152,25 +161,20 @@ def launch_log_parse(
         checks.append(startup_budget_check(report, startup_probe_seconds))
     if expect_prefill_graphs is not None:
         checks.append(prefill_graphs_check(report, expect_prefill_graphs == "disabled"))
+    parsed = parsed_check(report)  # a log with no startup phase is never a PASS
+    if not report.recognized:
+        checks.insert(0, parsed)
     check = checks[0] if checks else None
     doc = {"startup": report.summary(), "required": need.model_dump(),
            "suggested_startup_probe": {**suggested.model_dump(),
                                        "total_seconds": suggested.total_seconds},
            "check": check.model_dump(mode="json") if check else None,
            "checks": [c.model_dump(mode="json") for c in checks], "evidence": None}
-    if subject:
-        store = EvidenceStore(evidence_dir)
-        with store.attempt(subject, "engine-startup", engine=engine, log=str(log)) as attempt:
-            attempt.write_text("startup.log", text)
-            attempt.write_json("startup.json", report)
-            attempt.write_json("required.json", need)
-            for each in checks:
-                attempt.add_check(each)
-            if not checks:
-                from imagekit.results import CheckResult, Status
-                attempt.add_check(CheckResult(name="startup_log_parsed", status=Status.PASS,
-                                              detail=f"{report.lines} lines parsed"))
-        doc["evidence"] = str(attempt.path)
+    if subject and store is not None:
+        from imagekit.launch.evidence import record_startup
+
+        doc["evidence"] = record_startup(store, subject, engine=engine, log=log, text=text,
+                                         report=report, need=need, checks=checks or [parsed])
     if json_output:
         print_json(doc)
     else:
@@ -280,24 +284,14 @@ def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
 
 
 def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[dict]]:
-    """Exit code after the profile's accepted statuses (e.g. the stand-in's CPU torch has no
-    sm_90: torch_arch FAIL accepted locally). Accepted checks keep their real status in the
-    report and evidence; only the verdict takes the acceptance, shown with its reason."""
-    from imagekit.results import CheckResult, Status, exit_code_for
+    """Exit code of the operation's verdict (imagekit.imagesverify.cluster) and the accepted
+    rows to show."""
+    from imagekit.imagesverify.cluster import cluster_probe_verdict
+    from imagekit.results import CheckResult, exit_code_for
 
-    if found is None:
-        return exit_code_for(report.checks), []
-    from imagekit.imagesverify import judge
-
-    spec, name, _ = found
-    profile_name, prof = spec.profile(profile)
-    renamed = [c.model_copy(update={"name": c.name.removeprefix("probe:")})
-               for c in report.checks]
-    verdict, accepted = judge(name, renamed, prof.accept)
-    rows = [{"check": f"probe:{a.check}", "status": a.status.value, "reason": a.reason,
-             "profile": profile_name} for a in accepted]
-    return exit_code_for([CheckResult(name="verdict", status=verdict)]) \
-        if verdict is not Status.PASS else 0, rows
+    spec, name = (found[0], found[1]) if found is not None else (None, None)
+    verdict, rows = cluster_probe_verdict(report.checks, spec, name, profile)
+    return exit_code_for([CheckResult(name="verdict", status=verdict)]), rows
 
 
 @cluster_app.command("probe")
@@ -318,6 +312,8 @@ def cluster_probe(
                                            "(default: the spec's default profile)."),
     timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
     expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
+    keep_pull_secret: bool = typer.Option(False, help="Keep the run's pull Secret (default: "
+                                                      "deleted with the Pod)."),
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
@@ -327,20 +323,29 @@ def cluster_probe(
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.probe import ProbeOptions, run_probe
-    from imagekit.evidence import EvidenceStore
+    from imagekit.inputs import dns_label, existing_dir, positive
     from imagekit.oci import Digest, ImageReference
 
     ref = ImageReference.parse(reference)
     expected = Digest.parse(expect_digest) if expect_digest else None
+    timeout = positive(timeout, "--timeout", maximum=86400)
+    dns_label(namespace, "--namespace")
+    existing_dir(probes_dir, "--probes-dir")
+    if not any(probes_dir.glob("*.py")):
+        raise InvalidInput("--probes-dir holds no probe (*.py)", where=str(probes_dir))
     found = _spec_image(ref, spec_file)
+    if found is not None:
+        found[0].profile(profile)  # an unknown --profile is bad input, found before the Pod
+    store = evidence_store(evidence_dir)
     client, docker_config = _registry_client(ref.registry)
     options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
                            docker_config_dir=docker_config, expect_digest=expected,
+                           keep_pull_secret=keep_pull_secret,
                            plan=_probe_plan(probe) or _plan_from_spec(found))
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
-        report = run_probe(kube, ref, client, options, EvidenceStore(evidence_dir))
+        report = run_probe(kube, ref, client, options, store)
     code, accepted = _judge(report, found, profile)
     if json_output:
         print_json({**report.model_dump(mode="json"), "accepted": accepted,
@@ -357,6 +362,12 @@ def cluster_probe(
         raise typer.Exit(code)
 
 
+def _image_facts(cuda: str | None, arch: str | None) -> dict:
+    from imagekit.cli.gpu import image_facts
+
+    return image_facts(cuda, arch)
+
+
 @cluster_app.command("precheck")
 @guarded
 def cluster_precheck(
@@ -371,17 +382,27 @@ def cluster_precheck(
     storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
     pod_file: Path = typer.Option(None, help="Read the intent from a Pod manifest (YAML/JSON)."),
     namespace: str = typer.Option("default", help="Namespace of the Pod."),
+    image_cuda: str = typer.Option(None, help="The image's CUDA version (torch.version.cuda): "
+                                              "judged against the node's driver (GFD labels)."),
+    image_arch: str = typer.Option(None, help="The image's arch list, comma-separated (torch."
+                                              "cuda.get_arch_list()): judged against the GPU."),
     kubeconfig: Path = KubeconfigOpt,
     json_output: bool = JsonOpt,
 ) -> None:
     """Before any GPU Pod: node, labels, taints, storage capability, priority admission,
     workloads and free GPUs — each finding a line with its reason. Creates nothing."""
-    import yaml
-
     from imagekit.cluster.kube import Kube
+    from imagekit.cluster.podfile import load_pod_file
     from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
+    from imagekit.inputs import count, dns_label, dns_subdomain
     from imagekit.results import CheckReport
 
+    count(gpus, "--gpus", minimum=0, maximum=1024)
+    dns_label(namespace, "--namespace")
+    if node is not None:
+        dns_subdomain(node, "--node")
+    if priority_class is not None:
+        dns_subdomain(priority_class, "--priority-class")
     storage = None
     if storage_label or storage_driver:
         storage = StorageNeed(label=storage_label, csi_driver=storage_driver)
@@ -389,18 +410,12 @@ def cluster_precheck(
         raise InvalidInput("preemption policy must be Never or PreemptLowerPriority",
                            where=preemption_policy)
     if pod_file is not None:
-        if not pod_file.is_file():
-            raise InvalidInput("pod file not found", where=str(pod_file))
-        try:
-            pod = yaml.safe_load(pod_file.read_text())
-        except yaml.YAMLError as exc:
-            raise InvalidInput(f"pod file is not YAML: {str(exc).splitlines()[0]}",
-                               where=str(pod_file)) from None
-        if not isinstance(pod, dict) or pod.get("kind") != "Pod":
-            raise InvalidInput("pod file must hold one Pod", where=str(pod_file))
+        pod = load_pod_file(pod_file)
         intent = PodIntent.from_pod(pod, storage=storage, non_preempting=non_preempting)
         if node:
             intent = intent.model_copy(update={"node_name": node})
+        if image_cuda is not None or image_arch is not None:
+            intent = intent.model_copy(update=_image_facts(image_cuda, image_arch))
     else:
         intent = PodIntent(namespace=namespace, node_name=node,
                            node_selector=_parse_pairs(selector, "selector"),
@@ -408,7 +423,7 @@ def cluster_precheck(
                            priority_class_name=priority_class,
                            preemption_policy=preemption_policy,
                            non_preempting=non_preempting or preemption_policy == "Never",
-                           storage=storage)
+                           storage=storage, **_image_facts(image_cuda, image_arch))
     with Kube(_kubeconfig(kubeconfig)) as kube:
         checks = precheck(kube, intent)
     _finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)
@@ -431,28 +446,65 @@ def cluster_gpu_preflight(
     submit: bool = typer.Option(False, "--submit", help="Submit when the precheck is clean "
                                                         "(default: precheck only)."),
     timeout: float = typer.Option(900, help="Seconds to wait for the Pod."),
+    each_node: bool = typer.Option(False, "--each-node", help="One independent preflight Pod "
+                                   "on every node matching --selector, in parallel; prints a "
+                                   "node x check table (runs without --submit)."),
+    cordon_failed: bool = typer.Option(False, "--cordon-failed", help="With --each-node: "
+                                       "cordon nodes whose preflight FAILED."),
+    taint_failed: bool = typer.Option(False, "--taint-failed", help="With --each-node: taint "
+                                      "nodes whose preflight FAILED (imagekit.dev/gpu-preflight"
+                                      "=failed:NoSchedule)."),
+    preflight_arg: list[str] = typer.Option(None, "--preflight-arg", help="With --each-node: "
+                                            "an argument for the script (repeatable)."),
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
 ) -> None:
     """Render the GPU preflight Pod pinned by digest, precheck that exact spec, and only with
-    --submit and no finding run it (logs to evidence, then delete and wait until gone)."""
+    --submit and no finding run it (logs to evidence, then delete and wait until gone).
+    With --each-node: one such Pod per matching node at once (imagekit/gpu/fleet.py)."""
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.precheck import StorageNeed
     from imagekit.cluster.preflight import PreflightOptions, run_preflight
-    from imagekit.evidence import EvidenceStore
+    from imagekit.inputs import count, dns_label, dns_subdomain, positive, read_text
     from imagekit.oci import ImageReference
 
+    count(gpus, "--gpus", minimum=1, maximum=1024)
+    timeout = positive(timeout, "--timeout", maximum=7 * 86400)
+    dns_label(namespace, "--namespace")
+    if priority_class is not None:
+        dns_subdomain(priority_class, "--priority-class")
+    if script is not None:
+        read_text(script, "preflight script")
     if preemption_policy not in (None, "Never", "PreemptLowerPriority"):
         raise InvalidInput("preemption policy must be Never or PreemptLowerPriority",
                            where=preemption_policy)
     if script is not None and not script.is_file():
         raise InvalidInput("preflight script not found", where=str(script))
+    if (cordon_failed or taint_failed or preflight_arg) and not each_node:
+        raise InvalidInput("--cordon-failed, --taint-failed and --preflight-arg need "
+                           "--each-node")
     ref = ImageReference.parse(reference)
+    store = evidence_store(evidence_dir)
     client, docker_config = _registry_client(ref.registry)
     with client:
+<<<<<<< HEAD
         digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
+=======
+        digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
+    if each_node:
+        from imagekit.cli.gpu import each_node_preflight
+
+        return each_node_preflight(
+            ref.with_digest(digest), namespace=namespace,
+            selector=_parse_pairs(selector, "selector"),
+            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION], gpus=gpus,
+            script=script, script_args=list(preflight_arg or []), timeout=timeout,
+            cordon=cordon_failed, taint=taint_failed, docker_config=docker_config,
+            kubeconfig=_kubeconfig(kubeconfig), evidence_dir=evidence_dir,
+            json_output=json_output)
+>>>>>>> main
     storage = StorageNeed(label=storage_label, csi_driver=storage_driver) \
         if storage_label or storage_driver else None
     options = PreflightOptions(
@@ -461,8 +513,7 @@ def cluster_gpu_preflight(
         priority_class_name=priority_class, preemption_policy=preemption_policy,
         storage=storage, script=script, timeout_s=timeout, docker_config_dir=docker_config)
     with Kube(_kubeconfig(kubeconfig)) as kube:
-        report = run_preflight(kube, ref.with_digest(digest), options,
-                               EvidenceStore(evidence_dir), submit)
+        report = run_preflight(kube, ref.with_digest(digest), options, store, submit)
     _finish(report, json_output)
 
 
@@ -477,21 +528,13 @@ def cluster_recreate(
     """Replace a Pod whose immutable fields (nodeSelector…) change: delete the old one (that
     uid only), watch until it is really gone, then create — 409s are looked at, not retried
     blindly."""
-    import yaml
-
     from imagekit.cluster.kube import Kube
+    from imagekit.cluster.podfile import load_pod_file
     from imagekit.cluster.pods import recreate_pod
+    from imagekit.inputs import positive
 
-    if not pod_file.is_file():
-        raise InvalidInput("pod file not found", where=str(pod_file))
-    try:
-        pod = yaml.safe_load(pod_file.read_text())
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"pod file is not YAML: {str(exc).splitlines()[0]}",
-                           where=str(pod_file)) from None
-    if not isinstance(pod, dict) or pod.get("kind") != "Pod" or \
-            not pod.get("metadata", {}).get("name"):
-        raise InvalidInput("pod file must hold one named Pod", where=str(pod_file))
+    timeout = positive(timeout, "--timeout", maximum=86400)
+    pod = load_pod_file(pod_file, need_name=True)
     with Kube(_kubeconfig(kubeconfig)) as kube:
         outcome = recreate_pod(kube, pod, timeout=timeout)
     doc = {"pod": pod["metadata"]["name"],

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json, show_progress
+from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
+                              show_progress)
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -103,8 +104,11 @@ def progress_sink(json_output: bool):
 
 
 def _options(insecure: list[str], ca_file: Path | None) -> RegistryOptions:
+    from imagekit.inputs import pem_ca_file
     from imagekit.registry import RegistryOptions
 
+    if ca_file is not None:
+        pem_ca_file(ca_file)
     return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
 
 
@@ -134,7 +138,6 @@ def verify_copy_cmd(
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
     from imagekit.errors import DigestMismatch, NotFound, TransportError, Unauthorized
-    from imagekit.evidence import EvidenceStore
     from imagekit.oci import Platform
     from imagekit.registry import ClientPool
     from imagekit.verify import record_evidence, verify_copy
@@ -143,9 +146,10 @@ def verify_copy_cmd(
     _transport_knobs(deadline, verbose)
     official_ref, copy_ref = _ref(official, "OFFICIAL"), _ref(copy, "COPY")
     wanted = Platform.parse(platform)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)
+    options = _options(insecure, ca_file)
     try:
-        with ClientPool(_options(insecure, ca_file)) as pool, \
+        with ClientPool(options) as pool, \
                 progress_sink(json_output) as sink:
             result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
                                  pool=pool, progress=sink)
@@ -190,9 +194,9 @@ def promote_cmd(
     verbose: bool = VerboseOpt,
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back."""
-    from imagekit.evidence import EvidenceStore
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
+    from imagekit.report.gate import enforce      # the gate, handed to promotion
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
@@ -200,11 +204,13 @@ def promote_cmd(
     source_ref = _ref(source, "SOURCE")
     via_refs = [_ref(v, "--via") for v in via]
     to_ref = _ref(to, "--to")
+    wanted, options = Platform.parse(platform), _options(insecure, ca_file)
+    store = evidence_store(evidence_dir)
     with progress_sink(json_output) as sink:
         result, where = run_promote(
-            source_ref, via_refs, to_ref, store=EvidenceStore(evidence_dir),
-            all_platforms=all_platforms, platform=Platform.parse(platform),
-            options=_options(insecure, ca_file), progress=sink, force=force, reason=reason)
+            source_ref, via_refs, to_ref, store=store,
+            all_platforms=all_platforms, platform=wanted,
+            options=options, progress=sink, gate=enforce, force=force, reason=reason)
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where

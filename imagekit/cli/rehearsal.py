@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, guarded, print_json
+from imagekit.cli.app import app, console, err_console, evidence_store, guarded, print_json
 
 if TYPE_CHECKING:
     from imagekit.results import Status
@@ -121,13 +121,12 @@ def rehearsal(
 ) -> None:
     """Run the local stand-in rehearsal of the whole release path, end to end."""
     from imagekit.build import latest_build
-    from imagekit.evidence import EvidenceStore
     from imagekit.results import CheckResult, Status, exit_code_for, overall
     from imagekit.spec import load_spec
 
     spec = load_spec()
     profile_name, prof = spec.profile(profile)
-    store = EvidenceStore(evidence_dir)
+    store = evidence_store(evidence_dir)  # before infra up: a run that cannot be recorded
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = out or Path("rehearsal-reports") / stamp
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
@@ -164,6 +163,11 @@ def rehearsal(
         runner.run("report", "report", "--all-images", "--format", "all", "--out", str(out),
                    "--profile", profile_name)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
+        from imagekit.evidence.kinds import RehearsalResult
+        from imagekit.evidence.kinds import RehearsalStep as EvidenceStep
+
+        attempt.write_result(RehearsalResult(profile=profile_name, steps=[
+            EvidenceStep(**s.model_dump()) for s in runner.steps]))
         checks = list(attempt.checks)
     summary = {"profile": profile_name, "reports": str(out), "promoted": promoted,
                "status": overall(checks).value,

@@ -20,6 +20,20 @@ Require = typer.Option(None, "--require",
                             "$IMAGEKIT_REQUIRED_CHECKS or probe,images-verify).")
 
 
+def _check_profile(profile: str | None) -> None:
+    """An explicit --profile must be one of the spec's: `--profile bogus` is bad input (exit 2),
+    not a gate that refuses (exit 1)."""
+    if profile is None:
+        return
+    from imagekit.spec import default_spec_path, load_spec
+
+    path = default_spec_path()
+    if not path.is_file():
+        raise InvalidInput("--profile needs the images spec, and there is none here",
+                           where=str(path))
+    load_spec(path).profile(profile)
+
+
 @app.command("report")
 @guarded
 def report_command(
@@ -52,6 +66,7 @@ def report_command(
         raise InvalidInput("--format all and --all-images write files: give --out DIR")
     if all_images == (subject is not None):
         raise InvalidInput("give either NAME|REF|DIGEST or --all-images")
+    _check_profile(profile)
     store = EvidenceStore(evidence_dir)
     if all_images:
         from imagekit.report.batch import reports_for_spec
@@ -67,9 +82,12 @@ def report_command(
         if any(item.missing for item in results):
             raise typer.Exit(CheckFailed.exit_code)
         return
-    digest, name = resolve(subject, store)
-    report = build_report(store, digest, required=require or None, requested=subject, name=name,
-                          profile=profile)
+    resolved = resolve(subject, store, profile=profile)
+    if resolved.note:
+        err_console.print(resolved.note, markup=False, soft_wrap=True)
+    report = build_report(store, resolved.digest, required=require or None, requested=subject,
+                          name=resolved.name, profile=profile,
+                          resolution=resolved.note or None)
     if record:
         from imagekit.report.render import record_report
 
@@ -106,9 +124,12 @@ def gate_command(
     from imagekit.report import check_promotable
     from imagekit.report.resolve import resolve
 
+    _check_profile(profile)
     store = EvidenceStore(evidence_dir)
-    digest, _ = resolve(subject, store)
-    decision = check_promotable(store, digest, require or None, profile=profile)
+    resolved = resolve(subject, store, profile=profile)
+    if resolved.note:
+        err_console.print(resolved.note, markup=False, soft_wrap=True)
+    decision = check_promotable(store, resolved.digest, require or None, profile=profile)
     if json_output:
         print_json(decision)
     else:
@@ -131,8 +152,10 @@ app.add_typer(schemas_app, name="schemas")
 def schemas_export(directory: Path = typer.Argument(None, help="Default: imagekit/schemas.")
                    ) -> None:
     """Write the schema of every model in imagekit.schemas.export.MODELS."""
+    from imagekit.inputs import writable_dir
     from imagekit.schemas.export import SCHEMA_DIR, export
 
+    writable_dir(directory or SCHEMA_DIR, "schemas directory")
     written = export(directory or SCHEMA_DIR)
     console.print(f"{len(written)} schemas in {directory or SCHEMA_DIR}", markup=False)
 

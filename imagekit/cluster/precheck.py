@@ -18,10 +18,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from imagekit.cluster.fit import image_fit
 from imagekit.cluster.kube import Kube
 from imagekit.results import CheckResult, Status
 
 GPU = "nvidia.com/gpu"
+#: Pod annotations that carry the image's CUDA facts (set by imagekit when it renders a Pod;
+#: `--image-cuda` / `--image-arch` give them on the command line)
+ANNOTATION_CUDA = "imagekit.dev/image-cuda"
+ANNOTATION_ARCH = "imagekit.dev/image-arch-list"
 PREEMPT_LOWER = "PreemptLowerPriority"
 
 
@@ -51,6 +56,10 @@ class PodIntent(BaseModel):
     preemption_policy: str | None = None
     non_preempting: bool = False      # the user wants strict non-preempting semantics
     storage: StorageNeed | None = None
+    #: the image's CUDA version and arch list (torch.version.cuda, torch.cuda.get_arch_list()),
+    #: judged against each node's GPU feature discovery labels when given
+    image_cuda: str | None = None
+    image_arch: list[str] | None = None
 
     @classmethod
     def from_pod(cls, pod: dict, storage: StorageNeed | None = None,
@@ -61,7 +70,11 @@ class PodIntent(BaseModel):
             resources = container.get("resources", {})
             value = resources.get("limits", {}).get(GPU) or resources.get("requests", {}).get(GPU)
             gpus += int(value or 0)
-        return cls(namespace=pod.get("metadata", {}).get("namespace", "default"),
+        notes = pod.get("metadata", {}).get("annotations") or {}
+        arch = notes.get(ANNOTATION_ARCH)
+        return cls(image_cuda=notes.get(ANNOTATION_CUDA),
+                   image_arch=[a.strip() for a in arch.split(",") if a.strip()]
+                   if arch is not None else None,namespace=pod.get("metadata", {}).get("namespace", "default"),
                    node_name=spec.get("nodeName"), node_selector=spec.get("nodeSelector") or {},
                    tolerations=spec.get("tolerations") or [], gpus=gpus,
                    priority_class_name=spec.get("priorityClassName"),
@@ -229,6 +242,8 @@ def _node_checks(kube: Kube, node: dict, intent: PodIntent) -> list[CheckResult]
     checks.append(CheckResult(name="node_ready", status=Status.PASS if ready else Status.FAIL,
                               detail=f"node {name} is {'Ready' if ready else 'NOT Ready'}"))
     checks.append(_gpu_check(kube, node, intent))
+    if intent.image_cuda is not None or intent.image_arch is not None:
+        checks.extend(image_fit(intent.image_cuda, intent.image_arch, labels, name))
     return checks
 
 

@@ -20,6 +20,7 @@ from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
 from imagekit.cluster.probe import ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import GpuPreflightResult
 from imagekit.oci import ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
@@ -78,6 +79,9 @@ def run_preflight(kube: Kube, pinned: ImageReference, options: PreflightOptions,
             checks.extend(_submit(kube, pod, configmap, options, attempt))
         for check in checks:
             attempt.add_check(check)
+        attempt.write_result(GpuPreflightResult(reference=str(pinned),
+                                                namespace=options.namespace, pod=name,
+                                                submitted=submit and not blocked))
     return CheckReport.of(str(pinned), checks, digest=str(pinned.digest),
                           evidence=str(attempt.path))
 

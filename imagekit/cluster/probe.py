@@ -28,7 +28,8 @@ from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.kube import Conflict, Kube, wait_until
 from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
 from imagekit.errors import ImagekitError, InvalidInput
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role
+from imagekit.evidence.kinds import ClusterProbeResult
 from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
@@ -47,6 +48,8 @@ class ProbeOptions:
     memory_limit: str = "2Gi"
     docker_config_dir: Path | None = None  # where config.json (registry credentials) lives
     keep_pod: bool = False
+    #: the run's pull Secret is deleted with the Pod unless asked to keep it (or the Pod is kept)
+    keep_pull_secret: bool = False
     expect_digest: Digest | None = None  # e.g. from the build record: the tag must name this
     #: which probes run, with their arguments (e.g. ("find_spec", ["nixl", "sglang"])); None:
     #: every probes/*.py not starting with "_", without arguments
@@ -71,10 +74,11 @@ def ensure_namespace(kube: Kube, namespace: str) -> None:
 
 
 def pull_secret_for(kube: Kube, namespace: str, registry: str,
-                    docker_config_dir: Path | None) -> str | None:
+                    docker_config_dir: Path | None, name: str | None = None) -> str | None:
     """Create/refresh a kubernetes.io/dockerconfigjson Secret holding only `registry`'s entry
     from docker's config.json; returns its name, or None when there is no credential. The
-    credential goes from file to API object; it is never printed, logged or put in evidence."""
+    credential goes from file to API object; it is never printed, logged or put in evidence.
+    `name`: a Secret of this run only (deleted with it), else one shared per registry."""
     from imagekit.registry.credentials import CredentialSource
 
     credential = CredentialSource(docker_config_dir).lookup(registry).credential
@@ -85,7 +89,7 @@ def pull_secret_for(kube: Kube, namespace: str, registry: str,
                            "imagePullSecrets cannot carry", where=registry)
     auth = base64.b64encode(f"{credential.username}:{credential.secret}".encode()).decode()
     config = {"auths": {registry: {"auth": auth}}}
-    name = "imagekit-pull-" + re.sub(r"[^a-z0-9-]", "-", registry.lower()).strip("-")
+    name = name or "imagekit-pull-" + re.sub(r"[^a-z0-9-]", "-", registry.lower()).strip("-")
     kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
                 "metadata": {"name": name, "namespace": namespace,
                              "labels": {"app.kubernetes.io/managed-by": "imagekit"}},
@@ -194,6 +198,9 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
                    f"{options.expect_digest.short}; no Pod was started for the wrong image"))
         with store.attempt(digest, "cluster-probe", reference=str(ref),
                            expected=str(options.expect_digest)) as attempt:
+            attempt.add_subject(digest, Role.SUBJECT, str(ref))
+            attempt.write_result(ClusterProbeResult(reference=str(ref), pinned=str(pinned),
+                                                    expected=str(options.expect_digest)))
             for check in checks:
                 attempt.add_check(check)
         return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
@@ -207,12 +214,21 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
     with store.attempt(digest, "cluster-probe", reference=str(ref), pinned=str(pinned),
                        namespace=options.namespace, pod=name,
                        kubeconfig=str(kube.kubeconfig)) as attempt:
+        attempt.add_subject(digest, Role.SUBJECT, str(ref))
+        attempt.write_result(ClusterProbeResult(
+            reference=str(ref), pinned=str(pinned), namespace=options.namespace, pod=name,
+            expected=str(options.expect_digest) if options.expect_digest else None))
         ensure_namespace(kube, options.namespace)
+        # the run's own Secret (not one shared per registry): deleted with the run below
         secret = pull_secret_for(kube, options.namespace, ref.registry,
-                                 options.docker_config_dir)
+                                 options.docker_config_dir, name=f"{name}-pull")
         cm = manifests.configmap(f"{name}-probes", options.namespace, files,
                                  labels={"imagekit.dev/role": "probe"})
-        kube.apply(cm)
+        try:
+            kube.apply(cm)
+        except BaseException:
+            _drop_secret(kube, options, secret, checks)
+            raise
         pod = manifests.render("probe-pod.yaml.j2", name=name, namespace=options.namespace,
                                image=pinned, node_name=None,
                                node_selector=options.node_selector,
@@ -240,10 +256,26 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
                                               detail=exc.one_line()))
                 kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
                             f"{cm['metadata']['name']}")
+            _drop_secret(kube, options, secret, checks)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
         for check in checks:
             attempt.add_check(check)
     return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
+
+
+def _drop_secret(kube: Kube, options: ProbeOptions, secret: str | None,
+                 checks: list[CheckResult]) -> None:
+    """Delete the run's pull Secret (credentials created for a run leave with it), unless the
+    user asked to keep it or the Pod was kept (it may still need to pull)."""
+    if secret is None or options.keep_pull_secret or options.keep_pod:
+        return
+    try:
+        kube.delete(f"/api/v1/namespaces/{options.namespace}/secrets/{secret}")
+        checks.append(CheckResult(name="cleanup-pull-secret", status=Status.PASS,
+                                  detail=f"pull Secret {secret} deleted"))
+    except ImagekitError as exc:
+        checks.append(CheckResult(name="cleanup-pull-secret", status=Status.ERROR,
+                                  detail=f"pull Secret {secret} left behind: {exc.one_line()}"))
 
 
 def _outcome_checks(kube: Kube, outcome, options: ProbeOptions, name: str,

@@ -208,7 +208,8 @@ class EngineStartupResult(EvidenceResult):
     engine: str
     log: str
     lines: int | None = None
-    total_seconds: float | None = None
+    observed_seconds: float | None = Field(default=None, description="phases seen, summed")
+    required_seconds: float | None = Field(default=None, description="with margin+overhead")
 
 
 class Latency(BaseModel):
@@ -256,11 +257,15 @@ class BenchResult(EvidenceResult):
 
 
 class RehearsalStep(BaseModel):
+    """One `imagekit …` sub-command the rehearsal ran."""
+
     model_config = _FACT
 
     name: str
+    argv: list[str] = []
+    exit_code: int | None = None
+    seconds: float | None = None
     status: Status
-    detail: str = ""
 
 
 @register
@@ -327,7 +332,7 @@ class StandinRootfsResult(EvidenceResult):
     KIND: ClassVar[str] = "standins-rootfs"
     kind: Literal["standins-rootfs"] = "standins-rootfs"
     schema_version: Literal[1] = 1
-    path: str | None = None
+    image_tag: str | None = Field(default=None, description="the local rootfs image")
 
 
 @register

@@ -374,9 +374,11 @@ def _rehearsal(store, record) -> RehearsalResult:
     return RehearsalResult(
         profile=str(record.context.get("profile", "")),
         steps=[RehearsalStep(name=str(s.get("name", "")),
+                             argv=[str(a) for a in s.get("argv", [])],
+                             exit_code=_int(s.get("exit_code")),
+                             seconds=_float(s.get("seconds")),
                              status=Status(s["status"]) if s.get("status") in
-                             Status.__members__ else Status.ERROR,
-                             detail=str(s.get("detail", "")))
+                             Status.__members__ else Status.ERROR)
                for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [])
 
 

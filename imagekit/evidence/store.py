@@ -304,21 +304,19 @@ class EvidenceStore:
         return found[-1] if found else None
 
     def result(self, record: AttemptRecord) -> EvidenceResult | None:
-        """The typed result of an attempt (the model of its kind), or None when the attempt
-        recorded none (e.g. it broke first). Previous-layout attempts are read by
-        `imagekit.evidence.legacy` from the files they kept. EvidenceError when stored data
-        does not match its model."""
-        where = str(self.path_of(record))
-        if record.layout >= 2:
-            if record.result is None:
-                return None
-            return parse_result(record.kind, record.result, where=where)
+        """The typed result of an attempt (the model of its kind). Attempts of the previous
+        layout — and, while producers move over, attempts written through the file API alone
+        (no `write_result`) — are read by `imagekit.evidence.legacy` from the files they kept;
+        None when nothing is known. EvidenceError when stored data does not match its model."""
+        if record.result is not None:
+            return parse_result(record.kind, record.result, where=str(self.path_of(record)))
         return legacy.result(self, record)
 
     def subjects(self, record: AttemptRecord) -> list[Subject]:
-        """What an attempt is about; for a previous-layout attempt, derived from its key,
-        context and files as the old reader did (verify-copy: the copy is the subject)."""
-        if record.layout >= 2:
+        """What an attempt is about. An attempt that names none (the previous layout, or one
+        written through the file API alone) has them derived from its key, context and files
+        as the old reader did (verify-copy: the copy is the subject)."""
+        if record.subjects or record.layout >= 2 and record.result is not None:
             return list(record.subjects)
         return legacy.subjects(self, record)
 

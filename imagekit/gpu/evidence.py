@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import BandwidthSample, GpuPreflightResult
 from imagekit.gpu.record import PreflightRecord, load_record
 from imagekit.oci import Digest
 from imagekit.results import CheckResult, Status
@@ -55,6 +56,12 @@ def record_preflight(path: Path, store: EvidenceStore, *, digest: Digest | None 
         attempt.write_bytes("preflight.json", raw)
         if log_bytes is not None:
             attempt.write_bytes("preflight.log", log_bytes)
+        attempt.write_result(GpuPreflightResult(
+            world_size=record.world_size, backend=record.backend, gpus=list(record.gpu_names),
+            hostname=context["hostname"],
+            sizes=[BandwidthSample(bytes=row.bytes, algbw_GBps=row.algbw_GBps,
+                                   busbw_GBps=row.busbw_GBps)
+                   for row in (record.bandwidth.sizes if record.bandwidth else [])]))
         checks = list(record.checks) or [CheckResult(
             name="preflight", status=record.status, detail=record.error or "")]
         for check in checks:

@@ -159,6 +159,48 @@ class Bandwidth(_Fact):
         return self
 
 
+class SmallMessageRow(_Fact):
+    bytes: int = Field(ge=4)
+    time_us: float = Field(gt=0)
+    timer: Literal["cuda-graph", "cuda-events", "barrier+perf_counter"]
+    eager_us: float = Field(gt=0)
+    graph_us: float | None
+    per_rank_eager_us: list[float]
+    per_rank_graph_us: list[float | None]
+    graph_error: str | None
+    graph_empty: bool = False
+
+
+class SmallMessages(_Fact):
+    """Small all-reduces timed as nccl-tests does (one event pair around the whole loop)."""
+
+    op: Literal["all_reduce"]
+    dtype: Literal["float32"]
+    in_place: bool
+    warmup: int = Field(ge=0)
+    iters: int = Field(ge=1)
+    timing: str
+    sizes: list[SmallMessageRow]
+    #: the same sizes from nccl-tests' all_reduce_perf on the same machine, when given
+    nccl_tests: dict[str, Any] | None = None
+
+
+class NotApplicable(_Fact):
+    """A check that does not apply on this hardware, and why (never counted as a PASS)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str
+    status: Literal["N/A"]
+    detail: str
+
+
+class BaselineRef(_Fact):
+    path: str | None
+    how: str
+    key: list[Any]
+
+
 class TopoMatrix(_Fact):
     devices: list[str]
     links: dict[str, dict[str, str]]
@@ -204,6 +246,11 @@ class PreflightRecord(_Fact):
     allreduce_correctness: list[Correctness] = []
     bandwidth: Bandwidth | None = None
     topology: Topology | None = None
+    small_messages: SmallMessages | None = None
+    #: NVML readings per rank as read (counters differ by GPU and driver: kept as data)
+    health: dict[str, Any] | None = None
+    not_applicable: list[NotApplicable] = []
+    baseline: BaselineRef | None = None
     test_hooks: dict[str, str] = {}
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

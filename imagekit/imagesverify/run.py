@@ -22,7 +22,9 @@ from collections.abc import Callable
 from imagekit.build import BuildFailed, BuildRecord, build_image, build_key
 from imagekit.engine import Engine
 from imagekit.errors import ImagekitError
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role, Subject
+from imagekit.evidence.kinds import (
+    ImagesManifestResult, ImagesVerifyResult, ManifestImage, ProbeResult)
 from imagekit.imagesverify.models import AcceptedCheck, ImageEntry, ImagesVerifyReport
 from imagekit.probe import ProbePlan, probes_version, run_probes
 from imagekit.results import CheckResult, Status, overall
@@ -93,8 +95,10 @@ def _verify_copy_check(image: ResolvedImage, store: EvidenceStore) -> CheckResul
     where = record_evidence(store, result)
     same = result.verdict == "identical-content"
     return CheckResult(name="verify_copy", status=Status.PASS if same else Status.FAIL,
-                       detail=f"{copy} vs {official}: {result.verdict}; " +
-                       "; ".join(result.summary[:2]),
+                       detail=f"{copy} vs {official}: {result.verdict}; config digest "
+                              f"{'equal' if result.config_digest_equal else 'DIFFERS'}; "
+                              f"diff_ids {'equal' if result.diff_ids_equal else 'DIFFER'} "
+                              f"{result.diff_ids_matching}/{result.layers}",
                        data={"evidence": where, "config_digest_equal": result.config_digest_equal,
                              "diff_ids_equal": result.diff_ids_equal})
 
@@ -147,10 +151,12 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
     if not no_cache:
         cached = _cached_entry(store, engine, image, key)
         if cached is not None:
-            with store.attempt(cache_name(image.profile, name), KIND, verify_key=key,
+            with store.attempt(cache_name(image.profile, name), KIND,
+                               subjects=entry_subjects(cached), verify_key=key,
                                digest=cached.digest, image_id=cached.image_id,
                                cached=True) as attempt:
                 attempt.write_json("entry.json", cached)
+                attempt.write_result(entry_result(cached))
                 for check in cached.checks:
                     attempt.add_check(check)
                 attempt.finish(cached.verdict, summary=f"{name}: cached result reused "
@@ -174,6 +180,9 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
                        probes_version=probes_version()) as probe_attempt:
         checks, versions = run_probes(engine, record.local_tag, plan, attempt=probe_attempt)
         probe_attempt.write_json("versions.json", versions)
+        probe_attempt.add_subject(record.image_id, Role.ALIAS)
+        probe_attempt.write_result(ProbeResult(image=str(record.reference),
+                                               probes=list(plan.probes), versions=versions))
         for check in checks:
             probe_attempt.add_check(check)
     if image_spec.mirror.get(image.profile) is not None:
@@ -191,14 +200,35 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
         evidence={"build": record.evidence, "probe": str(probe_attempt.path),
                   "local_tag": record.local_tag})
     for subject in (record.digest, cache_name(image.profile, name)):
-        with store.attempt(subject, KIND, verify_key=key, digest=entry.digest,
-                           image_id=entry.image_id, cached=False) as attempt:
+        with store.attempt(subject, KIND, subjects=entry_subjects(entry), verify_key=key,
+                           digest=entry.digest, image_id=entry.image_id, cached=False) as attempt:
             attempt.write_json("entry.json", entry)
+            attempt.write_result(entry_result(entry))
             for check in checks:
                 attempt.add_check(check)
             attempt.finish(verdict, summary=f"{name}: verdict {verdict.value}" +
                            (f" ({len(accepted)} accepted)" if accepted else ""))
     return entry
+
+
+def entry_subjects(entry: ImageEntry) -> list[Subject]:
+    """An image manifest entry is about the pushed image (and its image ID), built on a base."""
+    found = []
+    if entry.digest:
+        found.append(Subject.of(entry.digest, Role.SUBJECT, entry.reference))
+    if entry.image_id:
+        found.append(Subject.of(entry.image_id, Role.ALIAS if found else Role.SUBJECT))
+    found.append(Subject.of(entry.base_digest, Role.BASE, entry.base))
+    return found
+
+
+def entry_result(entry: ImageEntry) -> ImagesVerifyResult:
+    return ImagesVerifyResult(
+        image=entry.image, engine=entry.engine, profile=entry.profile,
+        reference=entry.reference, digest=entry.digest, image_id=entry.image_id,
+        base=entry.base, base_digest=entry.base_digest, fix_layers=list(entry.fix_layers),
+        versions=dict(entry.versions), verdict=entry.verdict,
+        accepted=[a.check for a in entry.accepted], cached=entry.cached)
 
 
 def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,
@@ -218,6 +248,10 @@ def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,
     with store.attempt(f"images-{profile_name}", "images-manifest",
                        digests=[e.digest for e in entries]) as attempt:
         attempt.write_json("manifest.json", report)
+        attempt.write_result(ImagesManifestResult(
+            profile=profile_name, verdict=report.verdict,
+            images=[ManifestImage(image=e.image, digest=e.digest, reference=e.reference,
+                                  verdict=e.verdict) for e in entries]))
         for entry in entries:
             attempt.add_check(CheckResult(name=entry.image, status=entry.verdict,
                                           detail=f"{entry.reference}"))

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from imagekit.errors import InfraError
-from imagekit.infra import apt, docker, registries
+from imagekit.infra import apt, docker, processes, registries
 from imagekit.infra.state import (ComponentStatus, InfraState, StatePaths, load_state,
                                   save_state)
 
@@ -117,7 +117,7 @@ def status(paths: StatePaths | None = None) -> list[ComponentStatus]:
     if module is not None:
         state = _recorded_state(paths)
         if state is not None:
-            components.append(module.status(state))
+            components.append(_truthful_cluster(module, module.status(state), paths))
         else:
             components.append(ComponentStatus(name="cluster", running=False,
                                               detail="infra was never brought up",
@@ -125,8 +125,35 @@ def status(paths: StatePaths | None = None) -> list[ComponentStatus]:
     return components
 
 
+def _cluster_names(module: ModuleType, paths: StatePaths) -> list[str]:
+    names = list(getattr(module, "DAEMONS", ()))
+    return names or [n for n in processes.tracked_names(paths) if n.startswith("k8s-")]
+
+
+def _truthful_cluster(module: ModuleType, component: ComponentStatus,
+                      paths: StatePaths) -> ComponentStatus:
+    """A cluster that is not ours but whose API port answers says so (a stale record, or this
+    state directory is a copy): 'not running' alone would be a lie."""
+    if component.ours or component.running:
+        return component
+    port = getattr(module, "API_PORT", None)
+    if port is None or not processes.port_open("127.0.0.1", int(port)):
+        return component
+    states = {name: processes.record_state(name, paths) for name in _cluster_names(module, paths)}
+    kinds = sorted({v for v in states.values() if v != "ours"})
+    why = {"stale": "our records are stale", "foreign": "its processes were started from "
+           "another state directory", "none": "we hold no record of it"}
+    detail = (f"{component.detail}; the API on 127.0.0.1:{port} answers, but not from a process "
+              f"this state directory ({paths.root}) started: "
+              + ", ".join(why[k] for k in kinds if k in why))
+    return component.model_copy(update={"detail": detail, "pid": None, "ours": False})
+
+
 def down(cluster: bool = True, paths: StatePaths | None = None) -> list[str]:
-    """Stop what we started (cluster first, engine last); return the names stopped."""
+    """Stop what we started (cluster first, engine last); return the names really stopped.
+
+    Only processes whose records match /proc AND that were started from this state directory
+    are signalled; the cluster's data is removed only when one of its daemons was ours."""
     paths = paths or StatePaths()
     _require_root("down")
     stopped: list[str] = []
@@ -134,9 +161,12 @@ def down(cluster: bool = True, paths: StatePaths | None = None) -> list[str]:
         module = cluster_module() if cluster else None
         if module is not None:
             state = _recorded_state(paths)
-            if state is not None:
+            names = _cluster_names(module, paths)
+            ours = [n for n in names if processes.running(n, paths) is not None]
+            if state is not None and ours:
                 module.down(state)
-                stopped.append("cluster")
+                if not any(processes.running(n, paths) for n in ours):
+                    stopped.append("cluster")
         stopped += registries.down(paths)
         if docker.down(paths):
             stopped.append("dockerd")

@@ -3,7 +3,12 @@
 A PID file alone proves nothing: PIDs are reused. Every record keeps the PID together with the
 kernel's start time of that process (/proc/<pid>/stat field 22, clock ticks since boot) and its
 command line; a record counts as "ours and running" only while all of them still match what
-/proc shows. Anything else holding a port we need is foreign and is never signalled.
+/proc shows AND the process belongs to the state directory reading the record: its stdout or
+stderr is a log file inside that directory (every tracked process is started that way), or its
+environment carries that directory's identity (IMAGEKIT_STATE_ROOT=<device>:<inode>, which a
+copy of the directory does not share). So a copy of the state (IMAGEKIT_STATE_DIR pointing
+elsewhere) never calls the real processes its own, and `down` with it signals nobody. Anything
+else holding a port we need is foreign and is never signalled.
 
 Public API, also for other infra parts (the cluster):
     start_tracked(name, argv, log_file, env=None) -> TrackedProcess
@@ -26,6 +31,9 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import InfraError
 from imagekit.infra.state import StatePaths
+
+#: Set in every tracked process's environment: the device:inode of the state directory.
+STATE_ROOT_ENV = "IMAGEKIT_STATE_ROOT"
 
 #: Popen handles of children started by this Python process, so they are reaped (no zombies,
 #: no ResourceWarning) when stopped from the same process, e.g. inside a test session.
@@ -77,6 +85,43 @@ def proc_exe(pid: int) -> str:
         return ""
 
 
+def _state_identity(root: Path) -> str | None:
+    try:
+        info = os.stat(root)
+    except OSError:
+        return None
+    return f"{info.st_dev}:{info.st_ino}"
+
+
+def owned_by(pid: int, paths: StatePaths) -> bool:
+    """Was `pid` started from this state directory (not from a copy of it, not by someone else)?
+
+    True when its stdout/stderr is a file inside the directory, or its environment names the
+    directory's device:inode."""
+    root = os.path.realpath(paths.root)
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/") and not target.endswith(" (deleted)") and \
+                os.path.realpath(target).startswith(root.rstrip("/") + "/"):
+            return True
+    identity = _state_identity(paths.root)
+    if identity is None:
+        return False
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{STATE_ROOT_ENV}={identity}".encode() in environ
+
+
+def is_ours(record: TrackedProcess, paths: StatePaths | None = None) -> bool:
+    """The record's process runs (PID, start time, command line) and belongs to this state."""
+    return is_alive(record) and owned_by(record.pid, paths or StatePaths())
+
+
 def is_alive(record: TrackedProcess) -> bool:
     """True only if the PID still runs the very process we started (not a reuse, not a zombie)."""
     stat = proc_stat(record.pid)
@@ -98,26 +143,46 @@ def _record_path(name: str, paths: StatePaths | None = None) -> Path:
 
 
 def read_record(name: str, paths: StatePaths | None = None) -> TrackedProcess | None:
-    """The stored record, whether or not it is still true (see `running`)."""
+    """The stored record, whether or not it is still true (see `running`). A log file recorded
+    relative to the state directory is returned inside the directory that read it."""
+    paths = paths or StatePaths()
     path = _record_path(name, paths)
     try:
-        return TrackedProcess.model_validate_json(path.read_text())
+        record = TrackedProcess.model_validate_json(path.read_text())
     except FileNotFoundError:
         return None
-    except ValueError:
+    except (ValueError, UnicodeDecodeError):
         return None
+    if not record.log_file.is_absolute():
+        record = record.model_copy(update={"log_file": paths.root.absolute() / record.log_file})
+    return record
 
 
 def running(name: str, paths: StatePaths | None = None) -> TrackedProcess | None:
-    """Our process `name` if it really runs; a stale record (dead or reused PID) is removed."""
+    """Our process `name` if it really runs from this state directory; a stale record (dead or
+    reused PID) is removed. A record whose process runs but belongs to another state directory
+    (this one is a copy) is left alone and is not ours."""
+    paths = paths or StatePaths()
     record = read_record(name, paths)
     if record is None:
         return None
     if is_alive(record):
-        return record
+        return record if owned_by(record.pid, paths) else None
     _reap(record.pid)
     _record_path(name, paths).unlink(missing_ok=True)
     return None
+
+
+def record_state(name: str, paths: StatePaths | None = None) -> str:
+    """'none' (no record), 'ours' (runs, from this directory), 'foreign' (its process runs but
+    was started from another state directory) or 'stale' (dead or reused PID)."""
+    paths = paths or StatePaths()
+    record = read_record(name, paths)
+    if record is None:
+        return "none"
+    if not is_alive(record):
+        return "stale"
+    return "ours" if owned_by(record.pid, paths) else "foreign"
 
 
 def tracked_names(paths: StatePaths | None = None) -> list[str]:
@@ -128,8 +193,13 @@ def tracked_names(paths: StatePaths | None = None) -> list[str]:
 
 
 def _write_record(record: TrackedProcess, paths: StatePaths | None) -> None:
+    paths = paths or StatePaths()
     path = _record_path(record.name, paths)
     path.parent.mkdir(parents=True, exist_ok=True)
+    root = paths.root.absolute()
+    if record.log_file.is_absolute() and root in record.log_file.parents:
+        # the state records no absolute location of itself
+        record = record.model_copy(update={"log_file": record.log_file.relative_to(root)})
     tmp = path.with_suffix(".tmp")
     tmp.write_text(record.model_dump_json(indent=2) + "\n")
     os.replace(tmp, path)
@@ -157,6 +227,10 @@ def start_tracked(name: str, argv: list[str], log_file: Path, env: dict[str, str
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
+    (paths or StatePaths()).root.mkdir(parents=True, exist_ok=True)
+    identity = _state_identity((paths or StatePaths()).root)
+    if identity is not None:
+        full_env[STATE_ROOT_ENV] = identity
     with open(log_file, "ab") as log:
         log.write(f"--- imagekit: starting {name} at {_now()}\n".encode())
         log.flush()
@@ -184,7 +258,8 @@ def start_tracked(name: str, argv: list[str], log_file: Path, env: dict[str, str
         cmdline = argv
     record = TrackedProcess(name=name, pid=child.pid, start_time=stat[1],
                             exe=proc_exe(child.pid), cmdline=cmdline,
-                            log_file=log_file, started_at=_now(), fingerprint=fingerprint)
+                            log_file=log_file.absolute(), started_at=_now(),
+                            fingerprint=fingerprint)
     _write_record(record, paths)
     return record
 

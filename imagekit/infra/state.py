@@ -2,7 +2,14 @@
 
 The state file says *where* things are (addresses, CA, docker config dir); it never proves that
 they run. Whether a recorded process is really ours and alive is decided by
-`imagekit.infra.processes`, which compares PID, kernel start time and command line with /proc.
+`imagekit.infra.processes`, which compares PID, kernel start time and command line with /proc,
+and checks that the process was started from this very state directory.
+
+The state records no absolute location of itself: paths inside the state directory are written
+relative to it (`"state_dir": "."`), and `load_state` returns them inside the directory it read
+them from. A copy of the state (IMAGEKIT_STATE_DIR pointing at it) therefore speaks of the copy,
+never of the directory it was copied from. Older files with absolute paths are rebased the same
+way when read.
 """
 
 from __future__ import annotations
@@ -188,6 +195,35 @@ def registry_trust(registry: str) -> dict[str, Any]:
     return {}
 
 
+def _rebase(value: Any, recorded_root: str | None, root: Path) -> Any:
+    """A path of the state file as a path inside `root`: relative ones are joined to it, absolute
+    ones under the recorded (older, absolute) state_dir are moved under it, others are kept."""
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_absolute():
+        return str(root / path)
+    if recorded_root and Path(recorded_root).is_absolute():
+        try:
+            return str(root / path.relative_to(recorded_root))
+        except ValueError:
+            pass
+    return value
+
+
+def _relative(value: Any, root: Path) -> Any:
+    if value is None:
+        return None
+    path = Path(value)
+    try:
+        return str(path.relative_to(root)) if path.is_absolute() else value
+    except ValueError:
+        return value
+
+
+_ROOTED = ("docker_config_dir", "ca_file", "kubeconfig")
+
+
 def load_state(root: Path | None = None) -> InfraState:
     """Read the recorded state, or say which command creates it."""
     paths = StatePaths(root)
@@ -200,7 +236,18 @@ def load_state(root: Path | None = None) -> InfraState:
         raise InfraError("cannot read infrastructure state (run as root)",
                          where=str(paths.state_file)) from None
     try:
-        return InfraState.model_validate(json.loads(raw))
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("state.json is not an object")
+        base = paths.root.absolute()
+        recorded = data.get("state_dir")
+        for key in _ROOTED:
+            data[key] = _rebase(data.get(key), recorded, base)
+        for endpoint in (data.get("registries") or {}).values():
+            if isinstance(endpoint, dict):
+                endpoint["ca_file"] = _rebase(endpoint.get("ca_file"), recorded, base)
+        data["state_dir"] = str(base)  # where it was read from, whatever the file says
+        return InfraState.model_validate(data)
     except (ValueError, ValidationError) as exc:
         raise InfraError(f"unreadable infrastructure state: {str(exc).splitlines()[0]}; "
                          "run `imagekit infra up` to rewrite it",
@@ -211,7 +258,14 @@ def save_state(state: InfraState) -> None:
     """Write state.json atomically (readers never see half a file)."""
     paths = StatePaths(state.state_dir)
     paths.root.mkdir(parents=True, exist_ok=True)
+    root = paths.root.absolute()
+    data = state.model_dump(mode="json")
+    data["state_dir"] = "."
+    for key in _ROOTED:
+        data[key] = _relative(data.get(key), root)
+    for endpoint in data["registries"].values():
+        endpoint["ca_file"] = _relative(endpoint.get("ca_file"), root)
     tmp = paths.state_file.with_suffix(".json.tmp")
-    tmp.write_text(state.model_dump_json(indent=2) + "\n")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.chmod(tmp, 0o644)
     os.replace(tmp, paths.state_file)

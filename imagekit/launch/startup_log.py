@@ -112,6 +112,13 @@ class StartupReport(BaseModel):
             sizes.update(graph.batch_sizes)
         return sorted(sizes)
 
+    @property
+    def recognized(self) -> bool:
+        """Did the log show any startup phase at all? An empty file or random bytes parse to
+        nothing, and nothing is not a startup that was measured."""
+        return bool(self.weight_load or self.cuda_graph or self.piecewise.began
+                    or self.moe_config_missing or self.ready or self.prefill_backend)
+
     def summary(self) -> dict:
         return {
             "engine": self.engine,
@@ -206,6 +213,18 @@ def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> Sta
                                    seconds=piece_seconds),
         moe_config_missing=list(moe.values()),
         ready=ready, lines=count, prefill_backend=prefill_backend)
+
+
+def parsed_check(report: StartupReport) -> CheckResult:
+    """`startup_log_parsed`: PASS only when the log shows at least one startup phase."""
+    from imagekit.results import CheckResult, Status
+
+    if report.recognized:
+        return CheckResult(name="startup_log_parsed", status=Status.PASS,
+                           detail=f"{report.lines} lines parsed")
+    return CheckResult(name="startup_log_parsed", status=Status.FAIL,
+                       detail=f"no {report.engine} startup phase (weight load, CUDA graph, "
+                              f"ready) in {report.lines} lines: not a startup log of this engine")
 
 
 def prefill_graphs_check(report: StartupReport, expect_disabled: bool) -> CheckResult:

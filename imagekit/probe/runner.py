@@ -15,7 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from imagekit.engine import Engine, RunOutcome
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role
+from imagekit.evidence.kinds import ProbeResult
 from imagekit.oci import Digest
 from imagekit.results import CheckResult, Status, overall
 
@@ -131,6 +132,10 @@ def probe_image(engine: Engine, store: EvidenceStore, image: str, plan: ProbePla
         checks, versions = run_probes(engine, image, plan, attempt=attempt)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
         attempt.write_json("versions.json", versions)
+        if digest is not None and info is not None:
+            attempt.add_subject(info.id, Role.ALIAS)       # the image ID of the same image
+        attempt.write_result(ProbeResult(image=image, probes=list(plan.probes),
+                                         versions=versions))
         for check in checks:
             attempt.add_check(check)
     return ProbeReport(image=image, digest=str(digest) if digest else None,

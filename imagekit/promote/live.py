@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.evidence import Attempt, EvidenceKey, EvidenceStore
+from imagekit.evidence.kinds import HopEvidence, PromoteEvidence
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status
 
@@ -88,13 +89,24 @@ def finish_orphans(store: EvidenceStore, digest: Digest) -> list[Path]:
                 hops.append(json.loads(hop_file.read_text()))
             except (OSError, ValueError):
                 break
-        attempt = Attempt(store, key, KIND, path, path.name, dict(info.get("context") or {}))
+        context = dict(info.get("context") or {})
+        attempt = Attempt(store, key, KIND, path, path.name, context)
         checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
                               detail=f"{h.get('endpoint')} serves {h.get('digest')}",
                               data=h) for i, h in enumerate(hops)]
         why = (f"interrupted: process {pid} ended without finishing the promotion (killed?) "
                f"after {len(hops)} hop(s)")
         checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.ERROR, detail=why))
+        try:
+            attempt.write_result(PromoteEvidence(
+                source=str(context.get("source", "")), digest=str(digest),
+                via=list(context.get("via") or []), to=context.get("to"), error=why,
+                hops=[HopEvidence(endpoint=h["endpoint"], registry=h["registry"],
+                                  digest=h["digest"], verified=bool(h["verified"]),
+                                  bytes_moved=int(h.get("bytes_moved", 0)),
+                                  read_back=str(h.get("read_back", ""))) for h in hops]))
+        except (KeyError, TypeError, ValueError):
+            pass  # a hop file from another version: the checks still carry it
         attempt.finish(Status.ERROR, summary=why, checks=checks)
         done.append(path)
     return done

@@ -1,18 +1,18 @@
 """`run_promote`: promotion with its gate and its evidence — what the CLI calls.
 
-GATE HOOK: `promotion_gate()` is the one place promotion asks whether a digest may go out.
-It imports `imagekit.report.gate` at call time (the report package is a peer operation that
-may be absent in a trimmed install); when present its `enforce()` refuses a digest with FAIL or
-missing evidence unless `--force --reason` is given, and records the override.
+GATE: promotion does not know how evidence is judged; the caller hands it the gate
+(`imagekit.report.gate.enforce` from the CLI), a callable asked once with the digest about to
+go out. It returns the decision (a `GateDecision`) when promotion may proceed and raises
+(CheckFailed, exit 1) when refused and not forced. `gate=False` promotes ungated, on purpose.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import GateDecision, HopEvidence, PromoteEvidence
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
 from imagekit.oci.platform import LINUX_AMD64
@@ -23,24 +23,19 @@ from imagekit.registry.interrupt import Interrupted, graceful
 from imagekit.registry.progress import ProgressSink
 from imagekit.results import CheckResult, Status
 
-GATE_MODULE = "imagekit.report.gate"
+
+class Gate(Protocol):
+    """`imagekit.report.gate.enforce`'s shape: decide (and record an override) or raise."""
+
+    def __call__(self, store: EvidenceStore, digest: Digest, *, force: bool = False,
+                  reason: str | None = None, **context: Any) -> GateDecision: ...
 
 
-def promotion_gate(store: EvidenceStore, digest: Digest, *, force: bool = False,
+def promotion_gate(gate: Gate, store: EvidenceStore, digest: Digest, *, force: bool = False,
                    reason: str | None = None, **context: Any) -> dict:
-    """Ask the evidence gate; raises (CheckFailed, exit 1) when refused and not forced."""
-    try:
-        gate = importlib.import_module(GATE_MODULE)
-    except ImportError:
-        return {"gate": "unavailable", "detail": f"{GATE_MODULE} is not installed; "
-                                                 "promotion was not gated"}
-    enforce = getattr(gate, "enforce", None)
-    if enforce is not None:
-        decision = enforce(store, digest, force=force, reason=reason, **context)
-    else:  # the minimal contract: check_promotable(store, digest) -> GateDecision
-        decision = gate.check_promotable(store, digest)
-    data = decision.model_dump(mode="json") if hasattr(decision, "model_dump") else \
-        {"allowed": bool(getattr(decision, "allowed", False))}
+    """Ask the injected gate; it raises (CheckFailed, exit 1) when refused and not forced."""
+    decision = gate(store, digest, force=force, reason=reason, **context)
+    data = decision.model_dump(mode="json")
     data["gate"] = "checked"
     return data
 
@@ -48,10 +43,15 @@ def promotion_gate(store: EvidenceStore, digest: Digest, *, force: bool = False,
 def run_promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
                 store: EvidenceStore, all_platforms: bool = False,
                 platform: Platform = LINUX_AMD64, options=None, progress: ProgressSink | None
-                = None, gate: bool = True, force: bool = False, reason: str | None = None
-                ) -> tuple[PromoteResult, str]:
+                = None, gate: Gate | Literal[False], force: bool = False,
+                reason: str | None = None) -> tuple[PromoteResult, str]:
     """Promote and record one `promote` attempt keyed by the promoted digest (per-hop records,
-    partial ones too when a hop fails). Returns (result, evidence directory)."""
+    partial ones too when a hop fails). `gate`: the evidence gate (the CLI passes
+    `imagekit.report.gate.enforce`), or False to promote ungated. Returns (result, evidence
+    directory)."""
+    if gate is True or (gate is not False and not callable(gate)):
+        raise TypeError("run_promote needs the gate itself (e.g. imagekit.report.gate.enforce) "
+                        "or gate=False")
     hops: list[HopRecord] = []
     context = {"source": str(source), "via": [str(v) for v in via], "to": str(to),
                "all_platforms": all_platforms}
@@ -63,7 +63,7 @@ def run_promote(source: ImageReference, via: list[ImageReference], to: ImageRefe
         if not gate:
             decision = {"gate": "skipped", "detail": "gate disabled by the caller"}
         else:
-            decision = promotion_gate(store, digest, force=force, reason=reason,
+            decision = promotion_gate(gate, store, digest, force=force, reason=reason,
                                       promoted_to=[str(v) for v in via] + [str(to)])
         state["live"] = LiveAttempt.begin(store, digest, context)  # hops kept as they land
         return decision
@@ -92,6 +92,7 @@ def run_promote(source: ImageReference, via: list[ImageReference], to: ImageRefe
     state["live"].discard()
     with store.attempt(Digest.parse(result.digest), "promote", **context) as attempt:
         attempt.write_json("result.json", result)
+        attempt.write_result(_evidence(result.source, result.digest, context, result.hops))
         for index, hop in enumerate(result.hops):
             attempt.add_check(CheckResult(
                 name=f"hop-{index + 1}", status=Status.PASS if hop.verified else Status.FAIL,
@@ -106,6 +107,8 @@ def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
                     hops: list[HopRecord], exc: ImagekitError) -> None:
     with store.attempt(digest, "promote", **context) as attempt:
         attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
+        attempt.write_result(_evidence(context["source"], str(digest), context, hops,
+                                       error=exc.one_line()[:1000]))
         checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
                               detail=f"{h.endpoint} serves {h.digest}") for i, h in
                   enumerate(hops)]
@@ -113,3 +116,12 @@ def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
                                   detail=exc.one_line()[:1000]))
         attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc.one_line()}"[:500],
                        checks=checks)
+
+
+def _evidence(source: str, digest: str, context: dict, hops: list[HopRecord],
+              error: str | None = None) -> PromoteEvidence:
+    return PromoteEvidence(
+        source=source, digest=digest, via=list(context["via"]), to=context["to"], error=error,
+        hops=[HopEvidence(endpoint=h.endpoint, registry=h.registry, digest=h.digest,
+                          verified=h.verified, bytes_moved=h.bytes_moved, read_back=h.read_back)
+              for h in hops])

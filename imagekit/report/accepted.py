@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.evidence import AttemptRecord
+from imagekit.evidence import EvidenceResult
+from imagekit.evidence.kinds import BuildResult, ImagesVerifyResult, ProbeResult
 from imagekit.results import Status
 
-#: Kinds whose context `name` is the spec's image name (imagekit.build; the image manifest).
-NAMED_KINDS = frozenset({"build", "images-verify"})
 #: Evidence kinds whose checks are the spec's probes (same names as the spec's probe list).
 PROBE_KINDS = frozenset({"probe", "images-verify", "cluster-probe"})
 
@@ -37,17 +36,21 @@ def _spec_name(value: object) -> str | None:
     return None
 
 
-def image_and_profile(records: list[AttemptRecord]) -> tuple[str | None, str | None]:
-    """The spec image name and profile the latest evidence records: imagekit.build records
-    `name` and `profile` in its context; other operations may record `image` and `profile`."""
+def image_and_profile(results: list[EvidenceResult | None]) -> tuple[str | None, str | None]:
+    """The spec image name and profile the latest results name: a build's `name`/`profile`,
+    an images-verify result's `image`/`profile`, a probe run by spec name."""
     image = profile = None
-    for record in reversed(records):
-        if image is None:
-            image = _spec_name(record.context.get("name")) \
-                if record.kind in NAMED_KINDS else None
-            image = image or _spec_name(record.context.get("image"))
-        if profile is None and isinstance(record.context.get("profile"), str):
-            profile = record.context["profile"]
+    for result in reversed(results):
+        if isinstance(result, BuildResult):
+            found, found_profile = _spec_name(result.name), result.profile
+        elif isinstance(result, ImagesVerifyResult):
+            found, found_profile = _spec_name(result.image), result.profile
+        elif isinstance(result, ProbeResult):
+            found, found_profile = _spec_name(result.image), None
+        else:
+            continue
+        image = image or found
+        profile = profile or found_profile
         if image and profile:
             break
     return image, profile

@@ -13,39 +13,19 @@ from collections.abc import Iterable
 
 from imagekit.errors import CheckFailed, InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import GateOverrideResult
 from imagekit.oci.digest import Digest
-from imagekit.report.collect import build_report
+from imagekit.report.collect import NOT_GATE_INPUT, build_report  # noqa: F401 - re-exported
 from imagekit.report.models import GateDecision, ImageReport
 from imagekit.report.required import parse_requirements
 from imagekit.results import CheckResult, Status
 
-#: Evidence kinds the gate does not judge (they are written by promotion itself).
-NOT_GATE_INPUT = frozenset({"promote", "gate-override"})
 OVERRIDE_KIND = "gate-override"
 
 
 def decide(report: ImageReport) -> GateDecision:
-    """The gate's verdict on a report already built."""
-    reasons, warnings = [], []
-    for outcome in report.required:
-        if not outcome.satisfied:
-            state = outcome.status.value if outcome.status else "missing"
-            reasons.append(f"required check {outcome.requirement} is {state}: {outcome.reason}")
-    for line in report.checks:
-        if line.kind in NOT_GATE_INPUT:
-            continue
-        text = f"{line.test_name} {line.status.value}" + \
-            (f": {line.detail}" if line.detail else "") + f" ({line.evidence})"
-        if line.accepted:
-            warnings.append(f"{text} — accepted: {line.accepted}")
-        elif line.status in (Status.FAIL, Status.ERROR):
-            reasons.append(text)
-        elif line.status is Status.DEFERRED:
-            warnings.append(text)
-    if not any(line.kind not in NOT_GATE_INPUT for line in report.checks):
-        reasons.append(f"no check evidence for {report.subject}")
-    return GateDecision(digest=report.subject, allowed=not reasons, reasons=reasons,
-                        warnings=warnings, required=[o.requirement for o in report.required])
+    """The gate's verdict stored in a report (computed once, by `build_report`)."""
+    return report.gate
 
 
 def check_promotable(store: EvidenceStore, digest: Digest | str,
@@ -64,7 +44,7 @@ def check_promotable(store: EvidenceStore, digest: Digest | str,
     except NotFound:
         return GateDecision(digest=str(digest), allowed=False, required=requirements,
                             reasons=[f"no evidence for {digest} in {store.root}"])
-    return decide(report)
+    return report.gate
 
 
 def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
@@ -83,6 +63,12 @@ def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
                        refused_for=list(decision.reasons), required=list(decision.required),
                        **context) as attempt:
         attempt.write_json("decision.json", decision)
+        attempt.write_result(GateOverrideResult(
+            reason=reason, user=user, refused_for=list(decision.reasons),
+            required=list(decision.required),
+            context={k: v if v is None or isinstance(v, str) else
+                     [str(x) for x in v] if isinstance(v, (list, tuple)) else str(v)
+                     for k, v in context.items()}))
         verdict = Status.PASS if decision.allowed else Status.FAIL
         attempt.finish(verdict, summary=f"forced by {user}: {reason}"[:500], checks=[
             CheckResult(name="gate", status=verdict,

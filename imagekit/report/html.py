@@ -12,7 +12,6 @@ import re
 from html import escape
 
 from imagekit.report import svg
-from imagekit.report.gate import decide
 from imagekit.report.models import ImageReport, LatencySeries
 
 _CSS = """
@@ -108,6 +107,7 @@ def render(report: ImageReport) -> str:
                  ["digest", f"<code>{escape(report.subject)}</code>"],
                  ["also known as", ", ".join(f"<code>{escape(a)}</code>" for a in report.aliases)
                   or "—"],
+                 ["resolved", escape(report.resolution or "—")],
                  ["overall", _status(report.status.value)],
                  ["base digest", f"<code>{escape(facts.base_digest)}</code>" if facts.base_digest
                   else '<span class="none">no evidence</span>'],
@@ -115,7 +115,7 @@ def render(report: ImageReport) -> str:
                  ["evidence root", f"<code>{escape(report.evidence_root)}</code>"],
                  ["generated", f"{report.generated:%Y-%m-%d %H:%M:%S} UTC"]])]
 
-    decision = decide(report)
+    decision = report.gate       # computed once, when the report was built
     parts.append("<h2>Promotion gate</h2>")
     parts.append(f'<p class="gate">{_status("PASS" if decision.allowed else "FAIL")} '
                  f'{"allowed" if decision.allowed else "refused"}</p>')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 
 from imagekit.report.models import ImageReport
@@ -34,14 +35,18 @@ def subjects(report: ImageReport) -> list[dict]:
 
 
 def result_of(report: ImageReport) -> str:
-    """PASSED: every check passed and every required check is there; WARNED: only DEFERRED or
-    spec-accepted lines stand between it and PASSED; FAILED: any other FAIL/ERROR or an unmet
+    """The statuses' one meaning (docs/evidence.md): PASSED: every check PASS and every required
+    check there; WARNED: only DEFERRED (not run here, not required) stands between it and
+    PASSED; FAILED: any FAIL or ERROR — also one a profile accepts (the acceptance is the
+    gate's policy, listed in the configuration, never a softer test result) — or an unmet
     required check."""
-    if report.status is Status.PASS:
-        return "PASSED"
-    if report.status is Status.DEFERRED and all(o.satisfied for o in report.required):
+    statuses = {line.status for line in report.checks}
+    if not statuses or statuses & {Status.FAIL, Status.ERROR} or \
+            not all(o.satisfied for o in report.required):
+        return "FAILED"
+    if Status.DEFERRED in statuses:
         return "WARNED"
-    return "FAILED"
+    return "PASSED"
 
 
 def _configuration(report: ImageReport) -> list[dict]:
@@ -62,14 +67,26 @@ def _configuration(report: ImageReport) -> list[dict]:
     required = {"name": "required-checks", "content": base64.b64encode(listed).decode(),
                 "digest": {"sha256": hashlib.sha256(listed).hexdigest()},
                 "mediaType": "text/plain"}
-    return [required, *seen.values()]
+    # what the gate accepted, and why: policy, not a softer status (issue 12)
+    accepted = [{"test": line.test_name, "status": line.status.value, "reason": line.accepted}
+                for line in report.checks if line.accepted]
+    descriptors = [required, *seen.values()]
+    if accepted:
+        text = json.dumps(accepted, sort_keys=True).encode()
+        descriptors.insert(1, {"name": "gate-acceptances",
+                               "content": base64.b64encode(text).decode(),
+                               "digest": {"sha256": hashlib.sha256(text).hexdigest()},
+                               "mediaType": "application/json",
+                               "annotations": {"gate": "allowed" if report.gate.allowed
+                                               else "refused"}})
+    return descriptors
 
 
 def statement(report: ImageReport) -> dict:
     passed, warned, failed = [], [], []
     for line in report.checks:
-        bucket = warned if line.accepted else \
-            {Status.PASS: passed, Status.DEFERRED: warned}.get(line.status, failed)
+        # the status decides, never an acceptance: an accepted FAIL is still a failed test
+        bucket = {Status.PASS: passed, Status.DEFERRED: warned}.get(line.status, failed)
         bucket.append(line.test_name)
     for outcome in report.required:
         if not outcome.satisfied:

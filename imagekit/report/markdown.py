@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from imagekit.report.gate import decide
 from imagekit.report.models import ImageReport
 from imagekit.results import Status
 
@@ -29,6 +28,8 @@ def render(report: ImageReport) -> str:
     out.append(f"- **Digest:** `{report.subject}`")
     if report.aliases:
         out.append(f"- **Also known as:** {', '.join(f'`{a}`' for a in report.aliases)}")
+    if report.resolution:
+        out.append(f"- **Resolved:** {_cell(report.resolution)}")
     out.append(f"- **Overall:** {_MARK[report.status.value]}")
     out.append(f"- **Base digest:** `{facts.base_digest}`" if facts.base_digest
                else "- **Base digest:** no evidence")
@@ -37,7 +38,7 @@ def render(report: ImageReport) -> str:
     out.append(f"- **Evidence root:** `{report.evidence_root}`")
     out.append(f"- **Generated:** {report.generated:%Y-%m-%d %H:%M:%S} UTC\n")
 
-    decision = decide(report)
+    decision = report.gate       # computed once, when the report was built
     out.append("## Promotion gate\n")
     out.append("**Allowed**" if decision.allowed else "**Refused**")
     out += [f"- refused: {_cell(r)}" for r in decision.reasons]

@@ -11,7 +11,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from imagekit.evidence.kinds import GateDecision  # noqa: F401 - stored in ReportResult
+from imagekit.evidence.kinds import GateDecision
 from imagekit.report.accepted import Accepted
 from imagekit.results import Status
 
@@ -140,6 +140,9 @@ class ImageReport(BaseModel):
     schema_version: int = REPORT_SCHEMA_VERSION
     subject: str
     requested: str = ""
+    resolution: str | None = Field(default=None, description="how `requested` became the "
+                                   "digest when it was a tag: at the registry, or offline "
+                                   "from which evidence record")
     generated: dt.datetime
     evidence_root: str
     status: Status
@@ -150,6 +153,8 @@ class ImageReport(BaseModel):
     checks: list[EvidenceLine] = []
     history: list[EvidenceLine] = []
     required: list[RequiredOutcome] = []
+    gate: GateDecision = Field(description="the promotion gate's decision, computed once when "
+                               "the report was built; every format renders this one")
     endpoints: list[EndpointDigest] = []
     preflight: list[PreflightSummary] = []
     latency: list[LatencySeries] = []

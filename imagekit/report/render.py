@@ -7,6 +7,7 @@ from pathlib import Path
 
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import ReportResult
 from imagekit.report import html, intoto, junit, markdown
 from imagekit.report.models import ImageReport
 
@@ -60,6 +61,9 @@ def record_report(store: EvidenceStore, report: ImageReport) -> Path:
                        requested=report.requested, profile=report.profile) as attempt:
         for fmt, suffix in SUFFIXES.items():
             attempt.write_text(f"report{suffix}", render(report, fmt))
+        attempt.write_result(ReportResult(subject=report.subject, requested=report.requested,
+                                          status=report.status, profile=report.profile,
+                                          gate=report.gate, formats=list(SUFFIXES)))
         attempt.finish(report.status, summary=f"report of {report.subject}: "
                                                f"{report.status.value}")
     return attempt.path

@@ -2,89 +2,79 @@
 
 - DIGEST (`sha256:…`): itself.
 - REF pinned by digest (`repo@sha256:…`): its digest.
-- REF by tag: the latest promote/build attempt whose data names that reference next to a digest;
-  failing that the registry serving it (`imagekit.registry`, imported at call time; infra's CA
-  and docker config for the loopback registries) is asked.
-- NAME (no '/', ':' or '@'): its latest build, from `imagekit.build.latest_build(name)`
-  (imported at call time: the build layer may be absent, then a clear one-line error).
+- REF by tag: the registry serving it is asked what the tag names *now* (the manifest read and
+  hashed; infra's CA and docker config for the loopback registries). Tags move, so local
+  evidence only suggests: when the registry cannot be reached, the newest promote/build result
+  that names the reference is used and the resolution says it was offline, and from which
+  attempt.
+- NAME (no '/', ':' or '@'): its latest passing build (a `BuildResult` of that name in the
+  evidence, optionally of one profile).
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from imagekit.errors import ImagekitError, InvalidInput, NotFound
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import ImagekitError, InvalidInput, NotFound, TransportError
 from imagekit.evidence import EvidenceStore
+from imagekit.evidence.kinds import BuildResult, PromoteEvidence
 from imagekit.oci.digest import Digest
 from imagekit.oci.reference import ImageReference
-from imagekit.report.collect import _json_documents, _walk, all_records
+from imagekit.report.collect import read_all
+from imagekit.results import Status
 
 
-def _digest_of(value: Any) -> Digest | None:
-    """A digest from whatever a helper returns: a Digest, a string, or an object/dict with one
-    of the usual attribute names (registry digest preferred over the local image ID)."""
-    if value is None:
-        return None
-    if isinstance(value, Digest):
-        return value
-    if isinstance(value, str):
-        return Digest.parse(value) if value.startswith(("sha256:", "sha512:")) else None
-    for name in ("registry_digest", "manifest_digest", "digest", "pushed_digest", "image_digest",
-                 "image_id", "config_digest"):
-        found = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-        if found is not None:
-            digest = _digest_of(found)
-            if digest is not None:
-                return digest
-    return None
+class Resolution(BaseModel):
+    """How a NAME|REF|DIGEST became a digest; `note` is printed with tag resolutions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requested: str
+    digest: Digest
+    name: str | None = None
+    how: Literal["digest", "pinned", "registry", "offline", "name"]
+    note: str = ""
 
 
-def resolve_name(name: str, store: EvidenceStore | None = None, *,
-                 profile: str | None = None) -> Digest:
-    try:
-        build = importlib.import_module("imagekit.build")
-        latest_build = build.latest_build
-    except (ImportError, AttributeError):
-        raise InvalidInput("cannot resolve an image name: imagekit.build.latest_build is not "
-                           "available; give a digest or reference instead", where=name) from None
-    try:
-        parameters = inspect.signature(latest_build).parameters
-    except (TypeError, ValueError):
-        parameters = {}
-    kwargs: dict[str, Any] = {}
-    if store is not None and "store" in parameters:
-        kwargs["store"] = store
-    if profile is not None and "profile" in parameters:
-        kwargs["profile"] = profile
-    result = latest_build(name, **kwargs)
-    digest = _digest_of(result)
-    if digest is None:
-        raise NotFound(f"no build of {name!r} with a digest was found", where=name)
-    return digest
-
-
-#: Keys whose reference value sits next to that image's own digest (a HopRecord's endpoint,
-#: a PromoteResult's source, a BuildRecord's local tag) — not e.g. a build's `base`.
-_REFERENCE_KEYS = ("endpoint", "reference", "ref", "source", "local_tag")
-
-
-def _from_evidence(store: EvidenceStore, texts: set[str]) -> Digest | None:
-    """The digest the newest promote/build evidence records next to this reference."""
-    best: tuple[Any, Digest] | None = None
-    for record in all_records(store):
-        if record.kind not in ("promote", "build"):
+def resolve_name(name: str, store: EvidenceStore, *, profile: str | None = None) -> Digest:
+    """The digest of the newest passing build of `name` (of `profile`, when given)."""
+    best = None
+    for read in read_all(store):
+        result = read.result
+        if not isinstance(result, BuildResult) or read.record.status is not Status.PASS:
             continue
-        for document in _json_documents(store, record):
-            for _, item in _walk(document):
-                if not any(item.get(key) in texts for key in _REFERENCE_KEYS):
-                    continue
-                digest = _digest_of(item)
-                if digest is not None and (best is None or record.finished >= best[0]):
-                    best = (record.finished, digest)
-    return best[1] if best else None
+        if result.name != name or result.digest is None:
+            continue
+        if profile is not None and result.profile != profile:
+            continue
+        if best is None or read.record.finished >= best[0]:
+            best = (read.record.finished, result.digest)
+    if best is None:
+        raise NotFound(f"no build of {name!r} with a digest was found", where=name)
+    return Digest.parse(best[1])
+
+
+def _from_evidence(store: EvidenceStore, texts: set[str]) -> tuple[Digest, str] | None:
+    """(digest, attempt directory) of the newest promote/build result naming this reference."""
+    best: tuple[Any, Digest, str] | None = None
+    for read in read_all(store):
+        result = read.result
+        pairs: list[tuple[str, str]] = []
+        if isinstance(result, PromoteEvidence):
+            pairs = [(result.source, result.digest)] + [(h.endpoint, h.digest)
+                                                        for h in result.hops]
+        elif isinstance(result, BuildResult) and result.reference and result.digest:
+            pairs = [(result.reference, result.digest)]
+            if "@" in result.reference:
+                pairs.append((result.reference.rpartition("@")[0], result.digest))
+        for reference, digest in pairs:
+            if reference in texts and (best is None or read.record.finished >= best[0]):
+                best = (read.record.finished, Digest.parse(digest),
+                        str(store.path_of(read.record).relative_to(store.root)))
+    return (best[1], best[2]) if best else None
 
 
 def _registry_options(registry: str):
@@ -103,13 +93,11 @@ def _registry_options(registry: str):
     return RegistryOptions(**options)
 
 
-def _from_registry(reference: ImageReference) -> Digest | None:
+def _from_registry(reference: ImageReference) -> Digest:
     """The digest a registry names for the tag (a HEAD: not counted as a pull; the digest only
     picks evidence, which is keyed by what was proven when it was recorded)."""
-    try:
-        from imagekit.registry import RegistryClient
-    except ImportError:
-        return None
+    from imagekit.registry import RegistryClient
+
     # stamina logs each scheduled retry as a warning; a one-line error is this command's answer
     quiet = logging.getLogger("stamina")
     level = quiet.level
@@ -122,26 +110,33 @@ def _from_registry(reference: ImageReference) -> Digest | None:
         quiet.setLevel(level)
 
 
-def resolve(text: str, store: EvidenceStore) -> tuple[Digest, str | None]:
-    """(digest, image name when a NAME was given)."""
+def resolve(text: str, store: EvidenceStore, *, profile: str | None = None) -> Resolution:
     text = text.strip()
     if not text:
         raise InvalidInput("give an image NAME, REF or DIGEST")
     if text.startswith(("sha256:", "sha512:")):
-        return Digest.parse(text), None
+        return Resolution(requested=text, digest=Digest.parse(text), how="digest")
     if not any(ch in text for ch in "/:@"):
-        return resolve_name(text, store), text
+        return Resolution(requested=text, digest=resolve_name(text, store, profile=profile),
+                          name=text, how="name",
+                          note=f"{text}: its latest passing build in {store.root}")
     reference = ImageReference.parse(text)
     if reference.digest is not None:
-        return reference.digest, None
-    digest = _from_evidence(store, {text, str(reference)})
-    if digest is None:
-        try:
-            digest = _from_registry(reference)
-        except ImagekitError as exc:
-            raise NotFound(f"{text} is not in the evidence and the registry lookup failed: "
-                           f"{exc.one_line()}", where=text) from None
-    if digest is None:
-        raise NotFound("no evidence names this reference and no registry lookup is available",
-                       where=text)
-    return digest, None
+        return Resolution(requested=text, digest=reference.digest, how="pinned")
+    try:
+        digest = _from_registry(reference)
+    except TransportError as exc:         # unreachable: evidence may suggest, and says so
+        found = _from_evidence(store, {text, str(reference)})
+        if found is None:
+            raise NotFound(f"{text}: the registry cannot be reached ({exc.one_line()}) and no "
+                           "evidence names this reference", where=text) from None
+        digest, where = found
+        return Resolution(requested=text, digest=digest, how="offline",
+                          note=f"resolved OFFLINE: {reference.registry} unreachable "
+                               f"({exc.one_line()[:200]}); {text} → {digest} from evidence "
+                               f"{where} (the tag may have moved since)")
+    except ImagekitError as exc:
+        raise NotFound(f"{text}: the registry lookup failed: {exc.one_line()}",
+                       where=text) from None
+    return Resolution(requested=text, digest=digest, how="registry",
+                      note=f"{text} → {digest} at the registry now")

@@ -83,6 +83,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.acceptance.models.RoundResult",
     "imagekit.acceptance.matrix.Matrix",
     "imagekit.acceptance.engines.EngineConfig",
+    "imagekit.acceptance.capabilities.Capabilities",
     # cluster and launch
     "imagekit.cluster.precheck.PodIntent",
     "imagekit.launch.command.ServeConfig",

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit.engine import Engine
 from imagekit.errors import CheckFailed, InfraError, SpecError
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role
+from imagekit.evidence.kinds import StandinBuildResult, StandinRootfsResult
 from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, LockEntry, LockFile, load_lock, write_lock
@@ -111,6 +112,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
     with store.attempt("standins-rootfs", "standins-rootfs") as attempt:
         base_tag, made = ensure_rootfs_image(engine, log)
         attempt.write_text("rootfs.log", "\n".join(log) + "\n")
+        attempt.write_result(StandinRootfsResult(image_tag=str(base_tag)))
         attempt.add_check(CheckResult(name="rootfs", status=Status.PASS,
                                       detail=f"{base_tag} ({'made' if made else 'cached'})"))
     wheel = torch_wheel()
@@ -147,6 +149,8 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                         secrets={"pip_cert": cert}, no_cache=no_cache, on_line=on_line)
                 attempt.write_text("build.log", outcome.log)
                 if not outcome.ok:
+                    attempt.write_result(StandinBuildResult(standin=standin, image=image_name,
+                                                            local_tag=local_tag, cache_key=key))
                     attempt.finish(Status.FAIL, summary=f"stand-in {standin} build failed "
                                    f"(exit {outcome.returncode})")
                     raise CheckFailed(f"stand-in {standin} build failed (exit "
@@ -169,6 +173,13 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                 mirror_digest=mirror_digest, built=built,
                 seconds=(dt.datetime.now(dt.timezone.utc) - started).total_seconds())
             attempt.write_json("standin.json", record)
+            attempt.add_subject(digest, Role.SUBJECT, str(reference))
+            attempt.write_result(StandinBuildResult(
+                standin=standin, image=image_name, image_id=str(info.id),
+                local_tag=local_tag, reference=str(reference), digest=str(digest),
+                mirror=str(mirror_ref) if mirror_ref else None,
+                mirror_digest=str(mirror_digest) if mirror_digest else None, cache_key=key,
+                built=built))
             attempt.add_check(CheckResult(name="standin-build", status=Status.PASS,
                                           detail=f"{reference}@{digest}"))
         records.append(record)

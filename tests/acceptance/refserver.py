@@ -263,6 +263,8 @@ def create_app(state: RefState | None = None) -> Starlette:
             body = await request.json()
         except ValueError:
             return _error(400, "body is not JSON")
+        if isinstance(body, dict) and body.get("model") not in (None, MODEL):
+            return _error(404, f"The model `{body.get('model')}` does not exist.")
         try:
             parsed = Parsed(body, b)
         except BadRequest as exc:

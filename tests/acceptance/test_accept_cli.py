@@ -44,7 +44,7 @@ def test_functional_suite_passes_twelve_checks_and_keeps_every_exchange(
     exchanges = sorted((attempt / "exchanges").iterdir())
     assert len(exchanges) >= 20
     invalid = [json.loads(p.read_text()) for p in exchanges if "invalid" in p.name]
-    assert [e["status_code"] for e in invalid] == [400, 400, 400]
+    assert [e["status_code"] for e in invalid] == [400, 400, 400, 404]
     assert invalid[0]["request"]["max_tokens"] == -5
     record = EvidenceStore(tmp_path / "ev").latest(DIGEST, "accept-functional")
     assert record is not None and record.status.value == "PASS" and len(record.checks) == 12
@@ -72,7 +72,7 @@ def test_solid_colour_failure_is_not_overridden_by_bordered_or_chart(
     assert s["image-solid-colour"] == "FAIL"
     assert s["image-bordered"] == s["image-chart"] == s["video-colour-order"] == "PASS"
     detail = next(c["detail"] for c in out["checks"] if c["name"] == "image-solid-colour")
-    assert detail.startswith("0/6") and "solid-red.png" in detail and "solid-blue.jpeg" in detail
+    assert "semantic FAIL: 0/6" in detail and "protocol PASS" in detail and "solid-red.png" in detail and "solid-blue.jpeg" in detail
     checks = json.loads((Path(out["evidence"]["functional"]) / "checks.json").read_text())
     pixels = next(c for c in checks if c["name"] == "image-solid-colour")["data"]["pixels_sent"]
     assert pixels["solid-red.png"] == [[224 * 224, [255, 0, 0]]]
@@ -111,11 +111,10 @@ def test_video_deferred_without_pyav(ref: Ref, tmp_path: Path,
     assert code == 1
 
 
-def test_api_key_is_sent_but_never_recorded(ref: Ref, tmp_path: Path) -> None:
+def test_api_key_is_sent_but_never_recorded(ref: Ref, tmp_path: Path, secret_file) -> None:
     secret = "sk-ref-7f3a9c1e5b"
     ref.set(api_key=secret)
-    key_file = tmp_path / "key"
-    key_file.write_text(secret + "\n")
+    key_file = secret_file(tmp_path / "key", secret + "\n")  # 0600, removed afterwards
     result = CliRunner().invoke(app, ["accept", "--base-url", ref.url, "--suite", "media",
                                       "--api-key-file", str(key_file), "--json",
                                       "--evidence-dir", str(tmp_path / "ev")])
@@ -160,9 +159,13 @@ def test_slow_server_past_timeout_fails_checks(ref: Ref, tmp_path: Path) -> None
     code, out, _ = accept(tmp_path, "--base-url", ref.url, "--suite", "media",
                           "--timeout", "0.3")
     assert code == 1
-    png = next(c for c in out["checks"] if c["name"] == "corrupt-png")
-    assert png["status"] == "FAIL" and "no HTTP answer" in png["detail"]
+    checks = {c["name"]: c for c in out["checks"]}
+    # no valid image was accepted first (the probe timed out): corrupt media is not judged
+    png = checks["corrupt-png"]
+    assert png["status"] == "DEFERRED" and "image capability unknown" in png["detail"]
     assert "ReadTimeout" in png["detail"]
+    recovery = checks["recovery-after-corrupt-media"]
+    assert recovery["status"] == "FAIL" and "no HTTP answer" in recovery["detail"]
 
 
 def test_dropped_stream_fails_streaming(ref: Ref, tmp_path: Path) -> None:
@@ -218,3 +221,20 @@ def test_a_broken_suite_is_an_error_check_with_exit_2(ref: Ref, tmp_path: Path,
     assert code == 2 and out["checks"][0]["status"] == "ERROR"
     assert "suite bug" in out["checks"][0]["detail"]
     assert (Path(out["evidence"]["media"]) / "error.log").is_file()
+
+
+def test_generic_engine_judges_the_protocol_and_defers_modes(ref: Ref, tmp_path: Path) -> None:
+    code, out, _ = accept(tmp_path, "--base-url", ref.url, "--engine", "generic",
+                          "--reproductions", "1")
+    checks = {c["name"]: c for c in out["checks"]}
+    assert code == 1 and out["target"]["engine"] == "generic"
+    assert checks["mode-disabled"]["status"] == "DEFERRED"
+    assert "no request fields" in checks["mode-disabled"]["detail"]
+    for name in ("streaming", "tool-calling", "invalid-parameters", "recovery", "multi-turn"):
+        assert checks[name]["status"] == "PASS", checks[name]
+    assert checks["streaming"]["protocol"] == checks["streaming"]["semantic"] == "PASS"
+
+
+def test_bad_require_is_one_line_exit_2(ref: Ref, tmp_path: Path) -> None:
+    code, _, err = accept(tmp_path, "--base-url", ref.url, "--require", "audio")
+    assert code == 2 and "unknown required capability 'audio'" in err

@@ -162,3 +162,63 @@ def test_progress_bars_path_runs(ref: Ref, tmp_path: Path, monkeypatch: pytest.M
                                       "--evidence-dir", str(tmp_path / "ev")])
     assert result.exit_code == 0, result.output
     assert "recovery-after-corrupt-media" in result.stdout
+
+
+SLO = HERE / "matrix-slo.toml"
+
+
+def test_poisson_arrivals_are_seeded_and_at_the_rate() -> None:
+    from imagekit.acceptance.load import arrivals
+    from imagekit.acceptance.models import RoundSpec
+
+    spec = RoundSpec(index=3, concurrency=1, input_tokens=8, output_tokens=2, requests=2000,
+                     rate=5.0)
+    times = arrivals(spec)
+    assert times == arrivals(spec) and times[0] == 0.0
+    assert 4.5 < len(times) / times[-1] < 5.5                    # mean rate within 10 %
+    assert [r.name for r in load_matrix(SLO).rounds()] == [
+        "round-01-text-c2-in64-out8", "round-02-text-r4-in64-out8"]
+
+
+def test_slo_goodput_tpot_open_loop_and_regression(ref: Ref, tmp_path: Path) -> None:
+    first, second = "sha256:" + "a1" * 32, "sha256:" + "b2" * 32
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--digest",
+                         first, "--image", "reg.example/team/model")
+    checks = {c["name"]: c for c in out["checks"]}
+    assert checks["regression"]["status"] == "DEFERRED"          # nothing accepted before
+    assert "no previously accepted digest" in checks["regression"]["detail"]
+    assert code == 1          # DEFERRED is no pass, yet the run counts as accepted (below)
+    closed, poisson = checks["round-01-text-c2-in64-out8"], checks["round-02-text-r4-in64-out8"]
+    assert closed["status"] == poisson["status"] == "PASS"
+    assert "TPOT p50" in closed["detail"] and "goodput 100%" in closed["detail"]
+    assert "open-loop Poisson 4 req/s" in poisson["detail"]
+    result = json.loads(next((Path(out["evidence"]["bench"]) / "rounds").glob(
+        "02-result.json")).read_text())
+    assert result["arrival"] == "poisson" and result["goodput"] == 1.0
+    assert all(r["sent_at_s"] is not None for r in result["records"])
+    assert result["tpot"]["count"] == 4
+
+    # the same image, a newer digest whose server answers slowly: regression FAIL
+    ref.set(delay_s=0.3)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--digest",
+                         second, "--image", "reg.example/team/model")
+    regression = {c["name"]: c for c in out["checks"]}["regression"]
+    assert regression["status"] == "FAIL", regression
+    assert "a1" * 32 in regression["detail"] and "TTFT p50" in regression["detail"]
+    # a regressed digest never becomes the baseline: a third run still compares with the first
+    ref.set(delay_s=0.0)
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--digest",
+                         "sha256:" + "c3" * 32, "--image", "reg.example/team/model")
+    regression = {c["name"]: c for c in out["checks"]}["regression"]
+    assert "a1" * 32 in regression["detail"]
+
+
+def test_goodput_below_the_floor_fails_the_round(ref: Ref, tmp_path: Path) -> None:
+    strict = tmp_path / "strict.toml"
+    strict.write_text(SLO.read_text().replace("e2e_ms = 60000", "e2e_ms = 0.001"))
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(strict))
+    checks = {c["name"]: c for c in out["checks"]}
+    assert code == 1
+    detail = checks["round-01-text-c2-in64-out8"]["detail"]
+    assert checks["round-01-text-c2-in64-out8"]["status"] == "FAIL"
+    assert "goodput 0% below the floor 75% (SLO TTFT <= 30000ms and E2E <= 0.001ms)" in detail

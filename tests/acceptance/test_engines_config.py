@@ -49,7 +49,7 @@ def test_unknown_engine_profile_is_invalid_input() -> None:
 def test_engine_detected_from_owned_by() -> None:
     assert detect_engine([{"id": "m", "owned_by": "vllm"}]) == "vllm"
     assert detect_engine([{"id": "m", "owned_by": "sglang"}]) == "sglang"
-    assert detect_engine([{"id": "m", "owned_by": "openai"}]) is None
+    assert detect_engine([{"id": "m", "owned_by": "openai"}]) == "generic"
 
 
 @pytest.mark.parametrize("url, expected", [

@@ -299,8 +299,10 @@ def test_configmap_switch_while_controller_waits(kube, python_image, cluster_sta
 
 
 @pytest.mark.parametrize("registry", ["staging", "production"])
-def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path, test_ns) -> None:
-    """plain HTTP (staging) and TLS + basic auth (production), besides target's bearer."""
+def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path, test_ns,
+                                                  kube) -> None:
+    """plain HTTP (staging) and TLS + basic auth (production), besides target's bearer; the
+    run's pull Secret (production has credentials) leaves with the run."""
     image = push_to(registry, "probe-1")
     probes = tmp_path / "probes"
     probes.mkdir()
@@ -312,6 +314,11 @@ def test_probe_pulls_from_every_loopback_registry(registry, push_to, tmp_path, t
     checks = by_name(json.loads(result.stdout)["checks"])
     assert checks["image_id"]["status"] == "PASS"
     assert checks["image_id"]["data"]["image_id"].endswith("@" + str(image.digest))
+    left = [s["metadata"]["name"] for s in kube.list(f"/api/v1/namespaces/{test_ns}/secrets")
+            if s["metadata"]["name"].startswith("probe-")]
+    assert left == []
+    if registry == "production":
+        assert checks["cleanup-pull-secret"]["status"] == "PASS"
 
 
 def test_reserialised_manifest_is_the_same_image(push_to, python_image, tmp_path,

@@ -233,6 +233,34 @@ def test_launch_log_parse_cli_judges_budget_and_keeps_evidence(tmp_path: Path) -
     assert json.loads((attempt / "startup.json").read_text())["piecewise"]["began"] is True
 
 
+def _parse(log: Path, evidence: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "imagekit", "launch-log", "parse", str(log), "--json",
+         "--subject", "name-startup-test", *extra], capture_output=True, text=True, timeout=60,
+        env={"PATH": os.environ["PATH"], "IMAGEKIT_EVIDENCE_DIR": str(evidence)})
+
+
+def test_a_log_with_no_startup_phase_is_never_a_pass(tmp_path: Path) -> None:
+    """Text that is no engine's startup log (was: engine-startup PASS, "2 lines parsed")."""
+    log = tmp_path / "not-a-startup.log"
+    log.write_text("hello\nworld\n")
+    result = _parse(log, tmp_path / "ev")
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["check"]["name"] == "startup_log_parsed" and doc["check"]["status"] == "FAIL"
+    statuses = [json.loads(p.read_text())["status"]
+                for p in (tmp_path / "ev").rglob("attempt.json")]
+    assert statuses == ["FAIL"]
+    # the same command on a real startup log records the PASS (the check can pass)
+    log.write_text(record_first_start())
+    result = _parse(log, tmp_path / "ev2")
+    assert result.returncode == 0, result.stderr
+    assert [c["status"] for c in json.loads(result.stdout)["checks"]] == []
+    statuses = [json.loads(p.read_text())["status"]
+                for p in (tmp_path / "ev2").rglob("attempt.json")]
+    assert statuses == ["PASS"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["cluster", "precheck", "--toleration", "nvidia.com/gpu"], "toleration must look like"),
     (["cluster", "precheck", "--selector", "novalue"], "selector must look like key=value"),

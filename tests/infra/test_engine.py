@@ -61,10 +61,9 @@ def test_client_matches_daemon_and_has_buildx(docker: DockerClient, infra: Infra
 
 
 def test_buildx_build_with_secret(docker: DockerClient, busybox_base: str,
-                                  tmp_path: Path) -> None:
+                                  tmp_path: Path, secret_file) -> None:
     secret_value = secrets.token_hex(24)
-    secret_file = tmp_path / "secret"
-    secret_file.write_text(secret_value)
+    secret_file = secret_file(tmp_path / "secret", secret_value)  # 0600, removed afterwards
     context = tmp_path / "ctx"
     context.mkdir()
     (context / "Dockerfile").write_text(

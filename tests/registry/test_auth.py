@@ -31,12 +31,26 @@ def R(text: str) -> ImageReference:
     return ImageReference.parse(text)
 
 
+_WRITTEN: list[Path] = []
+
+
 def write_config(folder: Path, config: dict) -> Path:
+    """A docker config.json holding passwords: 0600 from its creation, removed after the test."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.json"
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(config))
+    _WRITTEN.append(path)
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _remove_written_configs():
+    yield
+    while _WRITTEN:
+        _WRITTEN.pop().unlink(missing_ok=True)
 
 
 def auth(user: str, password: str) -> dict:
@@ -120,7 +134,8 @@ print(json.dumps({{"ServerURL": server, "Username": user, "Secret": secret}}))
 """
 
 
-def test_cred_helpers_and_creds_store(options, reg, repo, staged, creds, tmp_path, monkeypatch):
+def test_cred_helpers_and_creds_store(options, reg, repo, staged, creds, tmp_path, monkeypatch,
+                                     secret_file):
     """credHelpers for production, credsStore for target: secrets come over stdin/stdout of
     docker-credential-<name>, never argv."""
     bin_dir = tmp_path / "bin"
@@ -129,8 +144,7 @@ def test_cred_helpers_and_creds_store(options, reg, repo, staged, creds, tmp_pat
         helper = bin_dir / f"docker-credential-{name}"
         helper.write_text(HELPER.format(python=sys.executable))
         helper.chmod(helper.stat().st_mode | stat.S_IEXEC)
-    table = tmp_path / "table.json"
-    table.write_text(json.dumps({
+    table = secret_file(tmp_path / "table.json", json.dumps({  # 0600, removed afterwards
         reg["production"]: [creds.production.username, creds.production.password],
         reg["target"]: [creds.target.username, creds.target.password]}))
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")

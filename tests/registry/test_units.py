@@ -57,13 +57,13 @@ def test_truncated_or_garbage_layer_is_an_error(payload):
         diff_id(chunks_of(b"not gzip at all" * 10), "gzip")
 
 
-def test_credentials_from_auths_in_every_spelling(tmp_path):
+def test_credentials_from_auths_in_every_spelling(tmp_path, secret_file):
     config = {"auths": {
         "a.example:5000": {"auth": base64.b64encode(b"alice:s3cret:with:colons").decode()},
         "https://b.example": {"username": "bob", "password": "pw"},
         "c.example": {"identitytoken": "refresh-me"},
     }}
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    secret_file(tmp_path / "config.json", json.dumps(config))
     source = CredentialSource(tmp_path)
     alice = source.lookup("a.example:5000").credential
     assert alice is not None and alice.username == "alice" and alice.secret == "s3cret:with:colons"
@@ -83,9 +83,9 @@ def test_bad_auth_entry_is_a_one_line_error_without_the_secret(tmp_path):
     assert "%%%notb64" not in caught.value.one_line()
 
 
-def test_docker_config_env(tmp_path, monkeypatch):
+def test_docker_config_env(tmp_path, monkeypatch, secret_file):
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    (tmp_path / "config.json").write_text(json.dumps({"auths": {"r": {"auth": base64.b64encode(
+    secret_file(tmp_path / "config.json", json.dumps({"auths": {"r": {"auth": base64.b64encode(
         b"u:p").decode()}}}))
     found = CredentialSource().lookup("r").credential
     assert found is not None and (found.username, found.secret) == ("u", "p")

@@ -57,7 +57,7 @@ def test_cli_json_and_exit_codes(reg, repo, tars, staged, pool, tmp_path):
     assert data["verdict"] == "identical-content"
     assert data["config_digest_equal"] is True and data["diff_ids_equal"] is True
     assert data["layers"] == 4 and data["compressed_digests_equal"] is False
-    records = EvidenceStore(tmp_path).attempts(str(staged.digest), "verify-copy")
+    records = EvidenceStore(tmp_path).attempts(data["copy_digest"], "verify-copy")  # the copy's
     assert len(records) == 1 and records[0].status.value == "PASS"
     assert {c.name for c in records[0].checks} >= {"config-digest", "diff-ids", "layer-content"}
 
@@ -149,12 +149,24 @@ def test_index_platform_selection_skips_attestations(pool, reg, repo, tars, stag
     assert "unknown" not in done.stderr.split("offers:")[1]
 
 
-def test_evidence_record_is_keyed_by_the_official_digest(pool, reg, repo, staged, tmp_path):
-    result = verify_copy(ref(reg["staging"], repo), ref(reg["staging"], repo), pool=pool)
+def test_evidence_record_is_about_the_copy(pool, reg, repo, staged, tars, tmp_path):
+    """Filed under the copy's digest, subject = the copy, compared_with = the official."""
+    from imagekit.evidence import Role
+    from imagekit.evidence.kinds import VerifyCopyEvidence
+
+    copy = push_image(pool.get(reg["staging"]), repo + "-copy", "v1", tars,
+                      compression="gzip", level=1)
+    result = verify_copy(ref(reg["staging"], repo), ref(reg["staging"], repo + "-copy"),
+                         pool=pool)
     store = EvidenceStore(tmp_path)
     record_evidence(store, result)
-    (record,) = store.attempts(str(staged.digest), "verify-copy")
-    assert record.context["copy"].endswith(f"{repo}:v1")
+    assert store.attempts(str(staged.digest), "verify-copy") == []
+    (record,) = store.attempts(str(copy.digest), "verify-copy")
+    assert record.context["copy"].endswith(f"{repo}-copy:v1")
+    roles = {s.role: str(s.digest) for s in store.subjects(record)}
+    assert roles == {Role.SUBJECT: str(copy.digest), Role.COMPARED_WITH: str(staged.digest)}
+    evidence = store.result(record)
+    assert isinstance(evidence, VerifyCopyEvidence) and evidence.verdict == "identical-content"
 
 
 def test_missing_copy_is_an_error_exit_2(reg, repo, staged):

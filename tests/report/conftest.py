@@ -1,8 +1,9 @@
 """A stand-in rehearsal's evidence, written through the real EvidenceStore (no mocks).
 
-Shapes follow what the other operations record: a build keyed by name naming the image ID and
-the pushed digest, probes keyed by the image ID, the image manifest (images-verify), promotion
-hops, a GPU all-reduce preflight, acceptance checks and bench latency percentiles.
+Written through the evidence contract as the producers do (docs/evidence.md): a build keyed by
+name whose subjects are the pushed digest and the image ID, probes keyed by the image ID, the
+image manifest (images-verify), promotion hops, a GPU all-reduce preflight, acceptance checks
+and bench latency percentiles — each kind's result model.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.evidence import EvidenceStore
+from imagekit.evidence import EvidenceStore, Role, Subject, kinds
 from imagekit.oci import Digest
 from imagekit.oci import mediatypes as mt
 from imagekit.registry import ManifestBlob, RegistryClient, RegistryOptions
@@ -62,20 +63,26 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
                     media_fail: bool = False, torch_arch: Status = Status.PASS,
                     promote: bool = True, preflight: bool = True,
                     profile: str | None = None) -> Rehearsal:
+    """Each kind written through its result model and subjects, as the producers do."""
     digest, image_id = fake_digest(f"{label}-manifest"), fake_digest(f"{label}-config")
     base = fake_digest(f"{label}-base")
-    where = {"profile": profile} if profile else {}
-    with store.attempt(f"{label}-fixed", "build", image=label, image_id=image_id,
-                       registry_digest=digest, base_digest=base, **where) as a:
+    staged = f"127.0.0.1:5001/{label}-fixed@{digest}"
+    with store.attempt(f"{label}-fixed", "build", subjects=[
+            Subject.of(digest, Role.SUBJECT, staged), Subject.of(image_id, Role.ALIAS),
+            Subject.of(base, Role.BASE)]) as a:
         a.write_text("build.log", "#1 [internal] load build definition\n#9 DONE 35.2s\n")
+        a.write_result(kinds.BuildResult(name=label, profile=profile, base_digest=base,
+                                         image_id=image_id, digest=digest))
         a.add_check(P("build", "docker build exited 0"))
-        a.add_check(P("push", f"pushed to 127.0.0.1:5001/{label}-fixed@{digest}"))
+        a.add_check(P("push", f"pushed to {staged}"))
     # a first probe attempt broke before it ran checks (kept, superseded by the rerun)
     with pytest.raises(RuntimeError):
         with store.attempt(image_id, "probe", image=label):
             raise RuntimeError("container exited before the probe started")
-    with store.attempt(image_id, "probe", image=label, **where) as a:
+    with store.attempt(image_id, "probe") as a:
         a.write_text("pip_check.log", "No broken requirements found.\n")
+        a.write_result(kinds.ProbeResult(image=label, probes=[
+            "pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arch"]))
         a.add_check(P("pip_check", "No broken requirements found."))
         a.add_check(P("find_spec", "find_spec('nixl') is not None"))
         a.add_check(P("av_roundtrip", "AV_ROUNDTRIP_PASS 8"))
@@ -84,76 +91,66 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
                                 detail="sm_90 in torch.cuda.get_arch_list()"
                                 if torch_arch is Status.PASS else
                                 "CPU torch build: get_arch_list() is [] (needs a GPU image)"))
-    manifest = {
-        "image": label, "digest": digest, "image_id": image_id, "base_digest": base,
-        "versions": {"python": "3.11.2", "torch": "2.13.0", "nixl": "1.2.0",
-                     "nixl-cu12": "1.2.0", "nixl-cu13": "1.2.0", "pillow": "11.3.0",
-                     "av": "16.1.0", "engine": "sglang 0.5.6"},
-        "fix_layers": ["python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 pillow==11.3.0"],
-        "checks": {"pip_check": "PASS", "find_spec": "PASS"},
-    }
-    with store.attempt(digest, "images-verify", image=label) as a:
-        a.write_json("manifest.json", manifest)
+    with store.attempt(digest, "images-verify", subjects=[
+            Subject.of(digest), Subject.of(image_id, Role.ALIAS),
+            Subject.of(base, Role.BASE)]) as a:
+        a.write_result(kinds.ImagesVerifyResult(
+            image=label, profile=profile, digest=digest, image_id=image_id, base_digest=base,
+            versions={"python": "3.11.2", "torch": "2.13.0", "nixl": "1.2.0",
+                      "nixl-cu12": "1.2.0", "nixl-cu13": "1.2.0", "pillow": "11.3.0",
+                      "av": "16.1.0", "engine": "sglang 0.5.6"},
+            fix_layers=["python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 "
+                        "pillow==11.3.0"], verdict=Status.PASS))
         a.add_check(P("manifest", "final versions recorded"))
         a.add_check(P("base-digest", f"built FROM {base}"))
     endpoints = {}
-    if promote:   # imagekit.promote's HopRecord shape: endpoint = the reference pushed to
+    if promote:   # imagekit.promote's evidence: each hop read back at its endpoint
         hops = []
         for name, port in (("staging", 5001), ("production", 5002), ("target", 5003)):
             reference = f"127.0.0.1:{port}/{label}-fixed:rehearsal"
             endpoints[name] = (reference, digest)
             moved = 0 if name == "staging" else 52_428_800
-            hops.append({"endpoint": reference, "registry": f"127.0.0.1:{port}",
-                         "digest": digest, "verified": True, "bytes_moved": moved,
-                         "blobs_copied": 0 if moved == 0 else 4, "blobs_skipped": 0,
-                         "blobs_mounted": 0, "manifests_pushed": 0 if moved == 0 else 1,
-                         "companions": [], "seconds": 1.5,
-                         "read_back": "manifest by digest and by tag, hashed"})
-        with store.attempt(digest, "promote", source=f"127.0.0.1:5001/{label}-fixed:rehearsal",
-                           to=endpoints["target"][0]) as a:
-            a.write_json("result.json", {"source": hops[0]["endpoint"], "digest": digest,
-                                         "media_type": "application/vnd.oci.image.manifest"
-                                                       ".v1+json",
-                                         "all_platforms": False, "platform": "linux/amd64",
-                                         "hops": hops[1:], "gate": None})
+            hops.append(kinds.HopEvidence(endpoint=reference, registry=f"127.0.0.1:{port}",
+                                          digest=digest, verified=True, bytes_moved=moved,
+                                          read_back="manifest by digest and by tag, hashed"))
+        with store.attempt(digest, "promote") as a:
+            a.write_result(kinds.PromoteEvidence(source=hops[0].endpoint, digest=digest,
+                                                 via=[hops[1].endpoint], to=hops[2].endpoint,
+                                                 hops=hops[1:]))
             for n, hop in enumerate(hops, 1):
-                a.add_check(P(f"hop-{n}", f"{hop['endpoint']} serves {digest}", **hop))
-    if preflight:   # gpu_checks/preflight.py --json shape (imagekit.gpu.record)
+                a.add_check(P(f"hop-{n}", f"{hop.endpoint} serves {digest}"))
+    if preflight:   # imagekit.gpu's evidence: the all-reduce sizes
         sizes = []
         for power in range(10, 31, 4):
             n = 2 ** power
             algbw = round(0.5 * power - 4.0, 3)
-            sizes.append({"bytes": n, "elements": n // 4, "time_us": n / (algbw * 1e3),
-                          "algbw_GBps": algbw, "busbw_GBps": round(algbw * 2 * 7 / 8, 3)})
-        with store.attempt(digest, "gpu-preflight", world_size=8, backend="nccl") as a:
-            a.write_json("preflight.json", {
-                "schema": "imagekit.gpu-preflight/v1", "status": "PASS", "world_size": 8,
-                "backend": "nccl", "bandwidth": {"op": "all_reduce", "n": 8,
-                                                 "busbw_factor": 1.75, "sizes": sizes}})
+            sizes.append(kinds.BandwidthSample(bytes=n, algbw_GBps=algbw,
+                                               busbw_GBps=round(algbw * 2 * 7 / 8, 3)))
+        with store.attempt(digest, "gpu-preflight") as a:
+            a.write_result(kinds.GpuPreflightResult(world_size=8, backend="nccl", sizes=sizes))
             a.write_text("preflight.log", "all-reduce sums correct\n")
             a.add_check(P("allreduce-correct", "element sums equal world_size"))
             a.add_check(P("bf16-finite", "matmul finite on 8 GPUs"))
-    with store.attempt(digest, "accept-functional", image=label) as a:
+    with store.attempt(digest, "accept-functional") as a:
+        a.write_result(kinds.AcceptResult(kind="accept-functional", suite="functional"))
         for name in ("thinking-modes", "tool-call", "streaming", "multi-turn"):
             a.add_check(P(name))
-    with store.attempt(digest, "accept-media", image=label) as a:
+    with store.attempt(digest, "accept-media") as a:
+        a.write_result(kinds.AcceptResult(kind="accept-media", suite="media"))
         a.add_check(P("image-understanding"))
         a.add_check(CheckResult(
             name="corrupted-media-status", status=Status.FAIL if media_fail else Status.PASS,
             detail="invalid PNG returned 500, expected 400" if media_fail else "400 for both"))
-    with store.attempt(digest, "bench", matrix="main", rounds=2) as a:
+    with store.attempt(digest, "bench") as a:
+        latency = []
         for index, (concurrency, scale) in enumerate(((1, 1.0), (4, 2.5)), 1):
-            def stats(base: float, scale: float = scale) -> dict:
-                return {"count": 120, "mean": base * scale * 1.1, "p50": base * scale,
-                        "p90": base * scale * 1.7, "p99": base * scale * 3.2,
-                        "max": base * scale * 4}
-            a.write_json(f"rounds/{index:02d}-result.json", {
-                "spec": {"index": index, "concurrency": concurrency, "input_tokens": 1024,
-                         "output_tokens": 128, "modality": "text", "requests": 120},
-                "duration_s": 30.0 * scale, "completed": 120, "errors": 0,
-                "prompt_tokens": 122880, "completion_tokens": 15360,
-                "requests_per_s": 4.0 / scale, "output_tokens_per_s": 512.0 / scale,
-                "ttft": stats(0.08), "itl": stats(0.012), "e2e": stats(1.6), "records": []})
+            for metric, base_s in (("ttft", 0.08), ("itl", 0.012), ("e2e", 1.6)):
+                latency.append(kinds.Latency(
+                    label=f"round-{index:02d}-text-c{concurrency}", metric=metric, unit="s",
+                    percentiles={"p50": base_s * scale, "p90": base_s * scale * 1.7,
+                                 "p99": base_s * scale * 3.2}))
+        a.write_result(kinds.BenchResult(matrix="main", rounds=2, requests=240,
+                                         latency=latency))
         a.add_check(P("totals", "0 errors in 240 requests"))
     return Rehearsal(store=store, digest=digest, image_id=image_id, base=base,
                      endpoints=endpoints)

@@ -24,14 +24,17 @@ def test_accepted_fail_is_a_warning_with_its_reason(store) -> None:
     [warning] = [w for w in decision.warnings if "torch_arch" in w]
     assert "accepted: the stand-in carries the machine's CPU torch build" in warning
     report = build_report(store, r.digest)
-    assert report.profile == "local" and report.status is Status.DEFERRED
+    # only the gate applies acceptances: the report's status stays the real one
+    assert report.profile == "local" and report.status is Status.FAIL
+    assert report.gate.allowed and report.gate == decision
     [line] = [c for c in report.checks if c.name == "torch_arch"]
     assert line.status is Status.FAIL and line.accepted          # the real status is kept
     statement = json.loads(render(report, "intoto"))
-    assert statement["predicate"]["result"] == "WARNED"
-    assert "probe:torch_arch" in statement["predicate"]["warnedTests"]
+    assert statement["predicate"]["result"] == "FAILED"
+    assert "probe:torch_arch" in statement["predicate"]["failedTests"]
+    assert "probe:torch_arch" not in statement["predicate"]["warnedTests"]
     junit = render(report, "junit")
-    assert 'message="FAIL accepted: the stand-in carries' in junit
+    assert 'message="FAIL (accepted by the gate: the stand-in carries' in junit
     assert "**FAIL** (accepted)" in render(report, "md")
 
 

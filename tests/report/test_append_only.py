@@ -58,7 +58,7 @@ def test_rerun_adds_attempt_and_keeps_earlier_bytes(store, tmp_path) -> None:
 def test_finished_attempt_files_cannot_be_rewritten(store) -> None:
     r = write_rehearsal(store)
     [record] = store.attempts(r.digest, "images-verify")
-    path = store.path_of(record) / "manifest.json"
+    path = store.path_of(record) / "attempt.json"
     assert path.stat().st_mode & 0o222 == 0              # read-only
     attempt = store.begin(r.digest, "images-verify")
     attempt.write_text("note.txt", "x")

@@ -10,7 +10,7 @@ from pathlib import Path
 import junitparser
 import pytest
 
-from tests.report.conftest import fake_digest, push_tiny_image, write_rehearsal
+from tests.report.conftest import P, fake_digest, push_tiny_image, write_rehearsal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,11 +41,25 @@ def test_report_formats_to_stdout_and_file(rehearsal, tmp_path) -> None:
     assert json.loads(done.stdout)["_type"] == "https://in-toto.io/Statement/v1"
 
 
-def test_report_resolves_a_tag_from_promotion_evidence(rehearsal) -> None:
-    reference, digest = rehearsal.endpoints["target"]
-    done = ik("report", reference, "--format", "json", evidence=rehearsal.store.root)
+def test_an_unreachable_registry_resolves_offline_and_says_from_where(rehearsal) -> None:
+    """Tags resolve at the registry; only when it cannot be reached does the evidence suggest,
+    and the output says so and names the attempt."""
+    from imagekit.evidence import kinds
+
+    unreachable = "127.0.0.1:5189/imagekit/sglang:offline"       # nothing listens there
+    with rehearsal.store.attempt(rehearsal.digest, "promote") as a:
+        a.write_result(kinds.PromoteEvidence(
+            source="127.0.0.1:5001/imagekit/sglang:x", digest=rehearsal.digest,
+            hops=[kinds.HopEvidence(endpoint=unreachable, registry="127.0.0.1:5189",
+                                    digest=rehearsal.digest, verified=True)]))
+        a.add_check(P("hop-1"))
+    done = ik("report", unreachable, "--format", "json", evidence=rehearsal.store.root)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["subject"] == digest
+    report = json.loads(done.stdout)
+    assert report["subject"] == rehearsal.digest
+    assert "resolved OFFLINE" in done.stderr and "127.0.0.1:5189 unreachable" in done.stderr
+    where = str(a.path.relative_to(rehearsal.store.root))
+    assert f"from evidence {where}" in done.stderr and where in report["resolution"]
 
 
 def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
@@ -71,25 +85,17 @@ def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
         assert stdout == ""
 
 
-def test_report_by_name_uses_latest_build(rehearsal, monkeypatch) -> None:
-    import types
-
+def test_report_by_name_uses_latest_build(rehearsal) -> None:
     import pytest
 
-    from imagekit.errors import InvalidInput
-    from imagekit.oci import Digest
+    from imagekit.errors import NotFound
     from imagekit.report.resolve import resolve
 
-    monkeypatch.setitem(sys.modules, "imagekit.build", None)       # build layer absent
-    with pytest.raises(InvalidInput, match="latest_build is not available"):
-        resolve("sglang", rehearsal.store)
-    asked = []
-    fake = types.ModuleType("imagekit.build")
-    fake.latest_build = lambda name: asked.append(name) or types.SimpleNamespace(
-        image_id=rehearsal.image_id, registry_digest=rehearsal.digest)
-    monkeypatch.setitem(sys.modules, "imagekit.build", fake)
-    assert resolve("sglang", rehearsal.store) == (Digest.parse(rehearsal.digest), "sglang")
-    assert asked == ["sglang"]
+    resolved = resolve("sglang", rehearsal.store)       # the BuildResult named sglang
+    assert (str(resolved.digest), resolved.name, resolved.how) == \
+        (rehearsal.digest, "sglang", "name")
+    with pytest.raises(NotFound, match="no build of 'vllm'"):
+        resolve("vllm", rehearsal.store)
 
 
 def test_gate_command_exit_codes(store) -> None:
@@ -111,29 +117,50 @@ def test_schemas_check_command(tmp_path) -> None:
 
 
 @pytest.mark.registry
-def test_report_resolves_a_tag_through_the_registry(infra, store) -> None:
-    """A tag no evidence names is resolved by the registry serving it (staging)."""
+def test_report_of_a_moved_tag_reports_the_new_digest(infra, store) -> None:
+    """Evidence says the tag named the old image; the registry now serves a new one there:
+    `report REF:tag` and `gate REF:tag` speak about the new digest (tags move)."""
+    from imagekit.evidence import kinds
     from imagekit.report.resolve import resolve
 
     staging = infra.registries["staging"].address
-    pushed = push_tiny_image(staging, "imagekit-report-test", "resolve")
-    text = f"{staging}/imagekit-report-test:resolve"
-    assert resolve(text, store) == (pushed, None)
-    write_rehearsal(store)          # evidence about other images does not change the answer
-    assert resolve(text, store) == (pushed, None)
+    text = f"{staging}/imagekit-report-test:moved"
+    old = push_tiny_image(staging, "imagekit-report-test", "moved")
+    for digest in (old,):
+        with store.attempt(digest, "promote") as a:        # the evidence names tag -> old
+            a.write_result(kinds.PromoteEvidence(source=text, digest=str(digest), hops=[
+                kinds.HopEvidence(endpoint=text, registry=staging, digest=str(digest),
+                                  verified=True)]))
+            a.add_check(P("hop-1"))
+    new = push_tiny_image(staging, "imagekit-report-test", "moved")     # the tag moves
+    assert new != old
+    with store.attempt(new, "probe") as a:
+        a.write_result(kinds.ProbeResult(image=text))
+        a.add_check(P("pip_check"))
+    resolved = resolve(text, store)
+    assert (resolved.digest, resolved.how) == (new, "registry")
+    done = ik("report", text, "--format", "json", evidence=store.root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["subject"] == str(new)
+    assert f"{text} → {new} at the registry now" in done.stderr
+    gate = ik("gate", text, "--json", "--require", "probe", evidence=store.root)
+    assert json.loads(gate.stdout)["digest"] == str(new) and gate.returncode == 0, gate.stderr
 
 
 def test_a_base_reference_does_not_resolve_to_the_image_built_on_it(store) -> None:
+    from imagekit.evidence import kinds
     from imagekit.report.resolve import _from_evidence
     from imagekit.results import CheckResult
 
-    base, local = "127.0.0.1:5001/standins/sglang-base:cu13", "imagekit-local/sglang:0123"
+    base = "127.0.0.1:5001/standins/sglang-base:cu13"
+    pushed = f"127.0.0.1:5001/imagekit/sglang:0123@{fake_digest('sglang-manifest')}"
     with store.attempt("image-sglang", "build") as a:
-        a.write_json("build.json", {"base": base, "local_tag": local,
-                                    "digest": fake_digest("sglang-manifest")})
+        a.write_result(kinds.BuildResult(name="sglang", base=base, reference=pushed,
+                                         digest=fake_digest("sglang-manifest")))
         a.add_check(CheckResult(name="build", status="PASS"))
     assert _from_evidence(store, {base}) is None
-    assert str(_from_evidence(store, {local})) == fake_digest("sglang-manifest")
+    digest, where = _from_evidence(store, {"127.0.0.1:5001/imagekit/sglang:0123"})
+    assert str(digest) == fake_digest("sglang-manifest") and where.startswith("name/")
 
 
 def test_report_all_formats_into_a_directory(rehearsal, tmp_path) -> None:

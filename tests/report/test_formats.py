@@ -163,3 +163,19 @@ def test_junit_one_suite_per_kind_and_statuses(store, tmp_path) -> None:
     assert suites["probe"].tests == 5 and suites["probe"].skipped == 1
     assert suites["accept-media"].failures == 1 and suites["accept-needle"].errors == 1
     assert "evidence: " in cases[("probe", "pip_check")].system_out
+
+
+def test_intoto_accepted_fail_stays_failed(store, spec_file) -> None:
+    """A FAIL the profile accepts is a failed test (the gate's acceptance and its reason are in
+    the configuration), validated with in-toto's own bindings; never WARNED."""
+    r = write_rehearsal(store, torch_arch=Status.FAIL, profile="local")
+    statement = _statement(store, r.digest)
+    predicate = statement["predicate"]
+    assert predicate["result"] == "FAILED"
+    assert "probe:torch_arch" in predicate["failedTests"]
+    assert "probe:torch_arch" not in predicate["warnedTests"]
+    [accepted] = [c for c in predicate["configuration"] if c["name"] == "gate-acceptances"]
+    entries = json.loads(base64.b64decode(accepted["content"]))
+    assert {e["test"] for e in entries} == {"probe:torch_arch"}
+    assert entries[0]["status"] == "FAIL" and "CPU torch build" in entries[0]["reason"]
+    assert accepted["annotations"] == {"gate": "allowed"}

@@ -12,6 +12,7 @@ import pytest
 
 from imagekit.build import BuildRecord, latest_build
 from imagekit.build.builder import KIND, evidence_name
+from imagekit.evidence import Role, Subject, kinds
 from imagekit.oci import Digest, ImageReference
 from imagekit.report import build_report, check_promotable, render
 from imagekit.report.resolve import resolve
@@ -25,8 +26,9 @@ def _spec(spec_file) -> None:
 
 def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status.FAIL,
                      probe_key: str = "image_id", manifest: bool = True) -> BuildRecord:
-    """What build_image + probe_image record for one pushed image (imagekit/build/builder.py,
-    imagekit/probe/runner.py)."""
+    """What build_image + probe_image + images verify record for one pushed image
+    (imagekit/build/builder.py, imagekit/probe/runner.py, imagekit/imagesverify/run.py): their
+    own files, and the evidence contract's subjects and results."""
     digest, image_id = Digest.parse(fake_digest(f"{name}-m")), Digest.parse(fake_digest(name))
     base = ImageReference.parse(f"127.0.0.1:5001/imagekit-standins/{name}-base@"
                                 f"{fake_digest(name + '-base')}")
@@ -35,44 +37,52 @@ def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status
         local_tag=f"imagekit-local/{name}:0000", image_id=image_id,
         reference=ImageReference.parse(f"127.0.0.1:5001/imagekit/{name}@{digest}"),
         digest=digest, seconds=35.2, built=dt.datetime.now(dt.timezone.utc))
-    with store.attempt(evidence_name(name), KIND, profile="local", cache_key="0" * 64,
-                       base=str(base), build_args={"BASE_IMAGE": str(base)}) as a:
+    result = kinds.BuildResult(name=name, profile="local", engine=name, base=str(base),
+                               base_digest=str(base.digest), image_id=str(image_id),
+                               digest=str(digest), reference=str(record.reference),
+                               local_tag=record.local_tag, cache_key="0" * 64, seconds=35.2)
+    subjects = [Subject.of(digest, Role.SUBJECT, str(record.reference)),
+                Subject.of(image_id, Role.ALIAS), Subject.of(base.digest, Role.BASE, str(base))]
+    with store.attempt(evidence_name(name), KIND, subjects=subjects, profile="local",
+                       cache_key="0" * 64, base=str(base),
+                       build_args={"BASE_IMAGE": str(base)}) as a:
         a.write_text("build.log", "#12 DONE 35.2s\n")
-        a.write_json("build-outcome.json", {"ok": True, "returncode": 0, "seconds": 35.2,
-                                            "image_id": str(image_id)})
         a.write_json("build.json", record)
+        a.write_result(result)
         a.add_check(CheckResult(name="build", status=Status.PASS, detail=str(record.reference)))
-    with store.attempt(digest, KIND, name=name, profile="local") as a:
+    with store.attempt(digest, KIND, subjects=subjects, name=name, profile="local") as a:
         a.write_text("build.log", "#12 DONE 35.2s\n")
         a.write_json("build.json", record)
+        a.write_result(result)
         a.add_check(CheckResult(name="build", status=Status.PASS, detail=str(record.reference)))
     key = image_id if probe_key == "image_id" else digest
     checks = [CheckResult(name="pip_check", status=Status.PASS,
                           detail="No broken requirements found."),
               CheckResult(name="torch_arch", status=torch_arch,
                           detail="sm_90 not in torch.cuda.get_arch_list() == []")]
-    with store.attempt(key, "probe", image=str(record.reference), probes=["pip_check",
-                                                                          "torch_arch"],
-                       probes_version="1" * 64) as a:
+    with store.attempt(key, "probe", image=str(record.reference)) as a:
         a.write_text("probes/pip_check.stdout", "{}\n")
-        a.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
-        a.write_json("versions.json", {"python": "3.11.2", "torch": "2.13.0+cpu",
-                                       "pillow": "11.3.0", "nixl-cu12": "1.2.0", "av": None})
+        if probe_key != "image_id":
+            a.add_subject(image_id, Role.ALIAS)
+        a.write_result(kinds.ProbeResult(
+            image=str(record.reference), probes=["pip_check", "torch_arch"],
+            versions={"python": "3.11.2", "torch": "2.13.0+cpu", "pillow": "11.3.0",
+                      "nixl-cu12": "1.2.0", "av": None}))
         for check in checks:
             a.add_check(check)
     if not manifest:
         return record
-    # the image manifest as `imagekit images verify` writes it: keyed by a name, the image's
-    # digests in the context, the facts in entry.json
-    with store.attempt(f"images-verify-local-{name}", "images-verify", verify_key="2" * 64,
-                       digest=str(digest), image_id=str(image_id), cached=False) as a:
-        a.write_json("entry.json", {
-            "image": name, "engine": name, "profile": "local", "digest": str(digest),
-            "image_id": str(image_id), "base": str(base), "base_digest": str(base.digest),
-            "fix_layers": ["RUN python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 "
-                           "pillow==11.3.0 && python3 -m pip check"],
-            "versions": {"python": "3.11.2", "pillow": "11.3.0", "vllm": None},
-            "checks": [c.model_dump(mode="json") for c in checks]})
+    # the image manifest as `imagekit images verify` writes it: keyed by a name, about the
+    # image's digests
+    with store.attempt(f"images-verify-local-{name}", "images-verify",
+                       subjects=subjects[:3]) as a:
+        a.write_result(kinds.ImagesVerifyResult(
+            image=name, engine=name, profile="local", digest=str(digest),
+            image_id=str(image_id), base=str(base), base_digest=str(base.digest),
+            fix_layers=["RUN python3 -m pip install --no-cache-dir nixl-cu12==1.2.0 "
+                        "pillow==11.3.0 && python3 -m pip check"],
+            versions={"python": "3.11.2", "pillow": "11.3.0", "vllm": None},
+            verdict=Status.PASS))
         for check in checks:
             a.add_check(check)
     return record
@@ -105,9 +115,10 @@ def test_unaccepted_failure_still_refused(store) -> None:
 def test_name_resolves_through_latest_build(store) -> None:
     record = _build_and_probe(store, probe_key="digest")
     assert latest_build("sglang", store=store) == record
-    assert resolve("sglang", store) == (record.digest, "sglang")
-    report = build_report(store, resolve("sglang", store)[0], name="sglang")
-    assert report.status is Status.DEFERRED                     # accepted FAIL = a warning
+    resolved = resolve("sglang", store)
+    assert (resolved.digest, resolved.name, resolved.how) == (record.digest, "sglang", "name")
+    report = build_report(store, resolved.digest, name="sglang")
+    assert report.status is Status.FAIL and report.gate.allowed  # accepted FAIL: gate warns
 
 
 def test_versions_from_the_probe_when_no_manifest_yet(store) -> None:
@@ -134,11 +145,11 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
     results = {r.image: r for r in reports_for_spec(store, tmp_path / "out", profile="local")}
     assert set(results) == {"sglang", "vllm"}
     assert results["sglang"].digest == str(record.digest)
-    assert results["sglang"].status is Status.DEFERRED and len(results["sglang"].files) == 5
+    assert results["sglang"].status is Status.FAIL and len(results["sglang"].files) == 5
     assert all(Path(f).is_file() for f in results["sglang"].files)
     assert results["vllm"].missing and "no build of 'vllm'" in results["vllm"].missing
     index = (tmp_path / "out" / "index.md").read_text()
-    assert f"| sglang | DEFERRED | `{record.digest}` |" in index
+    assert f"| sglang | FAIL | `{record.digest}` |" in index
     assert "| vllm | **missing** |" in index
     html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
     assert [Path(f).suffix for r in html for f in r.files] == [".html"]

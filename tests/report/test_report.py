@@ -8,6 +8,7 @@ import json
 import pytest
 
 from imagekit.errors import InvalidInput, NotFound
+from imagekit.evidence import kinds
 from imagekit.report import build_report, render
 from imagekit.report.collect import ATTEMPT_LINE
 from imagekit.results import CheckResult, Status
@@ -33,7 +34,9 @@ def test_report_collects_every_section(rehearsal) -> None:
         set(rehearsal.endpoints.values())
     assert {e.endpoint for e in report.endpoints} >= {"127.0.0.1:5002", "127.0.0.1:5003"} or \
         all("(" in e.endpoint for e in report.endpoints)         # named when infra state exists
-    assert all(e.verified for e in report.endpoints)
+    by_reference = {e.reference: e for e in report.endpoints}
+    assert by_reference[rehearsal.endpoints["staging"][0]].verified is None   # the source
+    assert all(by_reference[rehearsal.endpoints[n][0]].verified for n in ("production", "target"))
     [preflight] = report.preflight
     assert preflight.world_size == 8 and preflight.backend == "nccl"
     assert [p.bytes for p in preflight.sizes] == [2 ** n for n in range(10, 31, 4)]
@@ -135,51 +138,33 @@ def test_json_round_trips(rehearsal) -> None:
     assert again == report
 
 
-def test_a_manifest_covering_several_images_gives_each_its_own_facts(store) -> None:
+def test_a_manifest_about_several_images_judges_none_of_them(store) -> None:
+    """The whole spec's image manifest (images-manifest) lists each image; it names no subject,
+    so its checks are not attributed to any one image (each has its own images-verify)."""
     sglang = write_rehearsal(store, "sglang")
     vllm = write_rehearsal(store, "vllm")
-    with store.attempt(sglang.digest, "images-verify", all_images=True) as a:
-        a.write_json("images.json", {"images": [
-            {"image": "vllm", "digest": vllm.digest, "base_digest": vllm.base,
-             "versions": [{"name": "av", "version": "16.1.0"}, {"name": "vllm",
-                                                                 "version": "0.11.0"}],
-             "fix_layers": ["apt-get remove -y python3-gi python3-software-properties "
-                            "software-properties-common"]},
-            {"image": "sglang", "digest": sglang.digest, "base_digest": sglang.base,
-             "versions": [{"name": "pillow", "version": "11.3.0"}],
-             "fix_layers": ["pip install nixl-cu12==1.2.0 pillow==11.3.0"]}]})
-        a.add_check(P("manifest"))
-    facts = build_report(store, sglang.digest).facts
-    assert facts.versions == {"pillow": "11.3.0"}
-    assert facts.base_digest == sglang.base and facts.name == "sglang"
-    assert facts.fix_layers == ["pip install nixl-cu12==1.2.0 pillow==11.3.0"]
-
-
-def test_facts_from_a_name_keyed_record_about_all_images(store) -> None:
-    sglang = write_rehearsal(store, "sglang")
-    vllm = write_rehearsal(store, "vllm")
-    with store.attempt("images", "images-verify") as a:
-        a.write_json("images.json", {"images": [
-            {"image": "vllm", "digest": vllm.digest, "versions": {"vllm": "0.11.0"}},
-            {"image": "sglang", "digest": sglang.digest, "versions": {"sglang": "0.5.6"}}]})
-        a.add_check(CheckResult(name="vllm/pip_check", status=Status.FAIL))
+    with store.attempt("images-local", "images-manifest") as a:
+        a.write_result(kinds.ImagesManifestResult(profile="local", verdict=Status.FAIL, images=[
+            kinds.ManifestImage(image="vllm", digest=vllm.digest, verdict=Status.FAIL),
+            kinds.ManifestImage(image="sglang", digest=sglang.digest, verdict=Status.PASS)]))
+        a.add_check(CheckResult(name="vllm", status=Status.FAIL))
     report = build_report(store, sglang.digest)
-    assert report.facts.versions["sglang"] == "0.5.6" and "vllm" not in report.facts.versions
-    assert all(line.key != "name:images" for line in report.checks)   # checks not attributed
+    assert all(line.key != "name:images-local" for line in report.checks)
+    assert report.facts.versions["pillow"] == "11.3.0"
 
 
-def test_synthetic_evidence_has_the_producers_shapes(rehearsal) -> None:
-    """The stand-in evidence is what the real producers write: their models accept it, so a
-    change of shape there shows up here."""
-    from imagekit.acceptance.models import RoundResult
-    from imagekit.promote.copy import PromoteResult
+def test_every_attempt_has_its_kinds_result(rehearsal) -> None:
+    """The synthetic evidence is written as the producers write it: each attempt (but the one
+    that broke) carries the result model of its kind."""
+    from imagekit.evidence import model_for
+    from imagekit.report.collect import read_all
 
-    store = rehearsal.store
-    [promote] = store.attempts(rehearsal.digest, "promote")
-    PromoteResult.model_validate_json((store.path_of(promote) / "result.json").read_text())
-    [bench] = store.attempts(rehearsal.digest, "bench")
-    for entry in bench.files:
-        RoundResult.model_validate_json((store.path_of(bench) / entry.path).read_text())
+    reads = read_all(rehearsal.store)
+    assert reads and all(r.record.layout == 2 for r in reads)
+    for read in reads:
+        if read.record.status is not Status.ERROR:
+            assert read.record.result is not None, read.record.kind
+            assert isinstance(read.result, model_for(read.record.kind)), read.record.kind
 
 
 def test_summary_by_kind(store) -> None:
@@ -195,10 +180,11 @@ def test_an_endpoint_serving_another_digest_is_marked(store) -> None:
     r = write_rehearsal(store, promote=False)
     other = fake_digest("re-encoded")
     with store.attempt(r.digest, "promote") as a:
-        a.write_json("result.json", {"source": "127.0.0.1:5001/x:t", "digest": r.digest,
-                                     "hops": [{"endpoint": "127.0.0.1:5003/x:t",
-                                               "registry": "127.0.0.1:5003", "digest": other,
-                                               "verified": True}]})
+        a.write_result(kinds.PromoteEvidence(source="127.0.0.1:5001/x:t", digest=r.digest,
+                                             hops=[kinds.HopEvidence(
+                                                 endpoint="127.0.0.1:5003/x:t",
+                                                 registry="127.0.0.1:5003", digest=other,
+                                                 verified=True)]))
         a.add_check(P("hop-1"))
     text = render(build_report(store, r.digest), "md")
     assert f"`{other}` **(not the image digest)**" in text

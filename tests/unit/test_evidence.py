@@ -161,3 +161,16 @@ def test_previous_layout_reads_as_todays_models() -> None:
     assert isinstance(result, VerifyCopyEvidence) and result.verdict == "different"
     [build] = store.attempts(DIGEST, "build")
     assert store.result(build).image_id is not None
+
+
+def test_an_attempt_written_through_the_file_api_alone_still_reads(tmp_path: Path) -> None:
+    """While producers move over: no write_result, the old files -> the kind's model."""
+    store = EvidenceStore(tmp_path)
+    with store.attempt("image-x", "build", image_id=str(COPY), registry_digest=str(OFFICIAL)
+                       ) as attempt:
+        attempt.add_check(CheckResult(name="build", status=Status.PASS))
+    [record] = store.attempts("image-x")
+    assert record.layout == 2 and record.result is None
+    assert judged(store.subjects(record)) == {str(COPY), str(OFFICIAL)}
+    result = store.result(record)
+    assert isinstance(result, BuildResult) and result.digest == str(OFFICIAL)
