@@ -489,10 +489,7 @@ def cluster_gpu_preflight(
     store = evidence_store(evidence_dir)
     client, docker_config = _registry_client(ref.registry)
     with client:
-<<<<<<< HEAD
         digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
-=======
-        digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
     if each_node:
         from imagekit.cli.gpu import each_node_preflight
 
@@ -504,7 +501,6 @@ def cluster_gpu_preflight(
             cordon=cordon_failed, taint=taint_failed, docker_config=docker_config,
             kubeconfig=_kubeconfig(kubeconfig), evidence_dir=evidence_dir,
             json_output=json_output)
->>>>>>> main
     storage = StorageNeed(label=storage_label, csi_driver=storage_driver) \
         if storage_label or storage_driver else None
     options = PreflightOptions(
