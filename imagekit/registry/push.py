@@ -205,7 +205,7 @@ class _Upload:
             for data in list(kept):
                 if position >= end or STOP.is_set():
                     return
-                take = data[:end - position]
+                take = data if len(data) <= end - position else data[:end - position]
                 position += len(take)
                 yield take
                 self.count(len(take))
@@ -215,7 +215,7 @@ class _Upload:
                 except Interrupted:  # the source stopped: end this body cleanly
                     return
                 kept.append(data)
-                take = data[:end - position]
+                take = data if len(data) <= end - position else data[:end - position]
                 position += len(take)
                 yield take
                 self.count(len(take))
