@@ -1,8 +1,9 @@
 """`imagekit pin`: resolve each base (and mirror) tag of a profile to its manifest digest in its
 registry and write the profile's lock. `--check` re-resolves and reports tags that moved.
 
-Digests come from `imagekit.registry` (GET the manifest, hash the body: the digest is proven,
-not taken from a header). For a multi-platform tag this is the index digest; BuildKit selects
+Digests come from `imagekit.registry`: a HEAD resolves the tag (registries count GETs as
+pulls), and a digest that is new or moved is proven by reading its manifest by digest and
+hashing it; an unchanged one was proven when it was locked. For a multi-platform tag this is the index digest; BuildKit selects
 linux/amd64 from it at build time.
 """
 
@@ -48,8 +49,11 @@ class PinLine(BaseModel):
         return CheckResult(name=name, status=Status.PASS, detail=f"{self.tag}@{self.resolved}")
 
 
-def resolve_tag(pool: ClientPool, ref: ImageReference) -> Digest:
-    return pool.get(ref.registry).get_manifest(ref.repository, ref.tag or "latest").digest
+def resolve_tag(pool: ClientPool, ref: ImageReference, known: Digest | None = None) -> Digest:
+    """HEAD for the tag (not counted as a pull); a digest other than the lock's is proven by
+    reading its manifest by digest (hashed)."""
+    return pool.get(ref.registry).resolve_tag(ref.repository, ref.tag or "latest", prove=True,
+                                              known=known)
 
 
 def pin(spec: ImagesSpec, profile: str | None = None, *, check: bool = False,
@@ -72,7 +76,7 @@ def pin(spec: ImagesSpec, profile: str | None = None, *, check: bool = False,
                 previous = entry.digest if entry and entry.tag == tag and \
                     not entry.placeholder else None
                 try:
-                    resolved, error = resolve_tag(pool, tag), None
+                    resolved, error = resolve_tag(pool, tag, previous), None
                 except ImagekitError as exc:
                     resolved, error = None, exc.one_line()
                 lines.append(PinLine(image=name, role=role, tag=tag, locked=previous,

@@ -484,7 +484,7 @@ def cluster_gpu_preflight(
     ref = resolve_target(reference, store=store).reference
     client, docker_config = _registry_client(ref.registry)
     with client:
-        digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
+        digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
     if each_node:
         from imagekit.cli.gpu import each_node_preflight
 

@@ -34,6 +34,34 @@ EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR
                            help="Evidence store root (default ./.evidence).")
 PlatformOpt = typer.Option("linux/amd64", "--platform", help="Platform to pick from an index.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document (no progress bars).")
+DeadlineOpt = typer.Option(None, "--deadline", metavar="SECONDS", envvar="IMAGEKIT_DEADLINE",
+                           help="Longest one registry call may go without progress, retries "
+                                "included (default 30).")
+VerboseOpt = typer.Option(False, "--verbose", help="Show retries and HTTP requests on stderr.")
+
+
+def _transport_knobs(deadline: float | None, verbose: bool) -> None:
+    """--deadline reaches every registry client of the command (RetryPolicy.from_env);
+    --verbose lets the retry and httpx loggers speak (silent otherwise)."""
+    import os
+
+    if deadline is not None:
+        from imagekit.inputs import positive
+
+        os.environ["IMAGEKIT_DEADLINE"] = repr(positive(deadline, "--deadline",
+                                                        maximum=86400))
+    if verbose:
+        import logging
+        import sys
+
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="imagekit: %(name)s: %(message)s")
+
+
+def _rate_limits() -> list[str]:
+    from imagekit.registry import ratelimit
+
+    return [str(limit) for limit in ratelimit.seen()]
 
 
 class RichSink:
@@ -114,6 +142,8 @@ def verify_copy_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
+    deadline: float = DeadlineOpt,
+    verbose: bool = VerboseOpt,
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
     from imagekit.errors import DigestMismatch, NotFound, TransportError, Unauthorized
@@ -122,6 +152,7 @@ def verify_copy_cmd(
     from imagekit.verify import record_evidence, verify_copy
     from imagekit.verify.copy import record_failure
 
+    _transport_knobs(deadline, verbose)
     official_ref, copy_ref = _ref(official, "OFFICIAL"), _ref(copy, "COPY")
     wanted = Platform.parse(platform)
     store = evidence_store(evidence_dir)
@@ -139,10 +170,13 @@ def verify_copy_cmd(
     if json_output:
         data = result.json_view()
         data["evidence"] = where
+        data["rate_limits"] = _rate_limits()
         print_json(data)
     else:
         for line in result.summary:
             console.print(line, markup=False, soft_wrap=True)
+        for line in _rate_limits():
+            console.print(f"rate limit: {line}", markup=False, soft_wrap=True)
         console.print(f"evidence: {where}", markup=False, soft_wrap=True)
     if result.verdict != "identical-content":
         raise typer.Exit(1)
@@ -220,6 +254,8 @@ def promote_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
+    deadline: float = DeadlineOpt,
+    verbose: bool = VerboseOpt,
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
     --await hops are not copied to but polled until they serve the digest."""
@@ -231,6 +267,7 @@ def promote_cmd(
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
+    _transport_knobs(deadline, verbose)
     if all_platforms and platform:
         raise InvalidInput("--all-platforms and --platform exclude each other")
     await_deadline = positive(await_deadline, "--await-deadline", maximum=7 * 86400)
@@ -262,6 +299,7 @@ def promote_cmd(
         data["evidence"] = where
         if key is not None:
             data["attestations"] = [a.model_dump(mode="json") for a in attached]
+        data["rate_limits"] = _rate_limits()
         print_json(data)
         return
     if result.digest_changed:
@@ -276,7 +314,11 @@ def promote_cmd(
         console.print(f"  {hop.endpoint}: verified={hop.verified} bytes_moved={hop.bytes_moved} "
                       f"copied={hop.blobs_copied} skipped={hop.blobs_skipped} "
                       f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False, soft_wrap=True)
+        for note in hop.notes:
+            console.print(f"    note: {note}", markup=False, soft_wrap=True)
     for item in attached:
         console.print(f"  attested {item.predicate_type} at {item.repository} "
                       f"({item.manifest[:19]}, {item.listing})", markup=False, soft_wrap=True)
+    for line in _rate_limits():
+        console.print(f"rate limit: {line}", markup=False, soft_wrap=True)
     console.print(f"evidence: {where}", markup=False, soft_wrap=True)

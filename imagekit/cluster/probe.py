@@ -186,8 +186,7 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         checks.append(CheckResult(name="resolve", status=Status.PASS,
                                   detail=f"pinned reference; manifest present ({digest.short})"))
     else:
-        blob = registry_client.get_manifest(ref.repository, ref.tag or "latest")
-        digest = blob.digest
+        digest = registry_client.resolve_tag(ref.repository, ref.tag or "latest")  # a HEAD
         checks.append(CheckResult(name="resolve", status=Status.PASS,
                                   detail=f"tag {ref.tag or 'latest'} resolves to {digest}"))
     pinned = ref.with_digest(digest)

@@ -64,6 +64,8 @@ class HopRecord(BaseModel):
     #: polled until it served the digest (`polls` is that history, see promote/await_.py)
     mode: str = "copy"
     polls: list[PollRecord] = []
+    #: Upload resumes and restarts (e.g. "the registry refused to resume … sent from byte 0").
+    notes: list[str] = []
 
 
 class PromoteResult(BaseModel):
@@ -99,7 +101,12 @@ class _Stats:
     manifests: int = 0
     companions: list[str] = field(default_factory=list)
     referrers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     lock: Lock = field(default_factory=Lock)
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.notes.append(text)
 
     def add(self, **counts: int) -> None:
         with self.lock:
@@ -190,7 +197,8 @@ class Promoter:
         try:
             sent = dst.client.upload_blob(
                 dst.repository, digest, source,
-                on_bytes=lambda n: self.progress.advance(task, n), size=descriptor.size)
+                on_bytes=lambda n: self.progress.advance(task, n), size=descriptor.size,
+                on_note=stats.note)
         finally:
             self.progress.finish(task)
         stats.add(copied=1, bytes_moved=sent)
@@ -311,7 +319,7 @@ class Promoter:
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
             manifests_pushed=stats.manifests, companions=stats.companions,
-            referrers=stats.referrers,
+            referrers=stats.referrers, notes=stats.notes,
             seconds=round(time.perf_counter() - started, 4), read_back=read_back)
 
 

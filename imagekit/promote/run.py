@@ -18,7 +18,9 @@ from imagekit.oci.digest import Digest
 from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy
 from imagekit.promote.await_ import summary as poll_summary
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
+from imagekit.promote.live import LiveAttempt
 from imagekit.registry import ClientPool
+from imagekit.registry.interrupt import Interrupted, graceful
 from imagekit.registry.progress import ProgressSink
 from imagekit.results import CheckResult, Status
 
@@ -63,25 +65,42 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
     def gate_fn(digest: Digest) -> dict:
         state["digest"] = digest
         if not gate:
-            return {"gate": "skipped", "detail": "gate disabled by the caller"}
-        return promotion_gate(gate, store, digest, force=force, reason=reason,
-                              promoted_to=[str(v) for v in [*via, to] if v is not None])
+            decision = {"gate": "skipped", "detail": "gate disabled by the caller"}
+        else:
+            decision = promotion_gate(gate, store, digest, force=force, reason=reason,
+                                      promoted_to=[str(v) for v in [*via, to] if v is not None])
+        state["live"] = LiveAttempt.begin(store, digest, context)  # hops kept as they land
+        return decision
+
+    def on_hop(hop: HopRecord) -> None:
+        hops.append(hop)
+        if "live" in state:
+            state["live"].hop(hop)
 
     try:
         try:
-            result = promote(source, via, to, all_platforms=all_platforms, platform=platform,
-                             pool=pool, progress=progress, gate=gate_fn, on_hop=hops.append,
-                             await_policy=await_policy)
+            with graceful():  # SIGINT/SIGTERM: transfers stop cleanly, the upload is resumable
+                result = promote(source, via, to, all_platforms=all_platforms,
+                                 platform=platform, pool=pool, progress=progress, gate=gate_fn,
+                                 on_hop=on_hop, await_policy=await_policy)
         except AwaitFailed as exc:
+            if "live" in state:
+                state["live"].discard()
             if "digest" in state:
                 _record_await_failure(store, state["digest"], context, hops, exc)
             raise
-        except ImagekitError as exc:
+        except (ImagekitError, KeyboardInterrupt) as exc:
+            if "live" in state:
+                state["live"].discard()
             if "digest" in state:
+                if not isinstance(exc, ImagekitError):
+                    exc = Interrupted("interrupted", where=str(to if to is not None
+                                                               else via[-1]))
                 _record_failure(store, state["digest"], context, hops, exc)
             raise
     finally:
         pool.close()
+    state["live"].discard()
     with store.attempt(Digest.parse(result.digest), "promote", **context) as attempt:
         attempt.write_json("result.json", result)
         attempt.write_result(_evidence(result.source, result.digest, context, result.hops))

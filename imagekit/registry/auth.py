@@ -5,13 +5,32 @@ needs; the client asks the realm for a token for those scopes (with Basic creden
 has some, anonymously otherwise), then repeats the request with `Authorization: Bearer`.
 Tokens are cached per scope set; an identity token is exchanged through the OAuth2
 refresh-token grant.
+
+`RegistryAuth` is that flow as an `httpx.Auth` (go-containerregistry's `transport.bearer` and
+`transport.basic` in one): the request names the scopes it needs in its extensions
+(`SCOPES`), the flow adds what it has cached, answers a 401 challenge once (fetching a token
+through the same client, within the same time-out) and repeats the request. A streamed body
+cannot be repeated: then the fresh token is cached and the 401 is raised as retryable, so the
+upload resends the chunk after asking the registry where it stands.
 """
 
 from __future__ import annotations
 
 import base64
 import re
+import threading
+from collections.abc import Generator
 from dataclasses import dataclass, field
+
+import httpx
+
+from imagekit.errors import TransportError, Unauthorized
+from imagekit.registry.credentials import Credential, CredentialSource
+from imagekit.registry.endpoint import is_loopback
+from imagekit.registry.retry import RETRY_STATUSES, RetryableStatus
+
+#: request.extensions key: the scopes (list[str]) a request needs.
+SCOPES = "imagekit.scopes"
 
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
@@ -73,3 +92,147 @@ def merge_scopes(*groups: list[str]) -> list[str]:
                     actions.append(action)
     scopes = [f"{resource}:{','.join(sorted(actions))}" for resource, actions in merged.items()]
     return sorted(scopes) + plain
+
+
+class RegistryAuth(httpx.Auth):
+    """Anonymous, Basic or Bearer for one registry, as the registry's challenge asks."""
+
+    requires_response_body = False  # blob bodies stream; the token response is read here
+
+    def __init__(self, registry: str, credentials: CredentialSource, *,
+                 insecure: bool = False) -> None:
+        self.registry = registry
+        self.insecure = insecure
+        self._credentials = credentials
+        self._lock = threading.Lock()
+        self._credential: Credential | None = None
+        self._sources: list[str] = []
+        self._looked_up = False
+        self._basic: str | None = None
+        self._bearer = False
+        #: Authorization header per scope set (sorted tuple of scopes).
+        self.tokens: dict[tuple[str, ...], str] = {}
+
+    # -- credentials ----------------------------------------------------------------------
+    def credential(self) -> Credential | None:
+        with self._lock:
+            if not self._looked_up:
+                found = self._credentials.lookup(self.registry)
+                self._credential, self._sources = found.credential, found.sources
+                self._looked_up = True
+            return self._credential
+
+    def sources(self) -> list[str]:
+        self.credential()
+        return list(self._sources)
+
+    def unauthorized(self, scopes: list[str], status: int) -> Unauthorized:
+        credential = self.credential()
+        who = f"the credentials ({credential})" if credential else "anonymous access"
+        what = "refused" if status == 401 else "denied access to"
+        scope_text = ", ".join(scopes) or "the API"
+        tried = "; ".join(self._sources) or "none"
+        return Unauthorized(f"registry {self.registry} {what} {who} for {scope_text} "
+                            f"(HTTP {status}; credential sources tried: {tried})",
+                            where=self.registry)
+
+    def header_for(self, scopes: list[str]) -> str | None:
+        if self._bearer:
+            return self.tokens.get(tuple(sorted(scopes)))
+        return self._basic
+
+    # -- the flow -------------------------------------------------------------------------
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response,
+                                                              None]:
+        scopes = list(request.extensions.get(SCOPES, []))
+        header = self.header_for(scopes)
+        if header:
+            request.headers["Authorization"] = header
+        response = yield request
+        if response.status_code == 403:
+            raise self.unauthorized(scopes, 403)
+        if response.status_code != 401:
+            return
+        fresh = yield from self._answer(response, scopes, request)
+        if not isinstance(request.stream, httpx.ByteStream):
+            if not header:
+                raise self.unauthorized(scopes, 401)
+            # an expired token mid-upload: the fresh one is cached; the caller resends
+            raise RetryableStatus(response)
+        request.headers["Authorization"] = fresh
+        response = yield request
+        if response.status_code in (401, 403):
+            raise self.unauthorized(scopes, response.status_code)
+
+    def _answer(self, response: httpx.Response, scopes: list[str], parent: httpx.Request
+                ) -> Generator[httpx.Request, httpx.Response, str]:
+        """The Authorization header that answers this 401 challenge."""
+        challenges = parse_challenges(response.headers.get("www-authenticate", ""))
+        if not challenges:
+            raise self.unauthorized(scopes, response.status_code)
+        bearer = next((c for c in challenges if c.scheme == "bearer"), None)
+        credential = self.credential()
+        if bearer is None:
+            if credential is None or credential.identity_token:
+                raise self.unauthorized(scopes, response.status_code)
+            with self._lock:
+                self._bearer = False
+                self._basic = basic_header(credential.username, credential.secret)
+            return self._basic
+        wanted = merge_scopes(scopes, bearer.scopes)
+        token = yield from self._token(bearer, wanted, credential, parent)
+        header = f"Bearer {token}"
+        with self._lock:
+            self._bearer = True
+            self.tokens[tuple(sorted(scopes))] = header
+        return header
+
+    def _token(self, challenge: Challenge, scopes: list[str], credential: Credential | None,
+               parent: httpx.Request) -> Generator[httpx.Request, httpx.Response, str]:
+        where = f"{self.registry} realm {challenge.realm}"
+        if not challenge.realm:
+            raise TransportError("Bearer challenge without a realm", where=self.registry)
+        try:
+            realm = httpx.URL(challenge.realm)
+        except httpx.InvalidURL:
+            raise TransportError("Bearer challenge with an unusable realm", where=where) \
+                from None
+        if credential is not None and realm.scheme != "https" and \
+                not is_loopback(realm.netloc.decode()) and not self.insecure:
+            raise TransportError(f"token realm {challenge.realm} is plain HTTP; credentials are "
+                                 "not sent there (use --insecure for this registry to allow it)",
+                                 where=self.registry)
+        extensions = {"timeout": parent.extensions["timeout"]} \
+            if "timeout" in parent.extensions else {}
+        if credential is not None and credential.identity_token:
+            request = httpx.Request("POST", realm, data={
+                "grant_type": "refresh_token", "refresh_token": credential.secret,
+                "service": challenge.service or "", "scope": " ".join(scopes),
+                "client_id": "imagekit"}, extensions=extensions)
+        else:
+            params: list[tuple[str, str]] = []
+            if challenge.service:
+                params.append(("service", challenge.service))
+            params += [("scope", s) for s in scopes]
+            headers = {}
+            if credential is not None:
+                headers["Authorization"] = basic_header(credential.username, credential.secret)
+            request = httpx.Request("GET", realm, params=params, headers=headers,
+                                    extensions=extensions)
+        response = yield request
+        response.read()
+        if response.status_code in RETRY_STATUSES:
+            raise RetryableStatus(response)
+        if response.status_code in (401, 403):
+            raise self.unauthorized(scopes, response.status_code)
+        if response.status_code != 200:
+            raise TransportError(f"token service answered HTTP {response.status_code}",
+                                 where=where)
+        try:
+            body = response.json()
+        except ValueError:
+            raise TransportError("token service answered non-JSON", where=where) from None
+        token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None
+        if not token or not isinstance(token, str):
+            raise TransportError("token service answered without a token", where=where)
+        return token

@@ -30,6 +30,22 @@ class _Reset(Exception):
     pass
 
 
+def _read_chunked(stream) -> bytes:
+    """A chunked transfer-encoded request body, decoded."""
+    parts = []
+    while True:
+        line = stream.readline(65537)
+        if not line:
+            raise _Reset()
+        size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            while stream.readline(65537) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return b"".join(parts)
+        parts.append(stream.read(size))
+        stream.readline(65537)  # CRLF after the chunk
+
+
 class FaultProxy:
     def __init__(self, upstream: str, *, faults: float = 0.0, lie: bool = False,
                  cut_after_commits: int | None = None, cut_after_patches: int | None = None,
@@ -113,8 +129,11 @@ class FaultProxy:
             pass
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        length = int(handler.headers.get("content-length") or 0)
-        body = handler.rfile.read(length) if length else b""
+        if "chunked" in (handler.headers.get("transfer-encoding") or "").lower():
+            body = _read_chunked(handler.rfile)  # streamed PATCHes (no Content-Length)
+        else:
+            length = int(handler.headers.get("content-length") or 0)
+            body = handler.rfile.read(length) if length else b""
         with self.lock:
             cut = (self.cut_after_commits is not None and
                    self.commits >= self.cut_after_commits) or \

@@ -211,17 +211,21 @@ def test_token_expiring_mid_upload_is_refreshed_and_the_chunk_resent(options, re
 
     data = _os.urandom(3 << 20)
     digest = Digest.of_bytes(data)
+    from imagekit.registry import push
+
     with RegistryClient(reg["target"], options) as client:
-        real_send_part = client._send_part
+        tokens = client.transport.auth.tokens
+        real_patch = push._Upload._patch
         spoiled = []
 
-        def spoil_then_send(*args, **kwargs):
-            if not spoiled:
-                client._tokens = {key: "Bearer expired.token.value" for key in client._tokens}
+        def spoil_then_send(self, budget):
+            if not spoiled and tokens:
+                for key in tokens:
+                    tokens[key] = "Bearer expired.token.value"
                 spoiled.append(True)
-            return real_send_part(*args, **kwargs)
+            return real_patch(self, budget)
 
-        monkeypatch.setattr(client, "_send_part", spoil_then_send)
+        monkeypatch.setattr(push._Upload, "_patch", spoil_then_send)
         client.upload_blob(repo, digest, lambda: iter([data]), size=len(data))
         assert spoiled and client.blob_exists(repo, digest)
-        assert all(v != "Bearer expired.token.value" for v in client._tokens.values())
+        assert all(v != "Bearer expired.token.value" for v in tokens.values())

@@ -115,19 +115,66 @@ def test_loopback_rule(registry, loopback):
     assert is_loopback(registry) is loopback
 
 
-def test_retry_after_is_honoured_and_capped():
-    policy = RetryPolicy(retry_after_max=5)
-    hook = backoff_hook(policy)
+def test_retry_after_is_honoured_capped_and_refused_beyond_the_deadline():
+    policy = RetryPolicy(retry_after_max=5, deadline=30)
     request = httpx.Request("GET", "http://x/")
-    assert hook(RetryableStatus(httpx.Response(429, headers={"Retry-After": "2"},
-                                               request=request))) == 2.0
-    assert hook(RetryableStatus(httpx.Response(503, headers={"Retry-After": "999"},
-                                               request=request))) == 5
-    assert hook(RetryableStatus(httpx.Response(502, request=request))) is True
-    assert hook(httpx.ReadError("boom")) is True
+
+    def status(code, after=None):
+        headers = {"Retry-After": after} if after else {}
+        return RetryableStatus(httpx.Response(code, headers=headers, request=request))
+
+    hook = backoff_hook(policy)
+    assert hook(status(429, "2")) == 2.0
+    assert hook(status(503, "20")) == 5  # within the deadline: waited, capped
+    assert isinstance(hook(status(502)), float)  # backoff
+    assert isinstance(hook(httpx.ReadError("boom")), float)
     assert hook(ValueError("not transport")) is False
+    beyond = backoff_hook(policy)
+    assert beyond(status(429, "3600")) is False
+    assert "3600" in beyond.gave_up and "deadline" in beyond.gave_up
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
     assert parse_retry_after("soon") is None
+
+
+def test_what_cannot_heal_is_not_retried_and_broken_connections_only_briefly(monkeypatch):
+    import socket
+    import time
+
+    from imagekit.registry.retry import classify
+
+    unresolvable = httpx.ConnectError("[Errno -2] Name or service not known")
+    unresolvable.__cause__ = socket.gaierror(-2, "Name or service not known")
+    assert classify(unresolvable) == "final"
+    assert classify(httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] nope")) == "final"
+    assert classify(httpx.TooManyRedirects("loop")) == "final"
+    assert classify(httpx.ConnectError("[Errno 111] Connection refused")) == "broken"
+    assert classify(httpx.RemoteProtocolError("incomplete body")) == "broken"
+    assert classify(httpx.ReadTimeout("slow")) == "timeout"
+    budget = RetryPolicy(broken_window=0.2, wait_initial=0.01, wait_jitter=0).budget("x")
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    assert isinstance(budget(refused), float)
+    time.sleep(0.25)
+    assert budget(refused) is False and "still failing" in budget.gave_up
+    budget.answered()  # an exchange went through: the window starts again
+    assert isinstance(budget(refused), float)
+    timed = RetryPolicy(deadline=0.1).budget("y")
+    time.sleep(0.15)
+    assert timed(httpx.ReadTimeout("slow")) is False
+
+
+def test_upload_range_and_rate_limit_headers():
+    from imagekit.registry import ratelimit
+    from imagekit.registry.push import _range_end
+
+    assert _range_end("0-1048575", floor=0) == 1 << 20
+    assert _range_end("0-0", floor=0) == 0   # distribution: empty upload
+    assert _range_end("0-0", floor=1) == 1   # ... or one byte we know was acknowledged
+    assert _range_end("bytes=5-9", floor=0) is None
+    limit = ratelimit.parse("docker.io", httpx.Headers({"RateLimit-Limit": "100;w=21600",
+                                                        "RateLimit-Remaining": "76;w=21600"}))
+    assert (limit.remaining, limit.limit, limit.window_s) == (76, 100, 21600)
+    assert str(limit) == "docker.io: RateLimit-Remaining 76 of 100 per 21600 s"
+    assert ratelimit.parse("x", httpx.Headers({})) is None
 
 
 def test_retry_policy_from_env(monkeypatch):

@@ -1,0 +1,229 @@
+"""Reading from a registry (go-containerregistry's `remote` fetcher): manifests, tags,
+referrers, blobs. Every byte returned was hashed and matched its digest.
+
+- A tag is resolved with HEAD (`resolve`): registries such as Docker Hub count manifest GETs
+  as pulls, HEADs not. A GET is made only when the body is needed, and a GET by tag is checked
+  against the `Docker-Content-Digest` the registry claims.
+- Blobs stream (never whole in memory); a broken download resumes with a Range request from
+  where it stopped, the hash carrying on. Bytes received are progress: the retry budget starts
+  again, so only a download that stops moving ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from imagekit.errors import DigestMismatch, InvalidInput, NotFound, TransportError
+from imagekit.oci import mediatypes as mt
+from imagekit.oci.digest import Digest
+from imagekit.registry.auth import repository_scope
+from imagekit.registry.interrupt import check as check_stop
+from imagekit.registry.retry import Budget
+from imagekit.registry.transport import Transport
+
+MIB = 1 << 20
+MAX_MANIFEST_BYTES = 4 * MIB
+
+
+@dataclass(frozen=True)
+class ManifestBlob:
+    """Manifest bytes exactly as served (their sha256 is `digest`) with their media type."""
+
+    data: bytes
+    media_type: str
+    digest: Digest
+
+
+def pull_scope(repository: str) -> list[str]:
+    return [repository_scope(repository, "pull")]
+
+
+def push_scope(repository: str) -> list[str]:
+    return [repository_scope(repository, "pull,push")]
+
+
+def _where(t: Transport, repository: str, reference: str | Digest) -> str:
+    return f"{t.registry}/{repository}@{reference}" if isinstance(reference, Digest) \
+        else f"{t.registry}/{repository}:{reference}"
+
+
+def _claimed(response: httpx.Response) -> Digest | None:
+    claimed = response.headers.get("docker-content-digest")
+    if not claimed:
+        return None
+    try:
+        return Digest.parse(claimed)
+    except InvalidInput:
+        return None
+
+
+def get_manifest(t: Transport, repository: str, reference: str | Digest) -> ManifestBlob:
+    """GET a manifest (any of the four kinds) and prove its digest by hashing the body."""
+    where = _where(t, repository, reference)
+
+    def once(budget: Budget) -> tuple[httpx.Response, bytes]:
+        response = t.send("GET", f"/v2/{repository}/manifests/{reference}",
+                          scopes=pull_scope(repository), budget=budget,
+                          headers={"Accept": mt.MANIFEST_ACCEPT}, stream=True)
+        try:
+            if response.status_code != 200:
+                return response, b""
+            length = int(response.headers.get("content-length") or 0)
+            if length > MAX_MANIFEST_BYTES:
+                raise TransportError("manifest larger than 4 MiB", where=where)
+            data = bytearray()
+            for piece in response.iter_bytes():
+                data += piece
+                if len(data) > MAX_MANIFEST_BYTES:
+                    raise TransportError("manifest larger than 4 MiB", where=where)
+            return response, bytes(data)
+        finally:
+            response.close()
+
+    response, data = t.call(where, once)
+    if response.status_code == 404:
+        raise NotFound("manifest not found", where=where)
+    if response.status_code != 200:
+        raise TransportError(f"manifest GET answered HTTP {response.status_code}", where=where)
+    computed = Digest.of_bytes(data, reference.algorithm if isinstance(reference, Digest)
+                               else "sha256")
+    if isinstance(reference, Digest) and computed != reference:
+        raise DigestMismatch(f"manifest bytes hash to {computed}, not the digest asked for",
+                             where=where)
+    claimed = _claimed(response)
+    if claimed is not None and not isinstance(reference, Digest) and \
+            claimed.algorithm == computed.algorithm and claimed != computed:
+        raise DigestMismatch(f"registry claims {claimed} but the manifest bytes hash to "
+                             f"{computed}", where=where)
+    media_type = (response.headers.get("content-type") or "").split(";")[0].strip()
+    try:
+        body_type = json.loads(data).get("mediaType")
+    except (ValueError, AttributeError):
+        body_type = None
+    return ManifestBlob(data, body_type or media_type, computed)
+
+
+def head_manifest(t: Transport, repository: str, reference: str | Digest
+                  ) -> tuple[Digest | None, bool]:
+    """HEAD a manifest: (the digest the registry claims or None, whether it exists)."""
+    where = _where(t, repository, reference)
+    response = t.request("HEAD", f"/v2/{repository}/manifests/{reference}", where=where,
+                         scopes=pull_scope(repository), headers={"Accept": mt.MANIFEST_ACCEPT})
+    if response.status_code == 404:
+        return None, False
+    if response.status_code != 200:
+        raise TransportError(f"manifest HEAD answered HTTP {response.status_code}", where=where)
+    if isinstance(reference, Digest):
+        return reference, True
+    return _claimed(response), True
+
+
+def manifest_exists(t: Transport, repository: str, reference: str | Digest) -> Digest | None:
+    """The digest the registry claims, None when absent. A hint only: anything that matters
+    is re-read with `get_manifest`."""
+    return head_manifest(t, repository, reference)[0]
+
+
+def resolve(t: Transport, repository: str, tag: str) -> Digest:
+    """A tag's digest with a HEAD (not counted as a pull); a GET only when the registry sends
+    no Docker-Content-Digest. The tag -> digest mapping is the registry's word either way;
+    content read later by digest is hashed."""
+    claimed, found = head_manifest(t, repository, tag)
+    if not found:
+        raise NotFound("manifest not found", where=_where(t, repository, tag))
+    if claimed is not None:
+        return claimed
+    return get_manifest(t, repository, tag).digest
+
+
+def list_tags(t: Transport, repository: str) -> list[str]:
+    tags: list[str] = []
+    url: str | None = f"/v2/{repository}/tags/list"
+    where = f"{t.registry}/{repository}"
+    while url:
+        response = t.request("GET", url, scopes=pull_scope(repository), where=where)
+        if response.status_code == 404:
+            return []
+        if response.status_code != 200:
+            raise TransportError(f"tags list answered HTTP {response.status_code}", where=where)
+        try:
+            tags += response.json().get("tags") or []
+        except (ValueError, AttributeError):
+            raise TransportError("tags list is not JSON", where=where) from None
+        link = response.links.get("next", {}).get("url")
+        url = link if link else None
+    return tags
+
+
+def referrers(t: Transport, repository: str, digest: Digest) -> list[dict]:
+    """The OCI referrers API; [] where the registry does not implement it."""
+    response = t.request("GET", f"/v2/{repository}/referrers/{digest}",
+                         scopes=pull_scope(repository), headers={"Accept": mt.OCI_INDEX},
+                         where=f"{t.registry}/{repository}@{digest}")
+    if response.status_code != 200:
+        return []
+    try:
+        return list(response.json().get("manifests") or [])
+    except (ValueError, AttributeError):
+        return []
+
+
+def blob_exists(t: Transport, repository: str, digest: Digest) -> bool:
+    where = f"{t.registry}/{repository}@{digest}"
+    response = t.request("HEAD", f"/v2/{repository}/blobs/{digest}",
+                         scopes=pull_scope(repository), where=where)
+    if response.status_code == 200:
+        return True
+    if response.status_code == 404:
+        return False
+    raise TransportError(f"blob HEAD answered HTTP {response.status_code}", where=where)
+
+
+def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None = None,
+                read_size: int = 64 * 1024) -> Iterator[bytes]:
+    """Stream a blob, hashing as it goes; raises DigestMismatch after the last byte if the
+    content is not `digest` (so a consumer commits nothing before the stream ends)."""
+    where = f"{t.registry}/{repository}@{digest}"
+    hasher = digest.hasher()
+    position = 0
+    budget = t.policy.budget(where)
+    with t.errors(where, budget):
+        for attempt in budget.attempts():
+            with attempt:
+                headers = {"Range": f"bytes={position}-"} if position else {}
+                response = t.send("GET", f"/v2/{repository}/blobs/{digest}",
+                                  scopes=pull_scope(repository), budget=budget,
+                                  headers=headers, stream=True)
+                try:
+                    if response.status_code == 404:
+                        raise NotFound("blob not found", where=where)
+                    if response.status_code not in (200, 206):
+                        raise TransportError(f"blob GET answered HTTP {response.status_code}",
+                                             where=where)
+                    skip = position if response.status_code == 200 else 0
+                    for data in response.iter_raw(read_size):
+                        check_stop(where)
+                        if skip:
+                            if len(data) <= skip:
+                                skip -= len(data)
+                                continue
+                            data, skip = data[skip:], 0
+                        hasher.update(data)
+                        position += len(data)
+                        budget.progress()
+                        if size is not None and position > size:
+                            raise DigestMismatch(f"blob is longer than its descriptor's {size} "
+                                                 "bytes", where=where)
+                        yield data
+                finally:
+                    response.close()
+    if hasher.hexdigest() != digest.hex:
+        raise DigestMismatch(f"blob content hashes to {digest.algorithm}:{hasher.hexdigest()}, "
+                             "not its digest", where=where)
+    if size is not None and position != size:
+        raise DigestMismatch(f"blob has {position} bytes, its descriptor says {size}",
+                             where=where)
