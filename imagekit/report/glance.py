@@ -96,16 +96,29 @@ def verdict(report: ImageReport) -> Verdict:
         headline = "Gate allows: promote to production (nothing promoted yet)"
         step = f"imagekit promote {start} …"
     if accepted:
-        points.append(f"{len(accepted)} non-PASS status(es) accepted by profile "
-                      f"{report.profile or '?'} (reasons below): not a refusal")
+        points.append(f"accepted by profile {report.profile or '?'} (a warning, not a "
+                      f"refusal; reasons under Promotion gate): " + _grouped(accepted))
     if deferred:
-        points.append(f"{len(deferred)} DEFERRED check(s) not required: warnings, not a pass")
+        points.append("DEFERRED, not required (a warning, never a pass): " + _grouped(deferred))
     if report.status is not Status.PASS:
         points.append(f"Overall {report.status.value} is the worst real check status; only the "
                       f"gate applies the profile's acceptances")
     if gate.required:
         points.append("required checks satisfied: " + ", ".join(gate.required))
     return Verdict(level, headline, step, points)
+
+
+def _grouped(warnings: list[str]) -> str:
+    """`probe:torch_arch FAIL: …`, `cluster-probe:probe:torch_arch FAIL: …` → `torch_arch FAIL
+    (probe, cluster-probe)`: each check once with the phases it is in."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for w in warnings:
+        test, _, rest = w.partition(" ")
+        status = rest.split(":", 1)[0].split(" ", 1)[0]
+        kind, _, name = test.partition(":")
+        seen.setdefault((name.removeprefix("probe:"), status), []).append(kind)
+    return "; ".join(f"{name} {status} ({', '.join(kinds)})"
+                     for (name, status), kinds in seen.items())
 
 
 def _pinned(reference: str, digest: str) -> str:
