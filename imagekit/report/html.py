@@ -21,8 +21,8 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222;
 max-width:1500px}
 table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;
-font-size:.9rem;text-align:left;vertical-align:top}th{background:#f3f3f3}
-code{font-size:.85rem}td{overflow-wrap:anywhere}td:nth-child(-n+2){white-space:nowrap}code.ev{display:inline-block;min-width:26em}.PASS{color:#176b17}.FAIL,.ERROR,.missing{color:#b00020;font-weight:bold}
+font-size:.9rem;text-align:left;vertical-align:top}th{background:#f3f3f3;white-space:nowrap}
+code{font-size:.85rem}td{overflow-wrap:anywhere}td:nth-child(-n+2){white-space:nowrap}td code.ref{white-space:normal;overflow-wrap:anywhere}code.ev{display:inline-block;min-width:16em;overflow-wrap:anywhere}.PASS{color:#176b17}.FAIL,.ERROR,.missing{color:#b00020;font-weight:bold}
 .DEFERRED{color:#8a6d00;font-style:italic}.none{color:#777}figure{margin:1rem 0}
 .banner{border-radius:8px;padding:.8rem 1.2rem;margin:1rem 0;border:2px solid}
 .banner h2{margin:.1rem 0 .4rem;font-size:1.35rem}.banner p{margin:.2rem 0}
@@ -51,7 +51,8 @@ def _status(value: str | None) -> str:
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    return f"<table>{thead}<tbody>{body}</tbody></table>"
 
 
 def _none(text: str = "No evidence.") -> str:
@@ -212,7 +213,7 @@ def render(report: ImageReport, base: Path | None = None) -> str:
     parts = [f"<h1>Image report: {escape(title)}</h1>", banner(report),
              '<h2>At a glance</h2><div class="glance"><div><h3>Checks × phase</h3>',
              matrix(report, base), '</div><div><h3>Promotion path</h3>',
-             path_diagram(report), "</div></div>",
+             path_diagram(report), "</div></div>", "<h2>Image</h2>",
              _table(["", ""], [
                  ["digest", f"<code>{escape(report.subject)}</code>"],
                  ["also known as", ", ".join(f"<code>{escape(a)}</code>" for a in report.aliases)
@@ -305,7 +306,7 @@ def render(report: ImageReport, base: Path | None = None) -> str:
     parts.append("<h2>Promotion endpoints</h2>")
     parts.append(_table(["endpoint", "reference", "digest", "verified", "bytes moved",
                          "evidence"], [
-        [escape(e.endpoint), f"<code>{escape(e.reference)}</code>",
+        [escape(e.endpoint), f'<code class="ref">{escape(e.reference)}</code>',
          f"<code>{escape(e.digest)}</code>"
          + ("" if e.digest in (report.subject, *report.aliases)
             else ' <span class="FAIL">(not the image digest)</span>'),
