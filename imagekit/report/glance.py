@@ -71,8 +71,8 @@ def verdict(report: ImageReport) -> Verdict:
         points += gate.reasons
         if report.overrides:
             last = report.overrides[-1]
-            points.append(f"forced anyway on {last.finished:%Y-%m-%d %H:%M} by {last.user}: "
-                          f"\"{last.reason}\" (an override is not a pass)")
+            points.append(f"forced anyway by {last.user}: \"{last.reason}\" (an override is "
+                          f"not a pass; see Gate overrides)")
         return Verdict("stop", headline, step, points)
     level = "caution" if gate.warnings else "go"
     if wrong:
