@@ -38,6 +38,9 @@ def main(directory: str) -> int:
             print(f"{name[:40]:40} {result.get('ours_s', float('nan')):>9} "
                   f"{result.get('peer_s', float('nan')):>9} {result.get('ratio', '?'):>7} "
                   f"{result.get('goal', '-'):>7}  {verdict}")
+        cpu = json.loads(path.read_text()).get("cpu_s")
+        if cpu:  # whole-process CPU seconds, ours and the peers', from the same run
+            print("  cpu s (median): " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
     return 1 if missed else 0
 
 

@@ -112,6 +112,8 @@ def guarded(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ImagekitError as exc:
+            if not exc.where:  # every error says where: at least the command that refused
+                exc.where = _command_path()
             raise fail(exc.one_line(), exc.exit_code) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
@@ -120,9 +122,18 @@ def guarded(func: F) -> F:
             # parsed is one line, never a traceback (IMAGEKIT_DEBUG=1 shows the traceback)
             if os.environ.get("IMAGEKIT_DEBUG") == "1":
                 raise
-            raise fail(_one_line(exc), 2) from None
+            text = _one_line(exc)
+            raise fail(text if text.endswith(")") else f"{text} ({_command_path()})", 2) \
+                from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _command_path() -> str:
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx.command_path if ctx is not None else "imagekit"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -174,48 +174,41 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                                                       help="Modules find_spec must resolve."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
-    from imagekit.build import build_key, default_engine, latest_build
+    from imagekit.build import default_engine
+    from imagekit.names import resolve_target
     from imagekit.oci import ImageReference
-    from imagekit.probe import ProbePlan, probe_image
+    from imagekit.probe import probe_image
+    from imagekit.probe.runner import plan_for
     from imagekit.results import exit_code_for
-    from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec, resolve_image
+    from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
 
     store = evidence_store(evidence_dir)
-    images = load_spec(spec)
-    digest = None
-    if target in images.images:
-        image = images.image(target)
-        # the build of what THIS spec and its lock say (base digest, context, build args), not
-        # whatever was built last under that name
-        profile_name, _ = images.profile(profile)
-        wanted = build_key(resolve_image(images, target, profile_name))
-        record = latest_build(target, profile_name, store, cache_key=wanted)
-        if record is None:
-            raise InvalidInput(f"image {target!r} has no build of this spec and lock yet; run "
-                               f"`imagekit build {target} --spec {images.root / 'images.toml'}`",
-                               where=str(store.root))
-        run_ref, shown, digest = record.local_tag, str(record.reference or record.local_tag), \
-            record.digest
-        plan = ProbePlan(engine=image.engine, probes=probes or image.probes,
-                         find_spec=find_spec or image.find_spec)
+    for probe in probes or []:
+        if probe not in KNOWN_PROBES:
+            raise InvalidInput(f"unknown probe {probe!r}", where=target)
+    # one resolver for NAME and REF (a NAME: the build of what THIS spec and its lock say); a
+    # REF in a spec image's repository gets that image's probes and find_spec list (the wrong
+    # nixl fix must fail however it is named)
+    resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
+    if resolved.by_name:
+        run_ref, shown, digest = resolved.local_tag, str(resolved.reference), resolved.digest
+        plan = plan_for(resolved.image, probes=probes, find_spec=find_spec)
     else:
-        ref = ImageReference.parse(target)
-        engine_name = engine_name or _guess_engine(target)
+        image = resolved.image
+        engine_name = engine_name or (image.engine if image is not None else None) or \
+            _guess_engine(target)
         if engine_name not in KNOWN_ENGINES:
             raise InvalidInput("cannot tell the engine of this reference; pass --engine "
                                "sglang|vllm", where=target)
-        for probe in probes or []:
-            if probe not in KNOWN_PROBES:
-                raise InvalidInput(f"unknown probe {probe!r}", where=target)
-        plan = ProbePlan(engine=engine_name, probes=probes or list(KNOWN_PROBES),
-                         find_spec=find_spec or [engine_name])
-        run_ref, shown, digest = target, target, ref.digest
+        plan = plan_for(image if image is not None and image.engine == engine_name else None,
+                        engine=engine_name, probes=probes, find_spec=find_spec)
+        run_ref, shown, digest = target, target, resolved.reference.digest
     engine = default_engine()
-    if target not in images.images and not engine.exists(target):
+    if not resolved.by_name and not engine.exists(target):
         # `docker run` would pull once per probe, and a table of ERRORs is not an answer
         raise InvalidInput("image is not in the local docker engine: pull it first, or probe "
                            "a spec image by NAME", where=target)
-    if digest is None and target not in images.images and engine.exists(target):
+    if digest is None and not resolved.by_name and engine.exists(target):
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
     report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)

@@ -261,25 +261,15 @@ def _probe_plan(values: list[str] | None) -> list[tuple[str, list[str]]] | None:
     return plan
 
 
-def _spec_image(ref, spec_path: Path | None):
-    """(spec, image name, ImageSpec) for the spec image whose repository `ref` names."""
-    if spec_path is None or not spec_path.is_file():
-        return None
-    from imagekit.spec import load_spec
-
-    spec = load_spec(spec_path)
-    for name, image in spec.images.items():
-        if ref.repository == image.repository or ref.repository.endswith("/" + image.repository):
-            return spec, name, image
-    return None
-
-
 def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
     """The spec's probes for that image, with find_spec's modules and cli_help's engine."""
     if found is None:
         return None
+    from imagekit.spec.engines import engine_find_spec
+
     _, _, image = found
-    return [(probe, list(image.find_spec) if probe == "find_spec" else
+    return [(probe, list(image.find_spec or engine_find_spec(image.engine))
+             if probe == "find_spec" else
              [image.engine] if probe == "cli_help" else []) for probe in image.probes]
 
 
@@ -297,7 +287,8 @@ def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[d
 @cluster_app.command("probe")
 @guarded
 def cluster_probe(
-    reference: str = typer.Argument(..., help="Image by tag (or digest) in a registry."),
+    reference: str = typer.Argument(..., help="An image NAME of the spec (the profile's latest "
+                                              "verified build) or a reference by tag or digest."),
     namespace: str = typer.Option("imagekit", help="Namespace for the probe Pod."),
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
@@ -324,19 +315,23 @@ def cluster_probe(
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.probe import ProbeOptions, run_probe
     from imagekit.inputs import dns_label, existing_dir, positive
-    from imagekit.oci import Digest, ImageReference
+    from imagekit.names import resolve_target
+    from imagekit.oci import Digest
 
-    ref = ImageReference.parse(reference)
     expected = Digest.parse(expect_digest) if expect_digest else None
     timeout = positive(timeout, "--timeout", maximum=86400)
     dns_label(namespace, "--namespace")
     existing_dir(probes_dir, "--probes-dir")
     if not any(probes_dir.glob("*.py")):
         raise InvalidInput("--probes-dir holds no probe (*.py)", where=str(probes_dir))
-    found = _spec_image(ref, spec_file)
+    store = evidence_store(evidence_dir)
+    # NAME or REF, one resolver: `sglang` is the spec's image, never docker.io/library/sglang
+    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile)
+    ref = resolved.reference
+    found = (resolved.spec, resolved.name, resolved.image) if resolved.image is not None \
+        else None
     if found is not None:
         found[0].profile(profile)  # an unknown --profile is bad input, found before the Pod
-    store = evidence_store(evidence_dir)
     client, docker_config = _registry_client(ref.registry)
     options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
@@ -432,7 +427,7 @@ def cluster_precheck(
 @cluster_app.command("gpu-preflight")
 @guarded
 def cluster_gpu_preflight(
-    reference: str = typer.Argument(..., help="Image by tag or digest."),
+    reference: str = typer.Argument(..., help="An image NAME of the spec or a reference by tag or digest."),
     namespace: str = typer.Option("imagekit", help="Namespace for the Pod."),
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
@@ -468,9 +463,9 @@ def cluster_gpu_preflight(
     from imagekit.cluster.precheck import StorageNeed
     from imagekit.cluster.preflight import PreflightOptions, run_preflight
     from imagekit.inputs import count, dns_label, dns_subdomain, positive, read_text
-    from imagekit.oci import ImageReference
+    from imagekit.names import resolve_target
 
-    count(gpus, "--gpus", minimum=1, maximum=1024)
+    count(gpus, "--gpus", minimum=0, maximum=1024)  # 0: a CPU (gloo) preflight
     timeout = positive(timeout, "--timeout", maximum=7 * 86400)
     dns_label(namespace, "--namespace")
     if priority_class is not None:
@@ -485,8 +480,8 @@ def cluster_gpu_preflight(
     if (cordon_failed or taint_failed or preflight_arg) and not each_node:
         raise InvalidInput("--cordon-failed, --taint-failed and --preflight-arg need "
                            "--each-node")
-    ref = ImageReference.parse(reference)
     store = evidence_store(evidence_dir)
+    ref = resolve_target(reference, store=store).reference
     client, docker_config = _registry_client(ref.registry)
     with client:
         digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest

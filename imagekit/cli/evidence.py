@@ -31,6 +31,8 @@ def list_attempts(
     from imagekit.evidence import EvidenceKey
     from imagekit.inputs import safe_name
 
+    if key is not None:
+        EvidenceKey.of(key)  # a malformed key is named before the store is looked at
     if kind is not None:
         safe_name(kind, "--kind")  # `../../x` would read outside the store
     store = evidence_store(evidence_dir, write=False)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from typer.core import TyperCommand
 
 from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
                               show_progress)
@@ -75,13 +76,21 @@ def progress_sink(json_output: bool):
         yield RichSink(progress)
 
 
-def _options(insecure: list[str], ca_file: Path | None) -> RegistryOptions:
+#: PATCH size for promote's uploads. Each chunk is kept in memory until the registry
+#: acknowledged it (for a resend), so 128 MiB chunks held ~370 MiB for 4 parallel blobs and
+#: the page faults cost sys time; 16 MiB measured (4 x 150 MB image, fresh registry):
+#: sys 0.41-0.45 s instead of 0.67-0.84 s, peak RSS 123 MiB instead of 370 MiB, and a
+#: finer resume point for an interrupted upload.
+PROMOTE_CHUNK_BYTES = 16 << 20
+
+
+def _options(insecure: list[str], ca_file: Path | None, **extra: object) -> RegistryOptions:
     from imagekit.inputs import pem_ca_file
     from imagekit.registry import RegistryOptions
 
     if ca_file is not None:
         pem_ca_file(ca_file)
-    return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
+    return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file, **extra)
 
 
 def _ref(text: str, what: str) -> ImageReference:
@@ -139,16 +148,71 @@ def verify_copy_cmd(
         raise typer.Exit(1)
 
 
-@app.command("promote")
+class _HopOrderCommand(TyperCommand):
+    """Remembers the command-line order of --via and --await (typer keeps each list apart)."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
+        order: list[tuple[str, str]] = []
+        tokens = list(args)
+        for index, token in enumerate(tokens):
+            if token == "--":
+                break
+            for flag in ("--via", "--await"):
+                if token == flag and index + 1 < len(tokens):
+                    order.append((flag, tokens[index + 1]))
+                elif token.startswith(flag + "="):
+                    order.append((flag, token.split("=", 1)[1]))
+        ctx.meta["imagekit.hop_order"] = order
+        return super().parse_args(ctx, args)
+
+
+def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+    """SOURCE as a spec image NAME (its latest verified build, pinned by digest) or a REF."""
+    from imagekit.names import looks_like_name, resolve_target
+
+    if looks_like_name(text):
+        return resolve_target(text, store=store).reference
+    return _ref(text, "SOURCE")
+
+
+def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
+    """--via and --await values in command-line order (AwaitHop for the awaited ones)."""
+    from imagekit.promote.await_ import AwaitHop
+
+    if sorted(v for f, v in order if f == "--via") != sorted(via) or \
+            sorted(v for f, v in order if f == "--await") != sorted(awaited):
+        order = [("--via", v) for v in via] + [("--await", a) for a in awaited]
+    return [AwaitHop(_ref(value, "--await")) if flag == "--await" else _ref(value, "--via")
+            for flag, value in order]
+
+
+@app.command("promote", cls=_HopOrderCommand)
 @guarded
 def promote_cmd(
-    source: str = typer.Argument(..., help="The image to promote (tag or @digest)."),
+    ctx: typer.Context,
+    source: str = typer.Argument(..., help="The image to promote: a spec image NAME (its latest "
+                                           "verified build) or a reference (tag or @digest)."),
     via: list[str] = typer.Option([], "--via", metavar="REF",
-                                  help="A relay hop, in order (repeatable)."),
-    to: str = typer.Option(..., "--to", metavar="REF", help="The final destination."),
+                                  help="A relay hop imagekit copies to, in order (repeatable)."),
+    awaited: list[str] = typer.Option(
+        [], "--await", metavar="REF",
+        help="A hop that replicates by itself (pull-through cache, sync job): nothing is "
+             "copied there; it is polled until it serves the digest. Repeatable, in order "
+             "with --via; the last one may stand for --to."),
+    to: str = typer.Option(None, "--to", metavar="REF",
+                           help="The final destination (not needed after a last --await)."),
+    await_deadline: float = typer.Option(900.0, "--await-deadline", metavar="SECONDS",
+                                         help="How long an awaited hop may take."),
+    await_interval: float = typer.Option(1.0, "--await-interval", metavar="SECONDS",
+                                         help="First wait between polls (doubles, max 30 s)."),
     all_platforms: bool = typer.Option(False, "--all-platforms",
-                                       help="Copy the whole index and every platform."),
-    platform: str = PlatformOpt,
+                                       help="Copy the whole index (the default already)."),
+    platform: str = typer.Option(None, "--platform",
+                                 help="Promote only this platform of an index (the digest "
+                                      "then changes; --json says so)."),
+    key: Path = typer.Option(None, "--key", dir_okay=False,
+                             help="Sign the promotion chain with this private key file and "
+                                  "attach it at every endpoint (see `imagekit keys`)."),
     force: bool = typer.Option(False, "--force", help="Promote despite the evidence gate "
                                                       "(needs --reason; recorded)."),
     reason: str = typer.Option(None, "--reason", help="Why --force (recorded in evidence)."),
@@ -157,31 +221,62 @@ def promote_cmd(
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
 ) -> None:
-    """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back."""
+    """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
+    --await hops are not copied to but polled until they serve the digest."""
+    from imagekit.inputs import positive
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
+    from imagekit.promote.await_ import AwaitHop, AwaitPolicy
     from imagekit.report.gate import enforce      # the gate, handed to promotion
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
-    source_ref = _ref(source, "SOURCE")
-    via_refs = [_ref(v, "--via") for v in via]
-    to_ref = _ref(to, "--to")
-    wanted, options = Platform.parse(platform), _options(insecure, ca_file)
+    if all_platforms and platform:
+        raise InvalidInput("--all-platforms and --platform exclude each other")
+    await_deadline = positive(await_deadline, "--await-deadline", maximum=7 * 86400)
+    await_interval = positive(await_interval, "--await-interval", maximum=3600)
+    order = ctx.meta.get("imagekit.hop_order", [])
+    hops = _hops(via, awaited, order)
+    if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
+        raise InvalidInput("give --to REF (or end the hops with --await REF)")
+    to_ref = _ref(to, "--to") if to is not None else None
+    wanted = Platform.parse(platform) if platform else None
+    options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
     store = evidence_store(evidence_dir)
+    source_ref = _source(source, store)
     with progress_sink(json_output) as sink:
         result, where = run_promote(
-            source_ref, via_refs, to_ref, store=store,
-            all_platforms=all_platforms, platform=wanted,
-            options=options, progress=sink, gate=enforce, force=force, reason=reason)
+            source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
+            platform=wanted, options=options, progress=sink, gate=enforce, force=force,
+            reason=reason,
+            await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval))
+    attached = []
+    if key is not None:
+        from imagekit.attest.run import attest_promotion
+        from imagekit.registry import ClientPool
+
+        with ClientPool(options) as pool:
+            attached = attest_promotion(result, key, store=store, pool=pool, evidence=where)
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where
+        if key is not None:
+            data["attestations"] = [a.model_dump(mode="json") for a in attached]
         print_json(data)
         return
+    if result.digest_changed:
+        console.print(f"note: {result.digest_changed}", markup=False, soft_wrap=True)
     console.print(f"promoted {result.digest}", markup=False, soft_wrap=True)
     for hop in result.hops:
+        if hop.mode == "await":
+            console.print(f"  {hop.endpoint}: awaited, verified={hop.verified} "
+                          f"{len(hop.polls)} poll(s) {hop.seconds:.2f}s: {hop.read_back}",
+                          markup=False, soft_wrap=True)
+            continue
         console.print(f"  {hop.endpoint}: verified={hop.verified} bytes_moved={hop.bytes_moved} "
                       f"copied={hop.blobs_copied} skipped={hop.blobs_skipped} "
                       f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False, soft_wrap=True)
+    for item in attached:
+        console.print(f"  attested {item.predicate_type} at {item.repository} "
+                      f"({item.manifest[:19]}, {item.listing})", markup=False, soft_wrap=True)
     console.print(f"evidence: {where}", markup=False, soft_wrap=True)

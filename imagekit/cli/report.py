@@ -165,8 +165,10 @@ def schemas_export(directory: Path = typer.Argument(None, help="Default: imageki
 def schemas_check(directory: Path = typer.Argument(None, help="Default: imagekit/schemas."),
                   json_output: bool = typer.Option(False, "--json")) -> None:
     """Exit 1 when a checked-in schema differs from its model (run `schemas export`)."""
+    from imagekit.inputs import existing_dir
     from imagekit.schemas.export import SCHEMA_DIR, check
 
+    existing_dir(directory or SCHEMA_DIR, "schemas directory")
     problems = check(directory or SCHEMA_DIR)
     if json_output:
         print_json({"current": not problems, "problems": problems})

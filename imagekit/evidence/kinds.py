@@ -352,3 +352,16 @@ class StandinBuildResult(EvidenceResult):
     mirror_digest: str | None = None
     cache_key: str | None = None
     built: bool = False
+
+
+@register
+class SbomResult(EvidenceResult):
+    """The CycloneDX SBOM of one image (sbom.cdx.json beside it). Subject: that image's digest;
+    keyed by the image's name so the previous build's SBOM is found for the diff."""
+
+    KIND: ClassVar[str] = "sbom"
+    kind: Literal["sbom"] = "sbom"
+    schema_version: Literal[1] = 1
+    image: str = Field(description="the reference the SBOM was taken from")
+    digest: str = Field(description="the image digest the SBOM describes")
+    components: int = Field(description="number of components (Python and Debian packages)")

@@ -58,6 +58,24 @@ class ProbePlan(BaseModel):
         return args
 
 
+def plan_for(image=None, *, engine: str | None = None, probes: list[str] | None = None,  # noqa: ANN001
+             find_spec: list[str] | None = None) -> ProbePlan:
+    """The probes for an image: explicit choices first, then the spec image's own (its probes
+    and find_spec list — also when it was given by reference, see `imagekit.names`), then the
+    engine's built-ins (`imagekit.spec.engines`: SGLang's include nixl and nixl._api)."""
+    from imagekit.spec.engines import engine_find_spec
+    from imagekit.spec.models import KNOWN_PROBES
+
+    engine = engine or (image.engine if image is not None else None)
+    if engine is None:
+        raise ValueError("plan_for needs an engine or a spec image")
+    own_probes = list(image.probes) if image is not None else list(KNOWN_PROBES)
+    own_find_spec = list(image.find_spec) if image is not None and image.find_spec else \
+        engine_find_spec(engine)
+    return ProbePlan(engine=engine, probes=list(probes or own_probes),
+                     find_spec=list(find_spec or own_find_spec))
+
+
 class ProbeReport(BaseModel):
     """What `imagekit probe --json` prints."""
 

@@ -9,7 +9,9 @@ same digest, and every blob must be present.
 Each hop reads from the previous hop (a relay), skips blobs the hop already has (HEAD), mounts
 across repositories inside one registry, uploads the rest in chunks (resuming, see
 `RegistryClient.upload_blob`), pushes child manifests before their index, and carries cosign
-style `sha256-<hex>.sig|.att|.sbom` tags and OCI referrers when the source has them.
+style `sha256-<hex>.sig|.att|.sbom` tags and OCI referrers when the source has them
+(`imagekit.registry.referrers`: the API or the tag schema, merged into the destination's list,
+and read back with the image).
 """
 
 from __future__ import annotations
@@ -26,13 +28,18 @@ from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_manifest
-from imagekit.oci.platform import LINUX_AMD64
+from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord
+from imagekit.promote.await_ import await_served, expected_tree
+from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink
+from imagekit.registry.referrers import attach as attach_referrer
+from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
 
-#: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …).
-COMPANION_SUFFIXES = (".sig", ".att", ".sbom", "")
+#: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …). The bare
+#: `sha256-<hex>` tag is the referrers tag schema: carried entry by entry, not copied whole.
+COMPANION_SUFFIXES = (".sig", ".att", ".sbom")
 
 
 class HopRecord(BaseModel):
@@ -50,8 +57,13 @@ class HopRecord(BaseModel):
     blobs_mounted: int
     manifests_pushed: int
     companions: list[str] = []
+    referrers: list[str] = []
     seconds: float
     read_back: str
+    #: "copy": imagekit copied this hop; "await": the endpoint replicates by itself and was
+    #: polled until it served the digest (`polls` is that history, see promote/await_.py)
+    mode: str = "copy"
+    polls: list[PollRecord] = []
 
 
 class PromoteResult(BaseModel):
@@ -64,6 +76,8 @@ class PromoteResult(BaseModel):
     platform: str | None
     hops: list[HopRecord]
     gate: dict | None = None
+    source_digest: str | None = None
+    digest_changed: str | None = None
 
 
 @dataclass
@@ -84,6 +98,7 @@ class _Stats:
     mounted: int = 0
     manifests: int = 0
     companions: list[str] = field(default_factory=list)
+    referrers: list[str] = field(default_factory=list)
     lock: Lock = field(default_factory=Lock)
 
     def add(self, **counts: int) -> None:
@@ -93,14 +108,25 @@ class _Stats:
 
 
 def resolve_source(client: RegistryClient, source: ImageReference, all_platforms: bool,
-                   platform: Platform) -> tuple[ManifestBlob, Platform | None]:
-    """The manifest to promote: the whole index with --all-platforms, else the one platform."""
+                   platform: Platform | None) -> tuple[ManifestBlob, Platform | None]:
+    """The manifest to promote: by default (no platform asked for) what the source names —
+    an index stays the whole index, as crane and regctl copy it, so the digest a tag names is
+    the digest promoted; with `platform` (and not `all_platforms`) that platform's manifest."""
     top = client.get_manifest(source.repository, source.digest or source.identifier)
     parsed = parse_manifest(top.data, top.media_type)
-    if isinstance(parsed, ImageIndex) and not all_platforms:
+    if isinstance(parsed, ImageIndex) and not all_platforms and platform is not None:
         entry = parsed.select(platform)
         return client.get_manifest(source.repository, entry.digest), entry.platform
     return top, None
+
+
+def digest_note(source_digest: Digest, promoted: Digest, chosen: Platform | None) -> str | None:
+    """Why the promoted digest is not the one the source reference names (None: it is)."""
+    if promoted == source_digest:
+        return None
+    return (f"the source names index {source_digest}; --platform {chosen} promoted that "
+            f"platform's manifest {promoted}, so the digest changed: the tag at each "
+            "endpoint names the single-platform manifest, not the source's index")
 
 
 class Promoter:
@@ -179,14 +205,58 @@ class Promoter:
             self._copy_tree(src, dst, blob, stats, pool)
             dst.client.put_manifest(dst.repository, tag, blob)
             stats.companions.append(tag)
-        for entry in src.client.referrers(src.repository, digest):
+        self._referrers(src, dst, digest, stats, pool)
+
+    def _referrers(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
+                   pool: ThreadPoolExecutor) -> None:
+        """Each referrer's blobs, then its manifest attached at `dst` (API or tag schema)."""
+        for entry in list_referrers(src.client, src.repository, digest):
             try:
                 referrer = Digest.parse(entry.get("digest", ""))
             except InvalidInput:
                 continue
             blob = src.client.get_manifest(src.repository, referrer)
-            self._copy_tree(src, dst, blob, stats, pool)
-            stats.companions.append(str(referrer))
+            children, blobs = self._children(src, blob)
+            for child in children:
+                self._copy_tree(src, dst, child, stats, pool)
+            unique = list({d.digest: d for d in blobs}.values())
+            for future in [pool.submit(self._copy_referrer_blob, src, dst, d, stats)
+                           for d in unique]:
+                future.result()
+            attach_referrer(dst.client, dst.repository, blob)
+            stats.add(manifests=1)
+            stats.referrers.append(str(referrer))
+
+    def _copy_referrer_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
+                            stats: _Stats) -> None:
+        """Attestation blobs are small: read whole (verified), pushed in one PUT."""
+        if descriptor.size > SMALL_BLOB:
+            self._copy_blob(src, dst, descriptor, stats)
+            return
+        if dst.client.blob_exists(dst.repository, descriptor.digest):
+            stats.add(skipped=1)
+            return
+        data = src.client.get_blob_bytes(src.repository, descriptor.digest, descriptor.size)
+        push_small_blob(dst.client, dst.repository, data)
+        stats.add(copied=1, bytes_moved=len(data))
+
+    def _read_back_referrers(self, dst: _Location, digest: Digest, wanted: list[str]) -> str:
+        """Every referrer carried must be listed at `dst`, its manifest served (hashed) and
+        its blobs present."""
+        if not wanted:
+            return "0 referrers"
+        listed = {e.get("digest") for e in list_referrers(dst.client, dst.repository, digest)}
+        missing = [r for r in wanted if r not in listed]
+        if missing:
+            raise NotFound(f"hop does not list {len(missing)} referrer(s) of {digest.short}: "
+                           f"{', '.join(missing[:3])}", where=str(dst.reference))
+        for referrer in wanted:
+            blob = dst.client.get_manifest(dst.repository, Digest.parse(referrer))
+            for descriptor in self._children(dst, blob)[1]:
+                if not dst.client.blob_exists(dst.repository, descriptor.digest):
+                    raise NotFound(f"referrer {referrer} lacks blob {descriptor.digest}",
+                                   where=str(dst.reference))
+        return f"{len(wanted)} referrers listed and served"
 
     # -- read back -----------------------------------------------------------------------------
     def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor) -> str:
@@ -235,36 +305,67 @@ class Promoter:
                 self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
             self._companions(src, dst, root.digest, stats, pool)
             read_back = self._read_back(dst, root, pool)
+            read_back += "; " + self._read_back_referrers(dst, root.digest, stats.referrers)
         return HopRecord(
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
             manifests_pushed=stats.manifests, companions=stats.companions,
+            referrers=stats.referrers,
             seconds=round(time.perf_counter() - started, 4), read_back=read_back)
 
 
-def promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
-            all_platforms: bool = False, platform: Platform = LINUX_AMD64,
+def await_hop(src: _Location, dst: _Location, root: ManifestBlob,
+              policy: AwaitPolicy | None = None) -> HopRecord:
+    """A hop the endpoint replicates by itself: copy nothing, poll until it serves `root`."""
+    started = time.perf_counter()
+    expected = expected_tree(src.client, src.repository, root)
+    polls = await_served(dst.client, dst.reference, root, expected, policy)
+    return HopRecord(
+        endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
+        verified=True, bytes_moved=0, blobs_copied=0, blobs_skipped=0, blobs_mounted=0,
+        manifests_pushed=0, seconds=round(time.perf_counter() - started, 4),
+        read_back=f"{polls[-1].detail} (awaited: {poll_summary(polls)})", mode="await",
+        polls=polls)
+
+
+def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
+            to: ImageReference | AwaitHop | None, *,
+            all_platforms: bool = False, platform: Platform | None = None,
             pool: ClientPool | None = None, progress: ProgressSink | None = None,
-            gate=None, on_hop=None, workers: int = 4) -> PromoteResult:
+            gate=None, on_hop=None, workers: int = 4,
+            await_policy: AwaitPolicy | None = None) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
-    copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands."""
+    copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands.
+    An `AwaitHop` (in `via` or as `to`) is not copied to: it is polled until it serves the
+    digest (`await_policy`), and the next hop reads from it. `to` may be None when the last
+    `via` is the final endpoint."""
     tune_malloc()
     own_pool = pool is None
     pool = pool or ClientPool()
+    targets = [*via, *([to] if to is not None else [])]
+    if not targets:
+        raise InvalidInput("promote needs a destination (--to or a last --await)")
     try:
         src_client = pool.get(source.registry)
         root, chosen = resolve_source(src_client, source, all_platforms, platform)
+        named = root.digest if chosen is None else src_client.get_manifest(
+            source.repository, source.digest or source.identifier).digest
         gate_info = gate(root.digest) if gate is not None else None
         promoter = Promoter(progress, workers)
         previous = _Location(src_client, source.with_digest(root.digest))
         hops: list[HopRecord] = []
-        for target in [*via, to]:
+        for hop_target in targets:
+            awaited = isinstance(hop_target, AwaitHop)
+            target = hop_target.reference if awaited else hop_target
             if target.digest is not None and target.digest != root.digest:
                 raise InvalidInput(f"destination pins {target.digest}, but the source is "
                                    f"{root.digest}", where=str(target))
             here = _Location(pool.get(target.registry), target)
-            record = promoter.hop(previous, here, root)
+            if awaited:
+                record = await_hop(previous, here, root, await_policy)
+            else:
+                record = promoter.hop(previous, here, root)
             hops.append(record)
             if on_hop is not None:
                 on_hop(record)
@@ -272,7 +373,8 @@ def promote(source: ImageReference, via: list[ImageReference], to: ImageReferenc
         return PromoteResult(source=str(source), digest=str(root.digest),
                              media_type=root.media_type, all_platforms=all_platforms,
                              platform=str(chosen) if chosen else None, hops=hops,
-                             gate=gate_info)
+                             gate=gate_info, source_digest=str(named),
+                             digest_changed=digest_note(named, root.digest, chosen))
     finally:
         if own_pool:
             pool.close()

@@ -15,7 +15,8 @@ from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GateDecision, HopEvidence, PromoteEvidence
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
-from imagekit.oci.platform import LINUX_AMD64
+from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy
+from imagekit.promote.await_ import summary as poll_summary
 from imagekit.promote.copy import HopRecord, PromoteResult, promote
 from imagekit.registry import ClientPool
 from imagekit.registry.progress import ProgressSink
@@ -38,11 +39,13 @@ def promotion_gate(gate: Gate, store: EvidenceStore, digest: Digest, *, force: b
     return data
 
 
-def run_promote(source: ImageReference, via: list[ImageReference], to: ImageReference, *,
+def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
+                to: ImageReference | AwaitHop | None, *,
                 store: EvidenceStore, all_platforms: bool = False,
-                platform: Platform = LINUX_AMD64, options=None, progress: ProgressSink | None
+                platform: Platform | None = None, options=None, progress: ProgressSink | None
                 = None, gate: Gate | Literal[False], force: bool = False,
-                reason: str | None = None) -> tuple[PromoteResult, str]:
+                reason: str | None = None, await_policy: AwaitPolicy | None = None
+                ) -> tuple[PromoteResult, str]:
     """Promote and record one `promote` attempt keyed by the promoted digest (per-hop records,
     partial ones too when a hop fails). `gate`: the evidence gate (the CLI passes
     `imagekit.report.gate.enforce`), or False to promote ungated. Returns (result, evidence
@@ -51,8 +54,9 @@ def run_promote(source: ImageReference, via: list[ImageReference], to: ImageRefe
         raise TypeError("run_promote needs the gate itself (e.g. imagekit.report.gate.enforce) "
                         "or gate=False")
     hops: list[HopRecord] = []
-    context = {"source": str(source), "via": [str(v) for v in via], "to": str(to),
-               "all_platforms": all_platforms}
+    context = {"source": str(source), "via": [str(v) for v in via],
+               "to": str(to) if to is not None else None, "all_platforms": all_platforms,
+               "awaited": [str(h) for h in [*via, to] if isinstance(h, AwaitHop)]}
     pool = ClientPool(options)
     state: dict[str, Any] = {}
 
@@ -61,12 +65,17 @@ def run_promote(source: ImageReference, via: list[ImageReference], to: ImageRefe
         if not gate:
             return {"gate": "skipped", "detail": "gate disabled by the caller"}
         return promotion_gate(gate, store, digest, force=force, reason=reason,
-                              promoted_to=[str(v) for v in via] + [str(to)])
+                              promoted_to=[str(v) for v in [*via, to] if v is not None])
 
     try:
         try:
             result = promote(source, via, to, all_platforms=all_platforms, platform=platform,
-                             pool=pool, progress=progress, gate=gate_fn, on_hop=hops.append)
+                             pool=pool, progress=progress, gate=gate_fn, on_hop=hops.append,
+                             await_policy=await_policy)
+        except AwaitFailed as exc:
+            if "digest" in state:
+                _record_await_failure(store, state["digest"], context, hops, exc)
+            raise
         except ImagekitError as exc:
             if "digest" in state:
                 _record_failure(store, state["digest"], context, hops, exc)
@@ -99,6 +108,29 @@ def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
                                   detail=exc.one_line()[:1000]))
         attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc.one_line()}"[:500],
                        checks=checks)
+
+
+def _record_await_failure(store: EvidenceStore, digest: Digest, context: dict,
+                          hops: list[HopRecord], exc: AwaitFailed) -> None:
+    """An awaited hop that never came to serve the digest (or tags another one): FAIL, with
+    every poll it saw."""
+    polls = [p.model_dump(mode="json") for p in exc.polls]
+    with store.attempt(digest, "promote", **context) as attempt:
+        attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
+        attempt.write_json("polls.json", polls)
+        evidence = _evidence(context["source"], str(digest), context, hops,
+                             error=exc.one_line()[:1000])
+        attempt.write_result(evidence.model_copy(update={"hops": [*evidence.hops, HopEvidence(
+            endpoint=exc.endpoint, registry=exc.endpoint.split("/", 1)[0], digest=str(digest),
+            verified=False, read_back=f"awaited: {poll_summary(exc.polls)}")]}))
+        checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
+                              detail=f"{h.endpoint} serves {h.digest}", data=h.model_dump(
+                                  mode="json")) for i, h in enumerate(hops)]
+        checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.FAIL,
+                                  detail=exc.one_line()[:1000],
+                                  data={"endpoint": exc.endpoint, "mode": "await",
+                                        "polls": polls}))
+        attempt.finish(Status.FAIL, summary=exc.one_line()[:500], checks=checks)
 
 
 def _evidence(source: str, digest: str, context: dict, hops: list[HopRecord],

@@ -141,6 +141,7 @@ def render(report: ImageReport) -> str:
             out.append(f"- {o.finished:%Y-%m-%d %H:%M:%S} by {_cell(o.user)}: "
                        f"\"{_cell(o.reason)}\" — refused for: "
                        f"{_cell('; '.join(o.refused_for)) or 'nothing'} (`{o.evidence}`)")
+    out += _sbom_section(report)  # issue 16 hook: SBOM diff against the previous build
     return "\n".join(out) + "\n"
 
 
@@ -187,6 +188,12 @@ def _at_a_glance(report: ImageReport) -> list[str]:
             for g in report.goodput))
     out.append("")
     return out
+
+
+def _sbom_section(report: ImageReport) -> list[str]:
+    from imagekit.sbom.history import markdown_section
+
+    return markdown_section(report.evidence_root, report.subject)
 
 
 def _fmt(value: float | None) -> str:

@@ -43,6 +43,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.GateOverrideResult",
     "imagekit.evidence.kinds.StandinRootfsResult",
     "imagekit.evidence.kinds.StandinBuildResult",
+    "imagekit.evidence.kinds.SbomResult",
     # OCI nouns
     "imagekit.oci.descriptor.Descriptor",
     "imagekit.oci.platform.Platform",
@@ -74,6 +75,11 @@ MODELS: tuple[str, ...] = (
     # registry operations
     "imagekit.verify.copy.VerifyCopyResult",
     "imagekit.promote.copy.PromoteResult",
+    # attestations (issue 16)
+    "imagekit.attest.models.PromotionPredicate",
+    "imagekit.attest.models.Attached",
+    "imagekit.attest.models.AttestVerifyReport",
+    "imagekit.sbom.bom.SbomDiff",
     # GPU preflight
     "imagekit.gpu.record.PreflightRecord",
     "imagekit.gpu.evidence.RecordedPreflight",

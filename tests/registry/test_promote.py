@@ -11,7 +11,7 @@ import pytest
 
 from imagekit.errors import DigestMismatch, TransportError
 from imagekit.evidence import EvidenceStore
-from imagekit.oci import ImageReference
+from imagekit.oci import ImageReference, Platform
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.promote import promote, run_promote
@@ -181,8 +181,11 @@ def test_all_platforms_copies_the_index_and_companion_tags(pool, reg, repo, stag
     assert production.get_manifest(repo, sig_tag).digest == Digest.of_bytes(sig)
 
     single = promote(R(f"{reg['staging']}/{repo}:multi"), [],
-                     R(f"{reg['target']}/{repo}:amd"), pool=pool)
+                     R(f"{reg['target']}/{repo}:amd"), pool=pool,
+                     platform=Platform.parse("linux/amd64"))
     assert single.digest == str(staged.digest) and single.platform == "linux/amd64"
+    assert single.source_digest == str(index.digest) and "digest changed" in \
+        single.digest_changed
     assert pool.get(reg["target"]).manifest_exists(repo, index.digest) is None
 
 

@@ -26,10 +26,12 @@ CLI = {"cli", "__main__"}
 #: model, so it comes last.
 OPERATION_ORDER: tuple[frozenset[str], ...] = (
     frozenset({"spec", "infra"}),
-    frozenset({"standins", "probe", "verify", "launch", "gpu", "acceptance", "promote"}),
+    frozenset({"standins", "probe", "verify", "launch", "gpu", "acceptance", "promote",
+               "sbom"}),
     frozenset({"build"}),
-    frozenset({"imagesverify"}),
+    frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
     frozenset({"report"}),
+    frozenset({"attest"}),  # signs the report's test-result and the SBOM (issue 16)
     frozenset({"schemas"}),
 )
 

@@ -1,0 +1,125 @@
+"""The attest operations: make the statements for one digest, sign them with the project key
+and attach them where the digest is served; attach the promotion chain at every endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from imagekit.attest.keys import load_private
+from imagekit.attest.models import Attached, HopLink
+from imagekit.attest.publish import sign_and_attach
+from imagekit.attest.statements import (
+    PROMOTION_TYPE,
+    SBOM_TYPE,
+    TEST_RESULT_TYPE,
+    promotion_predicate,
+    statement,
+    test_result_statement,
+)
+from imagekit.errors import NotFound
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import ImageReference
+from imagekit.oci.digest import Digest
+from imagekit.oci.manifest import ImageManifest, parse_config, parse_manifest
+from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
+
+
+def report_of(store: EvidenceStore, digest: Digest):
+    """The evidence report for `digest`, None when the store knows nothing about it."""
+    from imagekit.report.collect import build_report
+
+    try:
+        return build_report(store, digest)
+    except NotFound:
+        return None
+
+
+def test_result_for(store: EvidenceStore, digest: Digest, name: str) -> dict:
+    report = report_of(store, digest)
+    if report is None:  # an honest FAILED: nothing was tested
+        return statement(digest, name, TEST_RESULT_TYPE, {
+            "result": "FAILED", "configuration": [], "passedTests": [], "warnedTests": [],
+            "failedTests": [f"evidence: no attempt about {digest}"]})
+    return test_result_statement(report, digest, name)
+
+
+def sbom_of(engine, image: str, digest: Digest, name: str) -> dict:
+    """The CycloneDX document: pip inspect + dpkg status read by running `image` (pulled
+    first when docker does not have it)."""
+    from imagekit.sbom.bom import bom_from, collect
+
+    if not engine.exists(image):
+        engine.client.image.pull(image, quiet=True)
+    pip, dpkg = collect(engine, image)
+    return bom_from(digest, name, pip, dpkg)
+
+
+def _served(client: RegistryClient, reference: ImageReference) -> ManifestBlob:
+    return client.get_manifest(reference.repository, reference.digest or reference.identifier)
+
+
+def attest_reference(reference: ImageReference, key_path: Path, *, store: EvidenceStore,
+                     pool: ClientPool, engine=None, kinds: tuple[str, ...] = ("test-result",
+                                                                               "sbom")
+                     ) -> list[Attached]:
+    """Sign and attach the test-result (and, with an engine, the SBOM) statement of the digest
+    `reference` serves."""
+    key = load_private(key_path)
+    client = pool.get(reference.registry)
+    subject = _served(client, reference)
+    name = f"{reference.registry}/{reference.repository}"
+    attached = []
+    if "test-result" in kinds:
+        attached.append(sign_and_attach(client, reference.repository, subject,
+                                        test_result_for(store, subject.digest, name), key))
+    if "sbom" in kinds and engine is not None:
+        from imagekit.sbom.history import record_sbom
+
+        bom = sbom_of(engine, f"{name}@{subject.digest}", subject.digest, name)
+        record_sbom(store, name, subject.digest, bom)
+        attached.append(sign_and_attach(client, reference.repository, subject,
+                                        statement(subject.digest, name, SBOM_TYPE, bom), key))
+    return attached
+
+
+def _identity(client: RegistryClient, repository: str, root: ManifestBlob
+              ) -> tuple[str | None, list[str]]:
+    """Config digest and diffIDs of an image manifest (an index has no single identity)."""
+    parsed = parse_manifest(root.data, root.media_type)
+    if not isinstance(parsed, ImageManifest):
+        return None, []
+    config = parse_config(client.get_blob_bytes(repository, parsed.config.digest,
+                                                parsed.config.size))
+    return str(parsed.config.digest), [str(d) for d in config.diff_ids]
+
+
+def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: ClientPool,
+                     evidence: str | None = None, required=None) -> list[Attached]:
+    """The promotion chain for `result` (a PromoteResult): one statement whose subjects are the
+    digest at every endpoint, signed and attached as a referrer at each endpoint."""
+    key = load_private(key_path)
+    digest = Digest.parse(result.digest)
+    last = ImageReference.parse(result.hops[-1].endpoint)
+    client = pool.get(last.registry)
+    root = client.get_manifest(last.repository, digest)
+    config_digest, diff_ids = _identity(client, last.repository, root)
+    hops = [HopLink(endpoint=h.endpoint, digest=h.digest, verified=h.verified,
+                    read_back=h.read_back, referrers=list(getattr(h, "referrers", []) or []))
+            for h in result.hops]
+    predicate = promotion_predicate(digest, result.media_type, report=report_of(store, digest),
+                                    hops=hops, source=result.source,
+                                    config_digest=config_digest, diff_ids=diff_ids,
+                                    required=required, promote_evidence=evidence)
+    endpoints = [ImageReference.parse(hop.endpoint) for hop in result.hops]
+    signed = statement(digest, f"{endpoints[0].registry}/{endpoints[0].repository}",
+                       PROMOTION_TYPE, predicate.model_dump(mode="json"))
+    signed["subject"] = list({f"{e.registry}/{e.repository}": {
+        "name": f"{e.registry}/{e.repository}",
+        "digest": {digest.algorithm: digest.hex}} for e in endpoints}.values())
+    attached = []
+    for where in endpoints:
+        here = pool.get(where.registry)
+        attached.append(sign_and_attach(here, where.repository,
+                                        here.get_manifest(where.repository, digest),
+                                        signed, key))
+    return attached

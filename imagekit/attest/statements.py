@@ -1,0 +1,134 @@
+"""in-toto Statements for one image digest: test-result (from the report), promotion (the
+joined chain), CycloneDX SBOM. Each names the digest as its subject — the digest a verifier
+is served, so a statement moved to another image's referrers does not verify there."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from imagekit.attest.models import ChainLink, EvidenceRef, HopLink, PromotionPredicate
+from imagekit.oci.digest import Digest
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+PROMOTION_TYPE = "https://imagekit.dev/attestation/promotion/v0.1"
+#: cosign's `--type cyclonedx` is this URI
+SBOM_TYPE = "https://cyclonedx.org/bom"
+#: short names (what `--type` takes, as with cosign) -> predicate types
+TYPES = {"test-result": TEST_RESULT_TYPE, "promotion": PROMOTION_TYPE, "sbom": SBOM_TYPE}
+NAMES = {value: key for key, value in TYPES.items()}
+
+REQUIRED_LINKS_ENV = "IMAGEKIT_REQUIRED_LINKS"
+#: The chain the issue names: base identity, build, probes, every hop read back, cluster
+#: imageID. GPU preflight and acceptance are links only when their evidence exists.
+DEFAULT_REQUIRED_LINKS = ("base-identity", "build", "probes", "hops", "cluster-imageid")
+
+#: link name -> evidence kinds it is read from
+LINK_KINDS: dict[str, tuple[str, ...]] = {
+    "base-identity": ("images-verify", "verify-copy"),
+    "build": ("build",),
+    "probes": ("probe",),
+    "cluster-imageid": ("cluster-probe",),
+    "gpu-preflight": ("gpu-preflight",),
+    "acceptance": ("accept-",),
+}
+OPTIONAL_LINKS = ("gpu-preflight", "acceptance")
+
+
+def required_links(given: Iterable[str] | None = None) -> list[str]:
+    if given is None:
+        env = os.environ.get(REQUIRED_LINKS_ENV)
+        given = [p.strip() for p in env.split(",")] if env is not None else DEFAULT_REQUIRED_LINKS
+    return list(dict.fromkeys(p for p in given if p))
+
+
+def statement(digest: Digest, name: str, predicate_type: str, predicate: dict) -> dict:
+    return {"_type": STATEMENT_TYPE,
+            "subject": [{"name": name, "digest": {digest.algorithm: digest.hex}}],
+            "predicateType": predicate_type, "predicate": predicate}
+
+
+def test_result_statement(report, digest: Digest, name: str) -> dict:
+    """Today's test-result statement (imagekit.report.intoto), its subjects kept, the digest
+    added when the report did not name it (a verifier matches the served digest)."""
+    from imagekit.report.intoto import statement as report_statement
+
+    built = report_statement(report)
+    wanted = {"name": name, "digest": {digest.algorithm: digest.hex}}
+    if not any(s.get("digest") == wanted["digest"] for s in built["subject"]):
+        built["subject"].append(wanted)
+    return built
+
+
+def _worst(statuses: list[str]) -> str:
+    for status in ("ERROR", "FAIL", "DEFERRED", "PASS"):
+        if status in statuses:
+            return status
+    return "ABSENT"
+
+
+def _ref(root: str, evidence: str) -> EvidenceRef | None:
+    path = Path(root) / evidence / "attempt.json"
+    try:
+        return EvidenceRef(name=f"{evidence}/attempt.json",
+                           digest={"sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    except OSError:
+        return None
+
+
+def links_of_report(report) -> list[ChainLink]:
+    """One link per chain part from the report's current lines; a line the profile accepts
+    (its reason is kept) counts as PASS; no evidence = ABSENT."""
+    links: list[ChainLink] = []
+    lines = list(report.checks) if report is not None else []
+    for name, kinds in LINK_KINDS.items():
+        mine = [line for line in lines if any(
+            line.kind == k or (k.endswith("-") and line.kind.startswith(k)) for k in kinds)]
+        if not mine:
+            if name not in OPTIONAL_LINKS:
+                links.append(ChainLink(name=name, status="ABSENT", detail="no evidence"))
+            continue
+        statuses = ["PASS" if line.accepted else line.status.value for line in mine]
+        accepted = "; ".join(sorted({line.accepted for line in mine if line.accepted})) or None
+        failing = [f"{line.kind}:{line.name} {line.status.value}" for line in mine
+                   if not line.accepted and line.status.value != "PASS"]
+        detail = ", ".join(failing) or f"{len(mine)} check(s) PASS"
+        refs = {line.evidence: _ref(report.evidence_root, line.evidence) for line in mine}
+        links.append(ChainLink(name=name, status=_worst(statuses), detail=detail[:500],
+                               accepted=accepted, evidence=[r for r in refs.values() if r]))
+    if report is not None and report.facts.fix_layers:
+        links.append(ChainLink(name="fix-layers", status="PASS",
+                               detail=f"{len(report.facts.fix_layers)} fix layer(s)"))
+    return links
+
+
+def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: list[HopLink],
+                        source: str | None = None, config_digest: str | None = None,
+                        diff_ids: list[str] | None = None,
+                        required: Iterable[str] | None = None,
+                        promote_evidence: str | None = None) -> PromotionPredicate:
+    links = links_of_report(report)
+    hop_ok = bool(hops) and all(h.verified and h.digest == str(digest) for h in hops)
+    hop_refs = []
+    if promote_evidence:
+        path = Path(promote_evidence) / "attempt.json"
+        if path.exists():
+            hop_refs.append(EvidenceRef(name=str(path), digest={
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}))
+    links.append(ChainLink(
+        name="hops", status="PASS" if hop_ok else ("ABSENT" if not hops else "FAIL"),
+        detail="; ".join(f"{h.endpoint}: {h.read_back}" for h in hops)[:1000] or "no hops",
+        evidence=hop_refs))
+    facts = report.facts if report is not None else None
+    return PromotionPredicate(
+        digest=str(digest), media_type=media_type, source=source,
+        profile=report.profile if report is not None else None,
+        config_digest=config_digest, diff_ids=list(diff_ids or []),
+        base_digest=facts.base_digest if facts else None,
+        fix_layers=list(facts.fix_layers) if facts else [],
+        links=links, hops=hops, required=required_links(required),
+        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))

@@ -1,0 +1,131 @@
+"""`imagekit keys generate`, `imagekit attest REF`, `imagekit verify REF`: signed statements
+that travel with the digest, and the check a consumer runs with the public key alone.
+
+Keys are files: the private key path may be given (`--key`), never its content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.errors import InvalidInput
+
+if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
+    from imagekit.oci import ImageReference
+    from imagekit.registry import ClientPool
+
+keys_app = typer.Typer(help="The project signing key (ECDSA P-256, PEM).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
+                        help="Allow plain HTTP / unverified TLS for this registry.")
+CaFile = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
+                      help="Extra CA certificate (PEM) to trust.")
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
+
+
+def _ref(text: str) -> "ImageReference":
+    from imagekit.oci import ImageReference
+
+    try:
+        return ImageReference.parse(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"REF: {exc.message}", where=exc.where) from None
+
+
+def _pool(insecure: list[str], ca_file: Path | None) -> "ClientPool":
+    from imagekit.registry import ClientPool, RegistryOptions
+
+    return ClientPool(RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file))
+
+
+@keys_app.command("generate")
+@guarded
+def keys_generate(
+    out: Path = typer.Option(None, "--out", file_okay=False,
+                             help="Directory for imagekit.key (0600) and imagekit.pub "
+                                  "(default $IMAGEKIT_KEY_DIR or ~/.config/imagekit/keys)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing key pair."),
+) -> None:
+    """Make the project signing key. Give consumers imagekit.pub; keep imagekit.key."""
+    from imagekit.attest.keys import default_key_dir, generate
+
+    private, public = generate(out or default_key_dir(), overwrite=force)
+    console.print(f"private key: {private} (0600)", markup=False, soft_wrap=True)
+    console.print(f"public key:  {public}", markup=False, soft_wrap=True)
+
+
+@app.command("attest")
+@guarded
+def attest_cmd(
+    reference: str = typer.Argument(..., help="The image (registry/repo:tag or @digest)."),
+    key: Path = typer.Option(None, "--key", dir_okay=False,
+                             help="Private key file (default $IMAGEKIT_SIGNING_KEY or the "
+                                  "key directory's imagekit.key)."),
+    kind: list[str] = typer.Option(["test-result", "sbom"], "--type",
+                                   help="test-result and/or sbom (repeatable)."),
+    json_output: bool = JsonOpt,
+    insecure: list[str] = Insecure,
+    ca_file: Path = CaFile,
+    evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR"),
+) -> None:
+    """Sign the test-result and SBOM statements of the digest REF serves and attach them as
+    OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in docker."""
+    from imagekit.attest.keys import default_private_key
+    from imagekit.attest.run import attest_reference
+    from imagekit.evidence import EvidenceStore
+
+    unknown = set(kind) - {"test-result", "sbom"}
+    if unknown:
+        raise InvalidInput(f"unknown --type {', '.join(sorted(unknown))}", where="--type")
+    engine = None
+    if "sbom" in kind:
+        from imagekit.engine import Engine
+
+        engine = Engine()
+    with _pool(insecure, ca_file) as pool:
+        attached = attest_reference(_ref(reference), key or default_private_key(),
+                                    store=EvidenceStore(evidence_dir), pool=pool,
+                                    engine=engine, kinds=tuple(kind))
+    if json_output:
+        print_json([a.model_dump(mode="json") for a in attached])
+        return
+    for item in attached:
+        console.print(f"attested {item.predicate_type}: {item.repository}@{item.subject} <- "
+                      f"{item.manifest} ({item.listing})", markup=False, soft_wrap=True)
+
+
+@app.command("verify")
+@guarded
+def verify_cmd(
+    reference: str = typer.Argument(..., help="The image at any endpoint (tag or @digest)."),
+    key: Path = typer.Option(..., "--key", exists=True, dir_okay=False,
+                             help="The project's PUBLIC key (imagekit.pub)."),
+    kind: list[str] = typer.Option(["test-result", "promotion", "sbom"], "--type",
+                                   help="Attestation types that must be there (repeatable)."),
+    require: list[str] = typer.Option([], "--require", metavar="LINK",
+                                      help="A chain link that must be PASS besides those the "
+                                           "signer required (e.g. gpu-preflight)."),
+    json_output: bool = JsonOpt,
+    insecure: list[str] = Insecure,
+    ca_file: Path = CaFile,
+) -> None:
+    """Verify every attestation of the digest REF serves. Exit 0 all PASS, 1 a FAIL, 2 error."""
+    from imagekit.attest.verify import verify_reference
+    from imagekit.results import Status
+
+    with _pool(insecure, ca_file) as pool:
+        report = verify_reference(_ref(reference), key, types=kind, require=require, pool=pool)
+    if json_output:
+        print_json(report)
+    else:
+        console.print(f"{report.reference} -> {report.digest}: {report.status.value}",
+                      markup=False, soft_wrap=True)
+        for check in report.checks:
+            console.print(f"  {check.status.value:8} {check.name}: {check.detail}",
+                          markup=False, soft_wrap=True)
+    if report.status is not Status.PASS:
+        raise typer.Exit(1 if report.status in (Status.FAIL, Status.DEFERRED) else 2)

@@ -1,0 +1,124 @@
+"""One answer to "which image did the person mean?" for every command that takes an image.
+
+A spec image NAME (`sglang`: no '/', ':' or '@') means the profile's latest verified build of
+that image — its staging repository pinned by the digest the registry answered for the push
+(`imagekit.build.latest_build`: the newest PASS build, i.e. built, pushed and read back).
+Anything else is a REF (`registry/repo[:tag][@digest]`). A NAME is never handed to the
+reference parser: `sglang` would otherwise become `docker.io/library/sglang`, and a command
+would spend minutes retrying a host it cannot resolve (issue 17).
+
+A REF whose repository is a spec image's repository carries that image's spec entry, so probes
+of a candidate pushed by hand apply the image's probes and find_spec list — the record's
+section 2 lesson (uninstalling nixl passes pip check and fails find_spec) must not depend on
+whether the candidate was named or referenced.
+
+Used by `probe`, `cluster probe`, `promote` (and, through `resolve_digest`, by what needs only
+a digest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagekit.errors import InvalidInput, SpecError
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import Digest, ImageReference
+
+
+def looks_like_name(text: str) -> bool:
+    """A spec image name: no registry, repository separator, tag or digest."""
+    text = text.strip()
+    return bool(text) and not any(ch in text for ch in "/:@") and \
+        not text.startswith(("sha256:", "sha512:"))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a person's NAME or REF stands for."""
+
+    given: str
+    #: pullable reference: for a NAME the staging repository pinned by digest
+    reference: ImageReference
+    #: the spec image's name (given as NAME, or the REF's repository is that image's)
+    name: str | None = None
+    image: object | None = None  # imagekit.spec.ImageSpec (typed loosely: spec is optional)
+    spec: object | None = None   # imagekit.spec.ImagesSpec
+    digest: Digest | None = None
+    #: for a NAME: the docker daemon's local tag of that build (probes run it without a pull)
+    local_tag: str | None = None
+    profile: str | None = None
+
+    @property
+    def by_name(self) -> bool:
+        return self.name is not None and self.given.strip() == self.name
+
+
+def _load_spec(spec, spec_path: Path | None, required: bool):  # noqa: ANN001, ANN202
+    if spec is not None:
+        return spec
+    from imagekit.spec import default_spec_path, load_spec
+
+    path = Path(spec_path) if spec_path is not None else default_spec_path()
+    if not path.is_file():
+        if required:
+            raise SpecError("an image NAME needs the images spec, which was not found "
+                            "(give --spec, or a full reference registry/repository:tag)",
+                            where=str(path))
+        return None
+    return load_spec(path)
+
+
+def spec_image_for(reference: ImageReference, spec) -> tuple[str, object] | None:  # noqa: ANN001
+    """(name, ImageSpec) of the spec image whose repository `reference` names (the repository
+    itself or any registry path ending in it: `…/imagekit/sglang`)."""
+    if spec is None:
+        return None
+    for name, image in spec.images.items():
+        if reference.repository == image.repository or \
+                reference.repository.endswith("/" + image.repository):
+            return name, image
+    return None
+
+
+def resolve_target(text: str, *, spec=None, spec_path: Path | None = None,  # noqa: ANN001
+                   store: EvidenceStore | None = None, profile: str | None = None) -> Target:
+    """NAME or REF -> Target. A NAME unknown to the spec, or without a build yet, is bad input
+    (exit 2) that says what to do; it is never looked up as `docker.io/library/NAME`."""
+    given = text
+    text = text.strip()
+    if not text:
+        raise InvalidInput("give an image NAME of the spec or a reference")
+    if looks_like_name(text):
+        spec = _load_spec(spec, spec_path, required=True)
+        if text not in spec.images:
+            raise InvalidInput(
+                f"{text!r} is not an image of the spec (images: {', '.join(spec.images)}); a "
+                "reference needs a registry and repository, e.g. 127.0.0.1:5001/imagekit/"
+                f"{text}:TAG", where=str(spec.root / "images.toml"))
+        from imagekit.build import build_key, latest_build
+        from imagekit.spec import resolve_image
+
+        profile_name, _ = spec.profile(profile)
+        # the build of what THIS spec and its lock say (base digest, context, build args), not
+        # whatever was built last under that name
+        wanted = build_key(resolve_image(spec, text, profile_name))
+        record = latest_build(text, profile_name, store or EvidenceStore(), cache_key=wanted)
+        if record is None or record.reference is None or record.digest is None:
+            raise InvalidInput(f"image {text!r} has no verified (built and pushed) build of this "
+                               f"spec and lock in profile {profile_name!r} yet; run `imagekit "
+                               f"build {text} --spec {spec.root / 'images.toml'}` or "
+                               "`imagekit images verify`",
+                               where=str((store or EvidenceStore()).root))
+        reference = record.reference
+        if reference.digest is None:
+            reference = reference.with_digest(record.digest)
+        return Target(given=given, reference=reference, name=text, image=spec.images[text],
+                      spec=spec, digest=record.digest, local_tag=record.local_tag,
+                      profile=profile_name)
+    reference = ImageReference.parse(text)
+    spec = _load_spec(spec, spec_path, required=False)
+    found = spec_image_for(reference, spec)
+    return Target(given=given, reference=reference, name=found[0] if found else None,
+                  image=found[1] if found else None, spec=spec if found else None,
+                  digest=reference.digest, profile=profile)
