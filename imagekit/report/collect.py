@@ -261,13 +261,14 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
     found: dict[str, EndpointDigest] = {}
 
     def put(reference: str, registry: str, digest: str, verified: bool | None,
-            moved: int | None, where: str) -> None:
+            moved: int | None, where: str, referrers: int | None = None) -> None:
         nonlocal names
         if names is None:
             names = _registry_names()
         label = f"{names[registry]} ({registry})" if registry in names else registry
         found[reference] = EndpointDigest(endpoint=label, reference=reference, digest=digest,
-                                          verified=verified, bytes_moved=moved, evidence=where)
+                                          verified=verified, bytes_moved=moved, evidence=where,
+                                          referrers=referrers)
 
     for read in reads:
         result, where = read.result, _relpath(store, read.record)
@@ -279,8 +280,17 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
                 put(result.source, _registry_of(result.source), result.digest, None, None,
                     where)
             for hop in result.hops:
-                put(hop.endpoint, hop.registry, hop.digest, hop.verified, hop.bytes_moved, where)
+                put(hop.endpoint, hop.registry, hop.digest, hop.verified, hop.bytes_moved, where,
+                    _referrers(hop.read_back))
     return list(found.values())
+
+
+def _referrers(read_back: str) -> int | None:
+    """The referrers a hop carried, from its read-back (`N referrers listed and served`, or
+    `0 referrers`; imagekit/promote/copy.py); None when the hop predates referrers."""
+    import re
+    found = re.search(r"\b(\d+) referrers\b", read_back or "")
+    return int(found.group(1)) if found else None
 
 
 def preflight_of(store: EvidenceStore, reads: list[Read]) -> list[PreflightSummary]:

@@ -167,7 +167,7 @@ def path_diagram(report: ImageReport) -> str:
                  "verified" if e.verified else "unverified")
         nodes.append({"name": glance.endpoint_name(e),
                       "where": e.reference.split("/", 1)[0], "digest": e.digest[:19] + "…",
-                      "state": state, "note": note,
+                      "state": state, "note": _attested(e.referrers, note),
                       "title": f"{e.reference} → {e.digest}"})
     pinned = [c for c in report.checks if c.kind == "cluster-probe" and c.name == "image_id"]
     if pinned:
@@ -178,6 +178,14 @@ def path_diagram(report: ImageReport) -> str:
     if not nodes:
         return _none("No evidence (not pushed, not promoted).")
     return svg.promotion_diagram("promotion-path", nodes)
+
+
+def _attested(referrers: int | None, note: str) -> str:
+    if referrers:
+        return f"{referrers} attestation(s) carried, read back"
+    if referrers == 0:
+        return "no attestations (0 referrers)"
+    return note
 
 
 def acceptance(report: ImageReport, base: Path | None = None) -> str:

@@ -70,6 +70,8 @@ class EndpointDigest(BaseModel):
     verified: bool | None = None
     bytes_moved: int | None = None
     evidence: str
+    referrers: int | None = Field(default=None, description="attestations (OCI referrers) "
+                                  "the hop carried and read back there; None: not recorded")
 
 
 class BandwidthPoint(BaseModel):

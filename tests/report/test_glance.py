@@ -133,3 +133,21 @@ def test_page_renders_with_networking_off(rehearsal, chromium, tmp_path) -> None
     plots = re.search(r'<body[^>]* data-plots="([^"]*)"', dom).group(1).split(",")
     assert plots and all(p.endswith(":yes") for p in plots), plots
     assert Path(page).stat().st_size < 400_000
+
+
+def test_diagram_shows_attestations_a_hop_carried(store) -> None:
+    r = write_rehearsal(store, promote=False)
+    ref = f"127.0.0.1:5002/imagekit/x:t-{r.digest[7:19]}"
+    with store.attempt(r.digest, "promote") as a:
+        a.write_result(kinds.PromoteEvidence(
+            source=f"127.0.0.1:5001/imagekit/x@{r.digest}", digest=r.digest, hops=[
+                kinds.HopEvidence(endpoint=ref, registry="127.0.0.1:5002", digest=r.digest,
+                                  verified=True, read_back="manifest served; 2 referrers "
+                                  "listed and served")]))
+        a.add_check(CheckResult(name="hop-1", status=Status.PASS))
+    report = build_report(store, r.digest)
+    assert [e.referrers for e in report.endpoints if e.reference == ref] == [2]
+    diagram = re.search(r'<svg id="promotion-path".*?</svg>', render(report, "html"),
+                        re.S).group(0)
+    assert "2 attestation(s) carried, read back" in diagram
+    assert "no attestation evidence" in diagram          # the source: nothing recorded there
