@@ -365,3 +365,31 @@ class SbomResult(EvidenceResult):
     image: str = Field(description="the reference the SBOM was taken from")
     digest: str = Field(description="the image digest the SBOM describes")
     components: int = Field(description="number of components (Python and Debian packages)")
+
+
+@register
+class GpuJobResult(EvidenceResult):
+    """`imagekit cluster gpu-preflight --nodes N`: the preflight as one distributed job (an
+    Indexed Job, or one Job per index where the server has none). Subject: the image digest;
+    the world's own record is the `gpu-preflight` attempt beside it."""
+
+    KIND: ClassVar[str] = "gpu-job"
+    kind: Literal["gpu-job"] = "gpu-job"
+    schema_version: Literal[1] = 1
+    reference: str
+    namespace: str
+    job: str
+    mode: Literal["indexed-job", "job-per-index"]
+    server: str
+    indexed_jobs: bool
+    cluster_dns: bool
+    nodes: int
+    pods_per_node: int
+    gpus_per_node: int
+    pods: int
+    world_size: int
+    submitted: bool
+    rendezvous: str | None = None
+    pod_ips: dict[str, str] = {}
+    endpoints: list[str] = []
+    record_found: bool = False

@@ -12,8 +12,10 @@ see shared/design/local-cluster/README.md):
 
 1. negative oom_score_adj is refused: containerd runs runc through `k8s/runc-wrap.sh`, which
    clamps it to 0;
-2. no Pod network: the CNI plugin `k8s/lo-only.sh` leaves each Pod with loopback only; use exec
-   probes;
+2. the Pod network is a bridge on this machine only (`imagekit.infra.podnet`): Debian's CNI
+   plugins give each Pod an address on `ikpod0` (10.244.0.0/24) and no default route;
+   kube-proxy (iptables mode, built from the same source tree) serves ClusterIP Services
+   (10.96.0.0/12); nothing is forwarded off the machine;
 3. the kubelet refuses a loopback --node-ip, so the node is *named* 127.0.0.1;
 4. containerd pulls only from the loopback registries: one hosts.toml per registry (settings at
    top level AND an empty `[host]` table, else containerd 1.6.20 silently falls back to plain
@@ -36,7 +38,7 @@ from pathlib import Path
 import httpx
 
 from imagekit.errors import InfraError, PortTaken
-from imagekit.infra import processes
+from imagekit.infra import podnet, processes
 from imagekit.infra.state import ComponentStatus, InfraState, StatePaths
 
 NAME = "cluster"
@@ -52,13 +54,14 @@ NODE_TAINT = "nvidia.com/gpu=present:NoSchedule"
 #: Images that exist without any registry (imported into containerd at start).
 PAUSE_IMAGE = "registry.k8s.io/pause:3.6"
 BUSYBOX_IMAGE = "docker.io/library/busybox:1.36"
-BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause")
+BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
+            "kube-proxy", "pause")
 #: Runtime packages (the build's own toolchain is installed by k8s/build.sh, only when it builds).
 PACKAGES = ["etcd-server", "containerd", "runc", "containernetworking-plugins", "busybox-static",
-            "openssl"]
+            "openssl", "iptables", "iproute2"]
 #: Tracked process names, in start order (stopped in reverse).
 DAEMONS = ("k8s-etcd", "k8s-apiserver", "k8s-controller-manager", "k8s-scheduler",
-           "k8s-containerd", "k8s-kubelet")
+           "k8s-kube-proxy", "k8s-containerd", "k8s-kubelet")
 
 
 class ClusterPaths:
@@ -81,6 +84,11 @@ class ClusterPaths:
     @property
     def certs_d(self) -> Path:
         return self.ctrd / "certs.d"
+
+    @property
+    def podnet_state(self) -> Path:
+        """What the Pod network changed on the host and must put back (route_localnet)."""
+        return self.root / "podnet.json"
 
 
 def _paths(state: InfraState) -> ClusterPaths:
@@ -252,14 +260,9 @@ def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     for sub in ("cni-bin", "cni-conf", "certs.d", "root", "state", "opt"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     shutil.copy2(SCRIPTS / "runc-wrap.sh", d / "runc-wrap")
-    shutil.copy2(SCRIPTS / "lo-only.sh", d / "cni-bin" / "lo-only")
-    loopback = Path("/usr/lib/cni/loopback")
-    if not loopback.is_file():
-        raise InfraError("CNI loopback plugin missing (package containernetworking-plugins)",
-                         where=str(loopback))
-    shutil.copy2(loopback, d / "cni-bin" / "loopback")
-    (d / "cni-conf" / "10-lo-only.conflist").write_text(
-        '{"cniVersion":"0.4.0","name":"lo-only","plugins":[{"type":"lo-only"}]}\n')
+    # The CNI network is not part of config.toml (nor of the fingerprint): containerd watches
+    # conf_dir and uses a new network for new sandboxes without a restart.
+    podnet.install_cni(d / "cni-bin", d / "cni-conf", d / "cni-ipam")
     config = f"""version = 2
 root = "{d}/root"
 state = "{d}/state"
@@ -438,6 +441,11 @@ def up(state: InfraState) -> ComponentStatus:
         "--bind-address=127.0.0.1", "--port=0", "--secure-port=10259",
         "--leader-elect=false"], p, state)
     _wait("the default ServiceAccount token", lambda: _default_sa_ready(p), 90)
+    podnet.ensure(p.podnet_state)
+    proxy = _start("k8s-kube-proxy", podnet.kube_proxy_argv(K8S_BIN / "kube-proxy",
+                                                           p.kubeconfig, NODE_NAME), p, state)
+    _wait("kube-proxy's iptables rules", podnet.kube_proxy_synced, 60, proxy)
+    podnet.ensure_isolation()   # again: the isolation jump stays first, ahead of kube-proxy's
 
     config_fp = _write_containerd_config(p, state)
     ctrd = _start("k8s-containerd", [shutil.which("containerd") or "/usr/bin/containerd",
@@ -494,8 +502,10 @@ def down(state: InfraState) -> None:
     p = _paths(state)
     sp = _sp(state)
     processes.stop_tracked("k8s-kubelet", paths=sp)
+    netns: list[Path] = []
     if processes.running("k8s-containerd", sp) is not None:
         ctr = ["ctr", "-a", str(p.containerd_sock), "-n", "k8s.io"]
+        netns = podnet.sandbox_netns(ctr)
         tasks = subprocess.run([*ctr, "tasks", "ls", "-q"], capture_output=True, text=True,
                                check=False, timeout=30).stdout.split()
         for task in tasks:
@@ -512,6 +522,8 @@ def down(state: InfraState) -> None:
                            check=False, timeout=30)
     for name in reversed(DAEMONS[:-1]):
         processes.stop_tracked(name, paths=sp)
+    podnet.remove_netns(netns + podnet.netns_on_subnet())
+    podnet.teardown(K8S_BIN / "kube-proxy", p.podnet_state)
     _unmount_below(p.root)
     for directory in (p.etcd_data, p.kubelet, p.ctrd):
         shutil.rmtree(directory, ignore_errors=True)
@@ -545,5 +557,7 @@ def status(state: InfraState) -> ComponentStatus:
     return ComponentStatus(
         name=NAME, running=ready, address=f"127.0.0.1:{API_PORT}", pid=api.pid if api else None,
         ours=True, kubeconfig=p.kubeconfig,
-        detail=f"Kubernetes v1.20.2, node {NODE_NAME} " + ("Ready" if ready else "NOT Ready"),
+        detail=f"Kubernetes v1.20.2, node {NODE_NAME} " + ("Ready" if ready else "NOT Ready")
+        + f"; Pod network {podnet.POD_SUBNET} on {podnet.BRIDGE}, Services {podnet.SERVICE_CIDR}"
+        + (" (bridge missing)" if not podnet.bridge_exists() else ""),
         fix=None if ready else fix)

@@ -35,6 +35,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.PromoteEvidence",
     "imagekit.evidence.kinds.ClusterProbeResult",
     "imagekit.evidence.kinds.GpuPreflightResult",
+    "imagekit.evidence.kinds.GpuJobResult",
     "imagekit.evidence.kinds.EngineStartupResult",
     "imagekit.evidence.kinds.AcceptResult",
     "imagekit.evidence.kinds.BenchResult",
