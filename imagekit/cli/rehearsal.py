@@ -79,10 +79,14 @@ class _Runner:
         argv = [sys.executable, "-m", "imagekit", *args]
         if not self.json_output:
             err_console.print(f"[bold]→ {name}[/]: imagekit {' '.join(args)}")
+        else:
+            _phase_line(name, "start", 0.0)
         started = time.monotonic()
-        done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                              env=self.env)
+        done = _run_live(argv, self.env, name, started, self.json_output)
         seconds = round(time.monotonic() - started, 2)
+        if self.json_output:
+            _phase_line(name, "done", seconds, status=_status_of(done.returncode).value,
+                        exit_code=done.returncode)
         step = _step_model()(name=name, argv=["imagekit", *args], exit_code=done.returncode,
                              seconds=seconds, status=_status_of(done.returncode))
         self.steps.append(step)
@@ -107,6 +111,73 @@ class _Runner:
             except json.JSONDecodeError:
                 body = None
         return done.returncode, body
+
+
+#: A step silent this long gets a "still running" line, so a long step (the Kubernetes build,
+#: stand-in builds) never looks hung.
+HEARTBEAT_S = 15.0
+
+
+def _phase_line(step: str, phase: str, elapsed: float, **extra: object) -> None:
+    """One JSON line per phase on stderr (stdout stays the one JSON document of --json)."""
+    sys.stderr.write(json.dumps({"step": step, "phase": phase, "elapsed_s": round(elapsed, 1),
+                                 **extra}) + "\n")
+    sys.stderr.flush()
+
+
+def _run_live(argv: list[str], env: dict[str, str] | None, name: str, started: float,
+              json_output: bool) -> subprocess.CompletedProcess:
+    """Run a step, showing its stderr (its progress) live with the elapsed time, and a
+    heartbeat while it is silent; stdout and stderr are kept whole for the evidence."""
+    import queue
+    import threading
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, bufsize=1)
+    out: list[str] = []
+    err: list[str] = []
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump_out() -> None:
+        out.append(proc.stdout.read())
+
+    def pump_err() -> None:
+        for line in proc.stderr:
+            err.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    readers = [threading.Thread(target=pump_out, daemon=True),
+               threading.Thread(target=pump_err, daemon=True)]
+    for reader in readers:
+        reader.start()
+    last = time.monotonic()
+    while True:
+        try:
+            line = lines.get(timeout=1.0)
+        except queue.Empty:
+            now = time.monotonic()
+            if now - last >= HEARTBEAT_S:
+                last = now
+                if json_output:
+                    _phase_line(name, "running", now - started)
+                else:
+                    err_console.print(f"  [dim]… {name} still running, "
+                                      f"{now - started:.0f} s[/]")
+            continue
+        if line is None:
+            break
+        last = time.monotonic()
+        text = line.rstrip()
+        if text and not json_output:
+            err_console.print(f"  {last - started:6.1f}s {text[:160]}", markup=False,
+                              highlight=False)
+        elif text:
+            _phase_line(name, "output", last - started, line=text[:300])
+    code = proc.wait()
+    for reader in readers:
+        reader.join()
+    return subprocess.CompletedProcess(argv, code, "".join(out), "".join(err))
 
 
 @app.command("rehearsal")

@@ -99,19 +99,55 @@ def _sp(state: InfraState) -> StatePaths:
     return StatePaths(state.state_dir)
 
 
+#: A step running longer than this says so on stderr, with its log's last line, every
+#: PROGRESS_S seconds (the Kubernetes build takes minutes: it must never look hung).
+PROGRESS_S = 15.0
+
+
+def _last_line(log: Path) -> str:
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return ""
+    return next((x for x in reversed(lines) if x), "")[:140]
+
+
 def _run(argv: list[str], what: str, log: Path | None = None, env: dict[str, str] | None = None,
          timeout: float | None = None) -> None:
+    import sys
+
     out = open(log, "ab") if log else subprocess.DEVNULL
+    started = time.monotonic()
     try:
-        result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False,
-                                env={**os.environ, **(env or {})}, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise InfraError(f"{what} timed out", where=str(log) if log else argv[0]) from None
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
+        shown = started
+        while True:
+            try:
+                code = proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                if timeout is not None and now - started > timeout:
+                    proc.kill()
+                    proc.wait()
+                    raise InfraError(f"{what} timed out",
+                                     where=str(log) if log else argv[0]) from None
+                if now - shown >= PROGRESS_S:
+                    shown = now
+                    last = _last_line(log) if log else ""
+                    sys.stderr.write(f"  {what}: {now - started:.0f} s"
+                                     + (f" — {last}" if last else "") + "\n")
+                    sys.stderr.flush()
     finally:
         if log:
             out.close()
-    if result.returncode != 0:
-        raise InfraError(f"{what} failed (exit {result.returncode})",
+    if time.monotonic() - started >= PROGRESS_S:
+        sys.stderr.write(f"  {what}: done in {time.monotonic() - started:.0f} s\n")
+    if code != 0:
+        raise InfraError(f"{what} failed (exit {code})",
                          where=str(log) if log else argv[0])
 
 

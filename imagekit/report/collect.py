@@ -35,6 +35,8 @@ from imagekit.evidence.kinds import (
 from imagekit.oci.digest import Digest
 from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
 from imagekit.report.models import (
+    AcceptanceVerdict,
+    GoodputPoint,
     BandwidthPoint,
     EndpointDigest,
     EvidenceLine,
@@ -259,13 +261,14 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
     found: dict[str, EndpointDigest] = {}
 
     def put(reference: str, registry: str, digest: str, verified: bool | None,
-            moved: int | None, where: str) -> None:
+            moved: int | None, where: str, referrers: int | None = None) -> None:
         nonlocal names
         if names is None:
             names = _registry_names()
         label = f"{names[registry]} ({registry})" if registry in names else registry
         found[reference] = EndpointDigest(endpoint=label, reference=reference, digest=digest,
-                                          verified=verified, bytes_moved=moved, evidence=where)
+                                          verified=verified, bytes_moved=moved, evidence=where,
+                                          referrers=referrers)
 
     for read in reads:
         result, where = read.result, _relpath(store, read.record)
@@ -277,8 +280,17 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
                 put(result.source, _registry_of(result.source), result.digest, None, None,
                     where)
             for hop in result.hops:
-                put(hop.endpoint, hop.registry, hop.digest, hop.verified, hop.bytes_moved, where)
+                put(hop.endpoint, hop.registry, hop.digest, hop.verified, hop.bytes_moved, where,
+                    _referrers(hop.read_back))
     return list(found.values())
+
+
+def _referrers(read_back: str) -> int | None:
+    """The referrers a hop carried, from its read-back (`N referrers listed and served`, or
+    `0 referrers`; imagekit/promote/copy.py); None when the hop predates referrers."""
+    import re
+    found = re.search(r"\b(\d+) referrers\b", read_back or "")
+    return int(found.group(1)) if found else None
 
 
 def preflight_of(store: EvidenceStore, reads: list[Read]) -> list[PreflightSummary]:
@@ -342,6 +354,55 @@ def overrides_of(store: EvidenceStore, reads: list[Read]) -> list[OverrideRecord
             for read in reads if isinstance(read.result, GateOverrideResult)]
 
 
+def _aspect(data: dict, key: str) -> tuple[Status | None, str]:
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, dict) or value.get("status") not in Status._value2member_map_:
+        return None, ""
+    return Status(value["status"]), str(value.get("detail") or "")
+
+
+def acceptance_of(store: EvidenceStore, reads: list[Read]) -> list[AcceptanceVerdict]:
+    """Protocol and semantic verdicts of every check of the latest attempt per accept-* kind
+    (checks without either aspect, e.g. a suite total, keep both None)."""
+    latest: dict[str, Read] = {}
+    for read in reads:
+        if isinstance(read.result, AcceptResult):
+            latest[read.record.kind] = read
+    found = []
+    for kind, read in latest.items():
+        where = _relpath(store, read.record)
+        for check in read.record.checks:
+            protocol, protocol_detail = _aspect(check.data, "protocol")
+            semantic, semantic_detail = _aspect(check.data, "semantic")
+            found.append(AcceptanceVerdict(
+                kind=kind, name=check.name, status=check.status, protocol=protocol,
+                protocol_detail=protocol_detail[:300], semantic=semantic,
+                semantic_detail=semantic_detail[:300], evidence=where))
+    return found
+
+
+def goodput_of(store: EvidenceStore, reads: list[Read]) -> list[GoodputPoint]:
+    """Goodput per round of the latest bench attempt (a round check's data is its
+    RoundResult: `goodput`, and the SLO floor under `spec.slo.goodput_floor`)."""
+    benches = [r for r in reads if isinstance(r.result, BenchResult)]
+    if not benches:
+        return []
+    read = benches[-1]
+    points = []
+    for check in read.record.checks:
+        value = check.data.get("goodput") if isinstance(check.data, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        spec = check.data.get("spec") if isinstance(check.data.get("spec"), dict) else {}
+        slo = spec.get("slo") if isinstance(spec.get("slo"), dict) else {}
+        floor = slo.get("goodput_floor")
+        points.append(GoodputPoint(label=check.name, goodput=float(value),
+                                   floor=float(floor) if isinstance(floor, (int, float))
+                                   else None, status=check.status,
+                                   evidence=_relpath(store, read.record)))
+    return points
+
+
 def apply_accepted(lines: list[EvidenceLine], accepted: list[Accepted]) -> list[EvidenceLine]:
     result = []
     for line in lines:
@@ -385,7 +446,8 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         facts=facts, checks=current, history=history,
         required=outcomes, gate=decide(str(digest), current, outcomes),
         endpoints=endpoints_of(store, reads), preflight=preflight_of(store, reads),
-        latency=latency_of(store, reads), overrides=overrides_of(store, reads))
+        latency=latency_of(store, reads), overrides=overrides_of(store, reads),
+        acceptance=acceptance_of(store, reads), goodput=goodput_of(store, reads))
 
 
 def evidence_file(report: ImageReport, line: EvidenceLine) -> Path:

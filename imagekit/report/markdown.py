@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from imagekit.report import glance
 from imagekit.report.models import ImageReport
 from imagekit.results import Status
 
@@ -25,6 +26,7 @@ def render(report: ImageReport) -> str:
     facts = report.facts
     title = facts.name or report.requested
     out.append(f"# Image report: {_cell(title)}\n")
+    out += _at_a_glance(report)
     out.append(f"- **Digest:** `{report.subject}`")
     if report.aliases:
         out.append(f"- **Also known as:** {', '.join(f'`{a}`' for a in report.aliases)}")
@@ -141,6 +143,51 @@ def render(report: ImageReport) -> str:
                        f"{_cell('; '.join(o.refused_for)) or 'nothing'} (`{o.evidence}`)")
     out += _sbom_section(report)  # issue 16 hook: SBOM diff against the previous build
     return "\n".join(out) + "\n"
+
+
+_ICON = {"go": "✅", "caution": "⚠️", "stop": "⛔"}
+
+
+def _at_a_glance(report: ImageReport) -> list[str]:
+    """The verdict banner (the stored gate decision, said as the next step), each probe once
+    across its phases, the promotion path, acceptance verdicts apart."""
+    v = glance.verdict(report)
+    out = [f"> {_ICON[v.level]} **{_cell(v.headline)}**  ", f"> Next: `{v.next_step}`"]
+    out += [f"> - {_cell(p)[:400]}" for p in v.points]
+    names, rows = glance.probe_matrix(report)
+    if names:
+        out.append("\n## Checks × phase\n")
+        out.append("| check | " + " | ".join(glance.PHASES) + " |\n|---|"
+                   + "---|" * len(glance.PHASES))
+        for name in names:
+            cells = []
+            for phase in glance.PHASES:
+                line = rows[name].get(phase)
+                cells.append("—" if line is None else _MARK[line.status.value]
+                             + (" (accepted)" if line.accepted else ""))
+            out.append(f"| {_cell(name)} | " + " | ".join(cells) + " |")
+    path = glance.promotion_path(report)
+    if path:
+        hops = []
+        for e in path:
+            state = ("serves ANOTHER digest" if not glance.serves_image(report, e) else
+                     "verified" if e.verified else "not read back")
+            hops.append(f"{glance.endpoint_name(e)} `{e.digest[:19]}…` ({state})")
+        out.append("\n**Promotion path:** " + " → ".join(hops))
+    if report.acceptance:
+        out.append("\n## Acceptance: protocol and semantic verdicts\n")
+        out.append("| suite | check | status | protocol | semantic |\n|---|---|---|---|---|")
+        for a in report.acceptance:
+            out.append(f"| {_cell(a.kind)} | {_cell(a.name)} | {_MARK[a.status.value]} | "
+                       f"{_MARK[a.protocol.value] if a.protocol else 'not judged'} | "
+                       f"{_MARK[a.semantic.value] if a.semantic else 'not judged'} |")
+    if report.goodput:
+        out.append("\n**Goodput per bench round:** " + ", ".join(
+            f"{_cell(g.label)} {g.goodput:.0%}" + (f" (floor {g.floor:.0%})" if g.floor
+                                                    is not None else "")
+            for g in report.goodput))
+    out.append("")
+    return out
 
 
 def _sbom_section(report: ImageReport) -> list[str]:

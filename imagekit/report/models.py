@@ -70,6 +70,8 @@ class EndpointDigest(BaseModel):
     verified: bool | None = None
     bytes_moved: int | None = None
     evidence: str
+    referrers: int | None = Field(default=None, description="attestations (OCI referrers) "
+                                  "the hop carried and read back there; None: not recorded")
 
 
 class BandwidthPoint(BaseModel):
@@ -106,6 +108,35 @@ class LatencySeries(BaseModel):
     percentiles: dict[str, float]
     evidence: str
     attempt_id: str
+
+
+class AcceptanceVerdict(BaseModel):
+    """One acceptance check with its protocol and semantic verdicts apart (the check's own
+    `data["protocol"]` / `data["semantic"]`, imagekit/acceptance/protocol.py). None: that
+    aspect was not judged (a capability the engine lacks, a check without a semantic part)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    name: str
+    status: Status
+    protocol: Status | None = None
+    protocol_detail: str = ""
+    semantic: Status | None = None
+    semantic_detail: str = ""
+    evidence: str
+
+
+class GoodputPoint(BaseModel):
+    """Goodput of one bench round: the share of requests that met every SLO threshold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: str
+    goodput: float
+    floor: float | None = None
+    status: Status
+    evidence: str
 
 
 class ImageFacts(BaseModel):
@@ -159,6 +190,8 @@ class ImageReport(BaseModel):
     preflight: list[PreflightSummary] = []
     latency: list[LatencySeries] = []
     overrides: list[OverrideRecord] = []
+    acceptance: list[AcceptanceVerdict] = []
+    goodput: list[GoodputPoint] = []
 
     def kinds(self) -> list[str]:
         seen: list[str] = []

@@ -14,7 +14,9 @@ from imagekit.report.models import ImageReport
 FORMATS = ("md", "json", "junit", "intoto", "html")
 
 
-def render(report: ImageReport, fmt: str) -> str:
+def render(report: ImageReport, fmt: str, base: Path | None = None) -> str:
+    """`base`: the directory the output is written to (the HTML page links evidence relative
+    to it)."""
     if fmt == "md":
         return markdown.render(report)
     if fmt == "json":
@@ -24,7 +26,7 @@ def render(report: ImageReport, fmt: str) -> str:
     if fmt == "intoto":
         return json.dumps(intoto.statement(report), indent=2) + "\n"
     if fmt == "html":
-        return html.render(report)
+        return html.render(report, base)
     raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
@@ -45,7 +47,7 @@ def write_all(report: ImageReport, directory: Path | str, stem: str | None = Non
     written = {}
     for fmt, suffix in SUFFIXES.items():
         target = directory / f"{stem}{suffix}"
-        target.write_text(render(report, fmt))
+        target.write_text(render(report, fmt, directory))
         written[fmt] = target
     return written
 
@@ -60,7 +62,7 @@ def record_report(store: EvidenceStore, report: ImageReport) -> Path:
     with store.attempt(report.subject, REPORT_KIND, status=report.status.value,
                        requested=report.requested, profile=report.profile) as attempt:
         for fmt, suffix in SUFFIXES.items():
-            attempt.write_text(f"report{suffix}", render(report, fmt))
+            attempt.write_text(f"report{suffix}", render(report, fmt, attempt.path))
         attempt.write_result(ReportResult(subject=report.subject, requested=report.requested,
                                           status=report.status, profile=report.profile,
                                           gate=report.gate, formats=list(SUFFIXES)))

@@ -148,3 +148,86 @@ def grouped_bars(plot_id: str, title: str, x_label: str, y_label: str, groups: l
     _legend(parts, categories, width)
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def promotion_diagram(diagram_id: str, nodes: list[dict]) -> str:
+    """The promotion path as boxes joined by arrows. Each node: `name`, `where` (registry or
+    place), `digest` (short), `state` (`verified`, `unverified`, `wrong`, `pass`, `fail`),
+    `note` (one short line: attestations…). Class `diagram`, not `plot`: no data points."""
+    if not nodes:
+        return ""
+    box_w, box_h, gap, pad = 210, 104, 44, 10
+    width = pad * 2 + len(nodes) * box_w + (len(nodes) - 1) * gap
+    height = box_h + pad * 2 + 22
+    colors = {"verified": ("#e6f4e6", "#176b17", "✓ read back, verified"),
+              "pass": ("#e6f4e6", "#176b17", "✓ runs the pinned digest"),
+              "unverified": ("#f5f5f5", "#777", "? pushed, not read back"),
+              "wrong": ("#fde8eb", "#b00020", "✗ serves another digest"),
+              "fail": ("#fde8eb", "#b00020", "✗ not the pinned digest")}
+    parts = [f'<svg id="{escape(diagram_id)}" class="diagram" xmlns="http://www.w3.org/2000/svg" '
+             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="promotion path">',
+             '<title>promotion path</title>',
+             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+             'markerHeight="7" orient="auto"><path d="M0,0L10,5L0,10z" fill="#555"/></marker>'
+             '</defs>']
+    for i, node in enumerate(nodes):
+        x = pad + i * (box_w + gap)
+        y = pad
+        fill, stroke, label = colors.get(node.get("state", "unverified"), colors["unverified"])
+        parts.append(f'<g class="endpoint" data-state="{escape(node.get("state", ""))}">'
+                     f'<rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="8" '
+                     f'fill="{fill}" stroke="{stroke}" stroke-width="2"/>'
+                     f'<text x="{x + 10}" y="{y + 22}" font-size="15" font-weight="bold">'
+                     f'{escape(node["name"][:24])}</text>'
+                     f'<text x="{x + 10}" y="{y + 40}" font-size="11" fill="#555">'
+                     f'{escape(node.get("where", "")[:32])}</text>'
+                     f'<text x="{x + 10}" y="{y + 58}" font-size="11" '
+                     f'font-family="monospace">{escape(node.get("digest", "")[:26])}</text>'
+                     f'<text x="{x + 10}" y="{y + 76}" font-size="12" fill="{stroke}">'
+                     f'{escape(label)}</text>'
+                     f'<text x="{x + 10}" y="{y + 94}" font-size="10" fill="#555">'
+                     f'{escape(node.get("note", "")[:36])}</text>'
+                     f'<title>{escape(node.get("title", node["name"]))}</title></g>')
+        if i:
+            ax = x - gap + 4
+            parts.append(f'<line class="hop" x1="{ax}" y1="{y + box_h / 2}" x2="{x - 4}" '
+                         f'y2="{y + box_h / 2}" stroke="#555" stroke-width="2" '
+                         f'marker-end="url(#arrow)"/>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def hbars(plot_id: str, title: str, rows: list[tuple[str, float, float | None, str]],
+          x_max: float = 1.0, unit: str = "%") -> str:
+    """Horizontal bars, one per row (label, value, floor or None, css status) on 0..x_max; a
+    floor is a dashed tick. Used for goodput per bench round."""
+    if not rows:
+        return ""
+    left, bar_h, width = 190, 22, WIDTH
+    height = TOP + len(rows) * (bar_h + 8) + 30
+    inner_w = width - left - 70
+    parts = [f'<svg id="{escape(plot_id)}" class="plot" xmlns="http://www.w3.org/2000/svg" '
+             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="{escape(title)}">', f'<title>{escape(title)}</title>',
+             f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>']
+    for i, (label, value, floor, status) in enumerate(rows):
+        y = TOP + i * (bar_h + 8)
+        w = inner_w * max(0.0, min(value / x_max, 1.0))
+        color = {"PASS": "#2ca02c", "FAIL": "#d62728", "ERROR": "#d62728"}.get(status, "#ff7f0e")
+        parts.append(f'<text x="{left - 8}" y="{y + 15}" font-size="11" text-anchor="end">'
+                     f'{escape(label[:28])}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{inner_w}" height="{bar_h}" '
+                     f'fill="#f0f0f0"/>')
+        parts.append(f'<rect class="bar" x="{left}" y="{y}" width="{max(w, 1):.1f}" '
+                     f'height="{bar_h}" fill="{color}"><title>{escape(label)}: '
+                     f'{value * 100:.1f}{unit}</title></rect>')
+        parts.append(f'<text x="{left + inner_w + 6}" y="{y + 15}" font-size="11">'
+                     f'{value * 100:.0f}{unit}</text>')
+        if floor is not None:
+            fx = left + inner_w * min(floor / x_max, 1.0)
+            parts.append(f'<line x1="{fx:.1f}" y1="{y - 2}" x2="{fx:.1f}" y2="{y + bar_h + 2}" '
+                         f'stroke="#000" stroke-dasharray="3,2"><title>floor '
+                         f'{floor * 100:.0f}{unit}</title></line>')
+    parts.append("</svg>")
+    return "\n".join(parts)
