@@ -93,6 +93,11 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
     else:
         console.print(_checks_table(checks))
     code = exit_code_for(checks)
+    broken = [c for c in checks if c.status is Status.ERROR]
+    if broken:  # a tag that could not be resolved: one line on stderr, beside the table
+        more = f"; {len(broken) - 1} more" if len(broken) > 1 else ""
+        err_console.print(f"imagekit: error: {broken[0].detail}{more} ({broken[0].name})",
+                          markup=False, soft_wrap=True, highlight=False)
     if code:
         raise typer.Exit(code)
 
