@@ -41,7 +41,7 @@ from pathlib import Path
 from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube
 from imagekit.cluster.precheck import GPU, PodIntent, precheck
-from imagekit.cluster.probe import ensure_namespace, pull_secret_for
+from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError, InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GpuJobResult
@@ -400,7 +400,8 @@ def _create(kube: Kube, obj: dict) -> dict:
 def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered: Rendered,
             run: GpuJobRun, attempt) -> None:
     ns, name = options.namespace, rendered.name
-    secret = pull_secret_for(kube, ns, pinned.registry, options.docker_config_dir)
+    secret = pull_secret_for(kube, ns, pinned.registry, options.docker_config_dir,
+                             name=f"{name}-pull")  # the run's own, deleted with it
     started = time.monotonic()
     try:
         _create(kube, rendered.configmap)
@@ -449,6 +450,8 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
                   "rendezvous": rendered.rdzv_endpoint, "endpoints": run.endpoints}))
     finally:
         run.checks.append(_cleanup(kube, options, rendered))
+        if secret:
+            run.checks.append(drop_run_secret(kube, ns, secret))
 
 
 def _finished(job: dict) -> str | None:

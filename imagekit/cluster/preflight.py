@@ -17,7 +17,7 @@ from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube
 from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
 from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
-from imagekit.cluster.probe import ensure_namespace, pull_secret_for
+from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GpuPreflightResult
@@ -91,7 +91,8 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
     ns, name = options.namespace, pod["metadata"]["name"]
     ensure_namespace(kube, ns)
     ref = ImageReference.parse(pod["spec"]["containers"][0]["image"])
-    secret = pull_secret_for(kube, ns, ref.registry, options.docker_config_dir)
+    secret = pull_secret_for(kube, ns, ref.registry, options.docker_config_dir,
+                             name=f"{name}-pull")  # the run's own, deleted with it
     if secret:
         pod["spec"]["imagePullSecrets"] = [{"name": secret}]
     kube.apply(configmap)
@@ -120,4 +121,6 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
         except ImagekitError as exc:
             checks.append(CheckResult(name="cleanup", status=Status.ERROR, detail=exc.one_line()))
         kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{configmap['metadata']['name']}")
+        if secret:
+            checks.append(drop_run_secret(kube, ns, secret))
     return checks

@@ -269,13 +269,19 @@ def _drop_secret(kube: Kube, options: ProbeOptions, secret: str | None,
     user asked to keep it or the Pod was kept (it may still need to pull)."""
     if secret is None or options.keep_pull_secret or options.keep_pod:
         return
+    checks.append(drop_run_secret(kube, options.namespace, secret))
+
+
+def drop_run_secret(kube: Kube, namespace: str, secret: str) -> CheckResult:
+    """Delete a pull Secret created for one run (`pull_secret_for(..., name=<run>-pull)`):
+    credentials made in the cluster for a run leave with it."""
     try:
-        kube.delete(f"/api/v1/namespaces/{options.namespace}/secrets/{secret}")
-        checks.append(CheckResult(name="cleanup-pull-secret", status=Status.PASS,
-                                  detail=f"pull Secret {secret} deleted"))
+        kube.delete(f"/api/v1/namespaces/{namespace}/secrets/{secret}")
+        return CheckResult(name="cleanup-pull-secret", status=Status.PASS,
+                           detail=f"pull Secret {secret} deleted")
     except ImagekitError as exc:
-        checks.append(CheckResult(name="cleanup-pull-secret", status=Status.ERROR,
-                                  detail=f"pull Secret {secret} left behind: {exc.one_line()}"))
+        return CheckResult(name="cleanup-pull-secret", status=Status.ERROR,
+                           detail=f"pull Secret {secret} left behind: {exc.one_line()}")
 
 
 def _outcome_checks(kube: Kube, outcome, options: ProbeOptions, name: str,

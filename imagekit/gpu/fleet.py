@@ -33,7 +33,7 @@ from imagekit.cluster.kube import Kube
 from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
 from imagekit.cluster.precheck import PodIntent, precheck
 from imagekit.cluster.preflight import PreflightOptions, render_preflight
-from imagekit.cluster.probe import ensure_namespace, pull_secret_for
+from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import BandwidthSample, GpuPreflightResult
@@ -219,6 +219,7 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
         else:
             pods[name] = pod
     evidence: list[str] = []
+    secret: str | None = None
     try:
         if pods:
             assert configmap is not None
@@ -226,7 +227,8 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             ref = ImageReference.parse(next(iter(pods.values()))["spec"]["containers"][0]
                                        ["image"])
             secret = pull_secret_for(kube, options.namespace, ref.registry,
-                                     options.docker_config_dir)
+                                     options.docker_config_dir,
+                                     name=f"{configmap['metadata']['name']}-pull")
             kube.apply(configmap)
             for pod in pods.values():
                 if secret:
@@ -247,6 +249,8 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
         if configmap is not None and pods:
             kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
                         f"{configmap['metadata']['name']}")
+        if secret:
+            drop_run_secret(kube, options.namespace, secret)
     marked: dict[str, list[str]] = {}
     if options.cordon_failed or options.taint_failed:
         for node in nodes_to_mark(list(rows.values())):
