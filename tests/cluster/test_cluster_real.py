@@ -373,6 +373,9 @@ def test_gpu_preflight_is_refused_before_submission_then_runs(kube, python_image
         assert checks["preflight_pod"]["status"] == "PASS"
         assert checks["cleanup"]["status"] == "PASS"
         assert "PREFLIGHT_STANDIN_OK" in (Path(doc["evidence"]) / "pod.log").read_text()
+        left = [s["metadata"]["name"] for s in kube.list(f"/api/v1/namespaces/{test_ns}/secrets")
+                if s["metadata"]["name"].startswith("gpu-preflight-")]
+        assert left == [], left  # the run's pull Secret left with the run
     finally:
         kube.call("PATCH", f"/api/v1/nodes/{NODE}/status",
                   body={"status": {"capacity": {"nvidia.com/gpu": None},
