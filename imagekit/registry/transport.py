@@ -179,7 +179,10 @@ class Transport:
             mapped = self._map(exc, where, budget)
             if mapped is None:
                 raise
-            self._failed = mapped
+            if not isinstance(exc, RetryableStatus):
+                # a host that cannot be reached is not waited for again; a server that
+                # answered (5xx, 429) may answer another request, so only this call fails
+                self._failed = mapped
             raise mapped from None
 
     def _map(self, exc: BaseException, where: str, budget: Budget) -> TransportError | None:
