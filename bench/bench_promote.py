@@ -26,7 +26,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from imagekit.oci import ImageReference  # noqa: E402
 from imagekit.promote import promote  # noqa: E402
 from imagekit.registry import ClientPool, RegistryClient  # noqa: E402
+from tests.registry.scratch import ScratchRegistry  # noqa: E402
 
 GOAL = 0.8          # imagekit promote (CLI) / crane copy
 GOAL_VERIFY = 0.5   # imagekit verify-copy --diffids (CLI) / crane validate --remote
@@ -55,47 +55,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Registry:
-    """A throwaway docker-registry process on loopback (plain HTTP, no auth)."""
-
-    def __init__(self, root: Path, port: int) -> None:
-        self.root, self.port = root, port
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> "Registry":
-        self.root.mkdir(parents=True, exist_ok=True)
-        config = self.root / "config.yml"
-        config.write_text(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {self.root / 'data'}\n"
-            f"http:\n  addr: {self.address}\n  secret: bench-{self.port}\n")
-        self.process = subprocess.Popen([REGISTRY_BIN, "serve", str(config)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise SystemExit(f"registry on {self.address} did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
-
-
-def ensure_image(registry: Registry, layers: int, layer_mb: int) -> tuple[str, int]:
+def ensure_image(registry: ScratchRegistry, layers: int, layer_mb: int) -> tuple[str, int]:
     """Push a random-content image (gzip'ed tars) once; cached in the source registry dir."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.registry.images import layer_tar, push_image  # noqa: PLC0415
@@ -187,7 +147,8 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1])]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-    source = Registry(CACHE / "promote-src", args.port_base).start()
+    source = ScratchRegistry(CACHE / "promote-src", args.port_base,
+                             binary=REGISTRY_BIN).start()
     dest_root = CACHE / "promote-dst"
     dest_port = args.port_base + 1
     rounds: dict[str, list[float]] = {"ours": [], "crane": [], "skopeo": [], "inproc": []}
@@ -197,9 +158,9 @@ def main() -> int:
         repo_path = src_ref.split("/", 1)[1]
         dst_ref = f"127.0.0.1:{dest_port}/{repo_path}"
 
-        def fresh_dest() -> Registry:
+        def fresh_dest() -> ScratchRegistry:
             shutil.rmtree(dest_root, ignore_errors=True)
-            return Registry(dest_root, dest_port).start()
+            return ScratchRegistry(dest_root, dest_port, binary=REGISTRY_BIN).start()
 
         def in_fresh(run) -> float:  # noqa: ANN001
             dest = fresh_dest()

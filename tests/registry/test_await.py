@@ -11,8 +11,6 @@ Every registry here is a docker-registry process of this module on 127.0.0.1:512
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,65 +27,17 @@ from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy, PollStat
 from imagekit.promote import promote, run_promote
 from imagekit.registry import ClientPool, RegistryClient, RegistryOptions
 from .images import config_for, push_image, push_index
+from .scratch import REGISTRY_BIN, ScratchRegistry
 from .settings import FAST_RETRY
 
 pytestmark = pytest.mark.registry
 
-REGISTRY_BIN = "/usr/bin/docker-registry"
 SRC, UPSTREAM, CACHE, MIRROR = 5125, 5126, 5127, 5128
-
-
-class Registry:
-    """A docker-registry process on loopback (plain HTTP); `proxy` makes it a pull-through
-    cache of that upstream URL."""
-
-    def __init__(self, root: Path, port: int, proxy: str | None = None) -> None:
-        self.root, self.port, self.proxy = root, port, proxy
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> "Registry":
-        self.root.mkdir(parents=True, exist_ok=True)
-        config = (f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-                  f"storage:\n  filesystem:\n    rootdirectory: {self.root / 'data'}\n"
-                  f"  delete:\n    enabled: true\n"
-                  f"http:\n  addr: {self.address}\n  secret: await-{self.port}\n")
-        if self.proxy:
-            config += f"proxy:\n  remoteurl: {self.proxy}\n"
-        (self.root / "config.yml").write_text(config)
-        self.log = open(self.root / "registry.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen([REGISTRY_BIN, "serve", str(self.root / "config.yml")],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                if self.process.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError(f"docker-registry on {self.address} did not start: "
-                           f"{(self.root / 'registry.log').read_text()[-500:]}")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
-            self.log.close()
 
 
 @pytest.fixture(scope="module")
 def relays(tmp_path_factory):
-    if not Path(REGISTRY_BIN).exists():
+    if not REGISTRY_BIN.exists():
         pytest.fail("docker-registry (Debian package) is not installed")
     root = tmp_path_factory.mktemp("relays")
     started = []
@@ -95,7 +45,7 @@ def relays(tmp_path_factory):
         for name, port, proxy in (("src", SRC, None), ("upstream", UPSTREAM, None),
                                   ("cache", CACHE, f"http://127.0.0.1:{UPSTREAM}"),
                                   ("mirror", MIRROR, None)):
-            started.append(Registry(root / name, port, proxy).start())
+            started.append(ScratchRegistry(root / name, port, proxy).start())
         yield {r.root.name: r.address for r in started}
     finally:
         for registry in started:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,11 +21,11 @@ import pytest
 from imagekit.registry import RegistryClient, RegistryOptions
 
 from .images import layer_tar, push_image
+from .scratch import REGISTRY_BIN, ScratchRegistry
 from .throttle import Throttle
 
 pytestmark = pytest.mark.registry
 
-REGISTRY_BIN = Path("/usr/bin/docker-registry")
 REGISTRY_PORT = 5110
 THROTTLE_PORTS = {signal.SIGINT: 5111, signal.SIGTERM: 5112, signal.SIGKILL: 5113}
 LAYER = 24 << 20
@@ -36,29 +35,11 @@ RATE = 8 << 20  # bytes/s through the relay: hop 2 takes ~3 s
 @pytest.fixture(scope="module")
 def own_registry(tmp_path_factory):
     assert REGISTRY_BIN.exists(), "docker-registry (Debian) is needed: imagekit infra up"
-    root = tmp_path_factory.mktemp("own-registry")
-    config = root / "config.yml"
-    config.write_text(
-        "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n  delete:\n"
-        f"    enabled: true\nhttp:\n  addr: 127.0.0.1:{REGISTRY_PORT}\n"
-        f"  secret: interrupt-test\n")
-    process = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    registry = ScratchRegistry(tmp_path_factory.mktemp("own-registry"), REGISTRY_PORT).start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", REGISTRY_PORT), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, \
-                    "docker-registry did not start"
-                time.sleep(0.1)
-        yield f"127.0.0.1:{REGISTRY_PORT}"
+        yield registry.address
     finally:
-        process.terminate()
-        process.wait(10)
+        registry.stop()
 
 
 @pytest.fixture(scope="module")
