@@ -117,6 +117,20 @@ def measure(fn, *args) -> tuple[float, float, int]:  # noqa: ANN001
     return wall, time.process_time() - cpu, ok
 
 
+def best_of(name: str, peer_runs: list, ours_runs: list, n: int
+            ) -> tuple[float, float, float, float] | None:
+    """(peer wall, ours wall, peer CPU/request, ours CPU/request): the best of the alternating
+    repeats, on both sides alike (other load on a shared 2-core box only ever adds time, so the
+    minimum is the closest to each loop's own cost). None, with a line on stderr, when not
+    every request completed."""
+    if any(ok != n for _, _, ok in peer_runs + ours_runs):
+        print(f"{name}: not every request completed: "
+              f"{[ok for _, _, ok in peer_runs + ours_runs]}", file=sys.stderr)
+        return None
+    return (min(w for w, _, _ in peer_runs), min(w for w, _, _ in ours_runs),
+            min(c for _, c, _ in peer_runs) / n, min(c for _, c, _ in ours_runs) / n)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
@@ -166,16 +180,10 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             server.kill()
     n = args.requests
-    if any(ok != n for _, _, ok in peer_runs + ours_runs):
-        print(f"bench_load_client: not every request completed: "
-              f"{[ok for _, _, ok in peer_runs + ours_runs]}", file=sys.stderr)
+    best = best_of("bench_load_client", peer_runs, ours_runs, n)
+    if best is None:
         return 1
-    # best of the alternating repeats, on both sides alike: other load on a shared 2-core box
-    # only ever adds time, so the minimum is the closest to each loop's own cost
-    peer_s = min(w for w, _, _ in peer_runs)
-    ours_s = min(w for w, _, _ in ours_runs)
-    peer_cpu = min(c for _, c, _ in peer_runs) / n
-    ours_cpu = min(c for _, c, _ in ours_runs) / n
+    peer_s, ours_s, peer_cpu, ours_cpu = best
     ratio = ours_s / peer_s
     result = {
         "name": "load_client", "ours_s": round(ours_s, 4), "peer_s": round(peer_s, 4),
