@@ -319,7 +319,7 @@ class Stages:
             self.current = None
 
 
-#: Classifies one output line: the stage it starts (or None to stay), for `run_logged`.
+#: Classifies one output line: the stage it starts, or None (it stays in the current one).
 Classifier = Callable[[str], "str | None"]
 
 
@@ -335,6 +335,7 @@ def run_logged(argv: Sequence[str], log: Path, step: str, *, what: str | None = 
     progress = progress or current()
     stages = progress.stages(step)
     stages.enter(what or Path(argv[0]).name)
+
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     timed_out = False

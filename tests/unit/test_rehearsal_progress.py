@@ -39,25 +39,3 @@ def test_step_output_is_live_for_a_person(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert "s phase one" in err and "s phase two" in err
     assert "demo still running" in err
-
-
-def test_long_infra_step_says_where_it_is(monkeypatch, capsys, tmp_path) -> None:
-    """`infra up`'s long steps (the Kubernetes build) print elapsed time and the log's last
-    line while they run, instead of nothing for minutes."""
-    import pytest
-
-    from imagekit.errors import InfraError
-    from imagekit.infra import cluster
-
-    monkeypatch.setattr(cluster, "PROGRESS_S", 0.5)
-    log = tmp_path / "build.log"
-    cluster._run(["bash", "-c", "echo 'k8s build: compiling (0 s)'; sleep 1.8; echo fin"],
-                 "building demo", log=log)
-    err = capsys.readouterr().err
-    assert "building demo: 1 s — k8s build: compiling (0 s)" in err, err
-    assert "building demo: done in 2 s" in err
-    assert log.read_text().splitlines() == ["k8s build: compiling (0 s)", "fin"]
-    with pytest.raises(InfraError, match="timed out"):
-        cluster._run(["sleep", "30"], "sleeping", log=log, timeout=1.5)
-    with pytest.raises(InfraError, match=r"failed \(exit 4\)"):
-        cluster._run(["bash", "-c", "exit 4"], "failing", log=log)
