@@ -41,6 +41,7 @@ import httpx
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import podnet, processes
 from imagekit.infra.state import ComponentStatus, InfraState, StatePaths
+from imagekit.progress import current as current_progress
 from imagekit.progress import run_logged
 
 NAME = "cluster"
@@ -327,15 +328,16 @@ def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
 def _wait(what: str, predicate, timeout: float, record: processes.TrackedProcess | None = None,
           interval: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if record is not None and not processes.is_alive(record):
-            raise InfraError(f"{record.name} exited while waiting for {what}; see its log",
-                             where=str(record.log_file))
-        time.sleep(interval)
-    raise InfraError(f"timed out after {timeout:.0f}s waiting for {what}",
-                     where=str(record.log_file) if record else None)
+    with current_progress().phase("cluster", f"waiting for {what}"):
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if record is not None and not processes.is_alive(record):
+                raise InfraError(f"{record.name} exited while waiting for {what}; see its log",
+                                 where=str(record.log_file))
+            time.sleep(interval)
+        raise InfraError(f"timed out after {timeout:.0f}s waiting for {what}",
+                         where=str(record.log_file) if record else None)
 
 
 def _fp(*parts: object) -> str:
