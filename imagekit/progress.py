@@ -278,7 +278,8 @@ class RichProgress(Progress):
         detail = f" [dim]{escape(event.detail[:100])}[/]" if event.detail and \
             event.state == "failed" else ""
         self.console.print(f"  {mark} [bold]{escape(event.step)}[/] {escape(event.phase)} "
-                           f"[dim]({word})[/]{detail}", highlight=False)
+                           f"[dim]({word})[/]{detail}", highlight=False, no_wrap=True,
+                           overflow="ellipsis")
 
     def close(self) -> None:
         super().close()

@@ -22,6 +22,8 @@ MODELS: tuple[str, ...] = (
     # results and evidence
     "imagekit.results.CheckResult",
     "imagekit.results.CheckReport",
+    # progress of long steps: the JSON lines on stderr of --json (issue 19)
+    "imagekit.progress.ProgressEvent",
     "imagekit.evidence.store.AttemptRecord",
     "imagekit.evidence.store.FileEntry",
     "imagekit.evidence.store.EvidenceKey",
