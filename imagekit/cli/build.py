@@ -205,7 +205,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     if digest is None and not resolved.by_name and engine.exists(target):
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
-    report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
+    with progress_for(json_output):
+        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
     report = report.model_copy(update={"image": shown})
     if json_output:
         print_json(report)

@@ -48,3 +48,26 @@ def test_a_pipe_gets_text_lines_with_elapsed_times(infra) -> None:
     assert any(line.startswith("[infra] registries: done in ") and line.endswith(" s")
                for line in lines), lines
     assert "\x1b[" not in done.stderr                     # no terminal codes into a pipe
+
+
+def test_the_rehearsal_draws_a_real_steps_phases_under_its_name(infra) -> None:
+    """The rehearsal's runner on the real `imagekit infra up` child: the child's own phases
+    arrive live as events under `infra-up › infra`, then the step's own end."""
+    import io
+
+    from imagekit.cli import rehearsal
+    from imagekit.progress import LineProgress
+
+    out = io.StringIO()
+    sink = LineProgress(out, as_json=True, heartbeat_s=60)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = rehearsal._run_live([sys.executable, "-m", "imagekit", "infra", "up"], env,
+                               "infra-up", sink)
+    sink.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
+    inner = [(e.phase, e.state) for e in events if e.step == "infra-up › infra"]
+    assert inner[:4] == [("docker engine", "start"), ("docker engine", "done"),
+                         ("registries", "start"), ("registries", "done")]
+    assert (events[-1].step, events[-1].phase, events[-1].state) == \
+        ("rehearsal", "infra-up", "done")
