@@ -281,13 +281,14 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
                     where)
             for hop in result.hops:
                 put(hop.endpoint, hop.registry, hop.digest, hop.verified, hop.bytes_moved, where,
-                    _referrers(hop.read_back))
+                    len(hop.referrers) if hop.referrers is not None
+                    else _legacy_referrers(hop.read_back))
     return list(found.values())
 
 
-def _referrers(read_back: str) -> int | None:
-    """The referrers a hop carried, from its read-back (`N referrers listed and served`, or
-    `0 referrers`; imagekit/promote/copy.py); None when the hop predates referrers."""
+def _legacy_referrers(read_back: str) -> int | None:
+    """For records written before HopEvidence.referrers: the count from the read-back text
+    (`N referrers listed and served`, or `0 referrers`); None when the hop predates them."""
     import re
     found = re.search(r"\b(\d+) referrers\b", read_back or "")
     return int(found.group(1)) if found else None
