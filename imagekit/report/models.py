@@ -163,6 +163,49 @@ class OverrideRecord(BaseModel):
     evidence: str
 
 
+class VersionChange(BaseModel):
+    """A package version the probes saw that differs from the previous build's (None: the
+    package was not there / not found by the versions probe)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    package: str
+    before: str | None = None
+    after: str | None = None
+
+
+class StatusChange(BaseModel):
+    """A check (`kind:name`) whose current status differs from the previous build's (None:
+    that build has no such check)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    check: str
+    before: Status | None = None
+    after: Status | None = None
+    evidence: str = Field(default="", description="this build's attempt of the check")
+
+
+class PreviousBuild(BaseModel):
+    """The difference against the previous build of the same image (same name and profile,
+    another digest, built before this one): base digest, versions, checks whose status changed.
+    The SBOM difference is `imagekit.sbom.history`'s (it needs the SBOMs of both)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: str
+    built: dt.datetime
+    evidence: str = Field(description="the previous build's attempt, relative to the root")
+    base_before: str | None = None
+    base_after: str | None = None
+    versions: list[VersionChange] = []
+    checks: list[StatusChange] = []
+
+    @property
+    def base_changed(self) -> bool:
+        return self.base_before != self.base_after
+
+
 class ImageReport(BaseModel):
     """Everything the evidence store knows about one image digest, condensed."""
 
@@ -192,6 +235,9 @@ class ImageReport(BaseModel):
     overrides: list[OverrideRecord] = []
     acceptance: list[AcceptanceVerdict] = []
     goodput: list[GoodputPoint] = []
+    previous: PreviousBuild | None = Field(default=None, description="the difference against "
+                                           "the previous build of the same image; None when "
+                                           "the evidence holds no earlier build of it")
 
     def kinds(self) -> list[str]:
         seen: list[str] = []

@@ -59,6 +59,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.report.models.EvidenceLine",
     "imagekit.report.models.RequiredOutcome",
     "imagekit.report.models.EndpointDigest",
+    "imagekit.report.models.PreviousBuild",
     "imagekit.report.models.PreflightSummary",
     "imagekit.report.models.LatencySeries",
     "imagekit.report.models.ImageFacts",
