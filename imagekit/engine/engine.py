@@ -168,7 +168,8 @@ class Engine:
         ref = ImageReference.parse(str(ref)) if not isinstance(ref, ImageReference) else ref
         text = str(ref)
         try:
-            self.client.image.push(text, quiet=True)
+            with current_progress().phase("docker push", text):  # a phase: it may take minutes
+                self.client.image.push(text, quiet=True)
         except DockerException as exc:
             raise TransportError(f"docker push failed: {_last_line(exc.stderr)}",
                                  where=text) from exc

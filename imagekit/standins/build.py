@@ -28,7 +28,6 @@ from imagekit.errors import CheckFailed, InfraError, SpecError
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import StandinBuildResult, StandinRootfsResult
 from imagekit.oci import Digest, ImageReference
-from imagekit.progress import current as current_progress
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, LockEntry, LockFile, load_lock, write_lock
 from imagekit.standins.rootfs import ensure_rootfs_image, rootfs_key
@@ -162,14 +161,12 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                 attempt.write_text("build.log", f"{local_tag} present: cache hit\n")
             info = engine.inspect(local_tag)
             engine.tag(local_tag, str(reference))
-            with current_progress().phase("standins", f"push {reference}"):
-                digest = engine.push(reference)
+            digest = engine.push(reference)
             mirror_ref = image.mirror.get(profile_name)
             mirror_digest = None
             if mirror_ref is not None:
                 engine.tag(local_tag, str(mirror_ref))
-                with current_progress().phase("standins", f"push {mirror_ref}"):
-                    mirror_digest = engine.push(mirror_ref)
+                mirror_digest = engine.push(mirror_ref)
             record = StandinRecord(
                 image=image_name, standin=standin, local_tag=local_tag, image_id=info.id,
                 reference=reference, digest=digest, mirror=mirror_ref,
