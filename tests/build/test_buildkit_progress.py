@@ -70,3 +70,30 @@ def test_a_failing_step_is_a_failed_phase_with_buildkits_error(engine, tmp_path:
     (event,) = [e for e in _events(out) if e.state == "failed"]
     assert event.phase.startswith(f"#{failed.id} [2/2] RUN echo {nonce}")
     assert "exit code: 7" in event.detail
+
+
+def test_imagekit_build_through_a_pipe_is_json_on_stdout_and_steps_on_stderr(
+        standins, tmp_path: Path) -> None:
+    """The CLI as a CI job runs it: `imagekit build vllm --no-push --json | …`."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from imagekit.progress import MODE_ENV
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != MODE_ENV}
+    env["PYTHONPATH"] = str(repo)
+    done = subprocess.run([sys.executable, "-m", "imagekit", "build", "vllm", "--no-push",
+                           "--json", "--evidence-dir", str(tmp_path / "ev")], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["builds"][0]["name"] == "vllm"      # stdout: JSON only
+    events = [ProgressEvent.parse_line(x) for x in done.stderr.splitlines()]
+    assert events and all(events), done.stderr[-2000:]                 # stderr: events only
+    runs = [e for e in events if e.step == "build vllm" and " RUN " in e.phase
+            and e.state in ("done", "failed")]
+    assert len(runs) >= 2 and all(e.state == "done" for e in runs), done.stderr[-2000:]
+    starts = {e.phase for e in events if e.state == "start"}
+    assert {e.phase for e in runs} <= starts                           # each began, then ended
