@@ -164,6 +164,13 @@ class Progress:
                 mine = self.phase(step, event.phase)
             mine._end(event.state, event.detail, event.elapsed_s, event.cached)
 
+    def end_forwarded(self, step_prefix: str, detail: str) -> None:
+        """A child ended: its phases still open (it was killed mid-phase) end as failed, so
+        they are not left spinning or heart-beating under the parent."""
+        with self.lock:
+            for phase in [p for p in self.open if p.step.startswith(f"{step_prefix} › ")]:
+                phase.fail(detail)
+
     def close(self) -> None:
         self._stop.set()
         with self.lock:

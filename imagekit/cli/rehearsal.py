@@ -150,6 +150,7 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Prog
     for reader in readers:
         reader.join()
     stderr = "".join(err)
+    sink.end_forwarded(name, f"the step ended (exit {code}) before this phase did")
     if code == 0:
         phase.done()
     else:

@@ -54,3 +54,23 @@ def test_a_failed_step_ends_as_failed_with_its_exit_code() -> None:
     (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
     assert end.state == "failed" and end.detail.startswith("FAIL exit 1"), end
     assert not [e for e in events if e.state == "running"]          # 60 s: none this time
+
+
+KILLED = ("import os, signal, time\n"
+          "from imagekit import progress\n"
+          "progress.current().phase('child', 'never ends')\n"
+          "time.sleep(0.2)\n"
+          "os.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+def test_a_killed_steps_open_phases_end_as_failed() -> None:
+    out = io.StringIO()
+    sink = LineProgress(out, as_json=True, heartbeat_s=60)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = rehearsal._run_live([sys.executable, "-c", KILLED], env, "demo", sink)
+    assert done.returncode == -9
+    events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
+    child = [e for e in events if e.step == "demo › child"]
+    assert [e.state for e in child] == ["start", "failed"], child
+    assert "before this phase did" in child[-1].detail
+    assert not sink.open                                         # nothing left spinning
