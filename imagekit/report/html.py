@@ -78,12 +78,19 @@ def previous_section(report: ImageReport, ev) -> str:
                  + ("" if p.base_changed else ' <span class="none">(unchanged)</span>')]]
         rows += [[escape(v.package), f"<code>{escape(v.before or 'absent')}</code>",
                   f"<code>{escape(v.after or 'absent')}</code>"] for v in p.versions]
+        if not p.probed:
+            rows.append(["versions", '<span class="none">not known for both builds</span>',
+                         '<span class="none">(one was not probed yet)</span>'])
         parts.append(_table(["version", "before", "now"], rows))
         parts.append(_table(["check whose status changed", "before", "now", "evidence"], [
-            [escape(c.check), _status(c.before.value) if c.before else "absent",
-             _status(c.after.value) if c.after else "absent",
-             ev(c.evidence) if c.evidence else ""] for c in p.checks])
-            if p.checks else _none("No check changed status."))
+            [escape(c.check), _status(c.before.value), _status(c.after.value),
+             ev(c.evidence) if c.evidence else ""] for c in p.changed])
+            if p.changed else _none("No check both builds ran changed status."))
+        for label, group in (("Not run on this build (yet)", p.not_run),
+                             ("New on this build", p.new)):
+            if group:
+                parts.append(f"<p>{escape(label)}: " + ", ".join(
+                    f"<code>{escape(c.check)}</code>" for c in group) + "</p>")
     try:
         diff = diff_for_digest(EvidenceStore(report.evidence_root), report.subject)
     except (OSError, ValueError, InvalidInput):

@@ -206,18 +206,27 @@ def _previous_section(report: ImageReport) -> list[str]:
     out.append(f"Previous build `{p.digest}` ({p.built:%Y-%m-%d %H:%M} UTC, `{p.evidence}`).\n")
     out.append(f"- base: `{p.base_before}` → `{p.base_after}`" if p.base_changed
                else f"- base: unchanged (`{p.base_after}`)")
-    if p.versions:
+    if not p.probed:
+        out.append("- versions: not known for both builds (one was not probed yet)")
+    elif p.versions:
         out.append("- versions: " + ", ".join(
             f"`{_cell(v.package)}` {v.before or 'absent'} → {v.after or 'absent'}"
             for v in p.versions))
     else:
         out.append("- versions: unchanged")
-    if p.checks:
-        out.append("\n| check | before | now | evidence |\n|---|---|---|---|")
+    for label, group in (("not run on this build (yet)", p.not_run),
+                         ("new on this build", p.new)):
+        if group:
+            out.append(f"- {label}: {len(group)} check(s): "
+                       + ", ".join(f"`{_cell(c.check)}`" for c in group[:12])
+                       + (" …" if len(group) > 12 else ""))
+    if p.changed:
+        out.append("\n| check whose status changed | before | now | evidence |\n"
+                   "|---|---|---|---|")
         out += [f"| {_cell(c.check)} | {_status_word(c.before)} | {_status_word(c.after)} | "
-                f"{'`' + c.evidence + '`' if c.evidence else ''} |" for c in p.checks]
+                f"{'`' + c.evidence + '`' if c.evidence else ''} |" for c in p.changed]
     else:
-        out.append("- checks: no status changed")
+        out.append("- checks both builds ran: no status changed")
     return out
 
 

@@ -198,12 +198,29 @@ class PreviousBuild(BaseModel):
     evidence: str = Field(description="the previous build's attempt, relative to the root")
     base_before: str | None = None
     base_after: str | None = None
+    probed: bool = Field(default=True, description="both builds' versions are known (False: "
+                         "one was not probed yet, so `versions` is empty, not 'all removed')")
     versions: list[VersionChange] = []
     checks: list[StatusChange] = []
 
     @property
     def base_changed(self) -> bool:
         return self.base_before != self.base_after
+
+    @property
+    def changed(self) -> list[StatusChange]:
+        """Checks both builds ran, with another status now."""
+        return [c for c in self.checks if c.before is not None and c.after is not None]
+
+    @property
+    def not_run(self) -> list[StatusChange]:
+        """Checks the previous build had that this one has not (run yet)."""
+        return [c for c in self.checks if c.after is None]
+
+    @property
+    def new(self) -> list[StatusChange]:
+        """Checks this build has that the previous one never ran."""
+        return [c for c in self.checks if c.before is None]
 
 
 class ImageReport(BaseModel):

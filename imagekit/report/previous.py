@@ -76,5 +76,7 @@ def previous_build(store: EvidenceStore, reads: list, report: ImageReport,
         digest=digest, built=read.record.finished,
         evidence=str(store.path_of(read.record).relative_to(store.root)),
         base_before=earlier.facts.base_digest, base_after=report.facts.base_digest,
-        versions=version_changes(earlier.facts.versions, report.facts.versions),
+        probed=bool(earlier.facts.versions and report.facts.versions),
+        versions=version_changes(earlier.facts.versions, report.facts.versions)
+        if earlier.facts.versions and report.facts.versions else [],
         checks=status_changes(earlier, report))

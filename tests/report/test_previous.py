@@ -63,6 +63,8 @@ def test_the_previous_build_shows_base_versions_and_changed_checks(store) -> Non
     assert "## Since the previous build" in md and f"`{old.digest}`" in md
     assert "`torch` 2.13.0 → 2.13.1" in md and "`pillow` 11.3.0 → absent" in md
     assert "| probe:torch_arch | PASS | **FAIL** |" in md
+    assert "- not run on this build (yet): " in md and "`promote:hop-1`" in md
+    assert "| promote:hop-1 |" not in md                        # not a status change
     html = render(report, "html")
     assert '<h2 id="previous">Since the previous build</h2>' in html
     assert "check whose status changed" in html and "probe:torch_arch" in html
@@ -91,3 +93,20 @@ def test_unchanged_statuses_and_versions_say_so(store) -> None:
     new = _rebuild(store, "sglang-4", torch_arch=Status.PASS)
     p = build_report(store, new).previous
     assert "probe:torch_arch" not in {c.check for c in p.checks}
+
+
+def test_a_build_not_probed_yet_is_not_all_versions_removed(store) -> None:
+    """A new build that was only built (no probe, no images-verify yet): its versions are
+    unknown, not 'absent'; its checks are 'not run yet', not a wall of status changes."""
+    old = write_rehearsal(store, "sglang")
+    digest, base = fake_digest("sglang-5-manifest"), fake_digest("sglang-5-base")
+    with store.attempt("sglang-fixed", "build", subjects=[
+            Subject.of(digest, Role.SUBJECT), Subject.of(base, Role.BASE)]) as a:
+        a.write_result(kinds.BuildResult(name="sglang", base_digest=base, digest=digest))
+        a.add_check(P("build"))
+    report = build_report(store, digest)
+    p = report.previous
+    assert p.digest == old.digest and not p.probed and p.versions == []
+    assert p.changed == [] and "probe:torch_arch" in {c.check for c in p.not_run}
+    md = render(report, "md")
+    assert "not known for both builds" in md and "→ absent" not in md
