@@ -327,6 +327,10 @@ class Stages:
             self.current = None
 
 
+#: After a child exits, its remaining output is read this long at most (a daemon it started
+#: may keep the pipe open).
+DRAIN_S = 5.0
+
 #: Classifies one output line: the stage it starts, or None (it stays in the current one).
 Classifier = Callable[[str], "str | None"]
 
@@ -347,33 +351,41 @@ def run_logged(argv: Sequence[str], log: Path, step: str, *, what: str | None = 
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     timed_out = False
-    with open(log, "ab") as sink:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})}, cwd=cwd)
-        killer = None
-        if timeout is not None:
-            def kill() -> None:
-                nonlocal timed_out
-                timed_out = True
-                proc.kill()
-            killer = threading.Timer(timeout, kill)
-            killer.daemon = True
-            killer.start()
+    done = threading.Event()       # set once the child exited and its output was read
+    sink = open(log, "ab")
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})}, cwd=cwd)
+
+    def pump() -> None:
+        """Lines to the log and the stages. Runs until EOF, which a daemon the child started
+        (an apt postinst) may hold open long after the child exited: `done` stops the
+        classifying then, so a late line never touches a finished stage."""
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            sink.write(raw)
-            sink.flush()
-            line = raw.decode("utf-8", "replace").rstrip("\r\n").split("\r")[-1]
-            if not line.strip():
-                continue
-            stage = stage_of(line) if stage_of is not None else None
-            if stage:
-                stages.enter(stage, line)
-            else:
-                stages.detail(line)
+        try:
+            for raw in proc.stdout:
+                sink.write(raw)
+                sink.flush()
+                line = raw.decode("utf-8", "replace").rstrip("\r\n").split("\r")[-1]
+                if done.is_set() or not line.strip():
+                    continue
+                stage = stage_of(line) if stage_of is not None else None
+                if stage:
+                    stages.enter(stage, line)
+                else:
+                    stages.detail(line)
+        finally:
+            sink.close()
+
+    reader = threading.Thread(target=pump, daemon=True, name="imagekit-run-logged")
+    reader.start()
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.kill()
         code = proc.wait()
-        if killer is not None:
-            killer.cancel()
+    reader.join(DRAIN_S)           # the rest of its output; not forever (see pump)
+    done.set()
     if timed_out:
         stages.end(failed=f"timed out after {time.monotonic() - started:.0f} s")
     elif code != 0:

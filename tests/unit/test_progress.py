@@ -166,3 +166,16 @@ def test_a_captured_buildkit_log_parses_into_steps() -> None:
     assert by_name["exporting to image"].seconds == 0.1
     assert [s.id for s in steps] == [0, 1, 2, 3, 4, 5, 6, 7]
     assert all(s.status != "running" for s in steps if s.id)      # every step ended
+
+
+def test_run_logged_returns_when_the_child_exits_though_a_daemon_holds_the_pipe(
+        tmp_path: Path, monkeypatch) -> None:
+    """An apt postinst may start a daemon that inherits stdout: the child's exit decides,
+    not the pipe's EOF."""
+    monkeypatch.setattr(progress, "DRAIN_S", 0.5)
+    started = time.monotonic()
+    code, _ = progress.run_logged(
+        ["bash", "-c", "echo installing; (sleep 20 &) ; exit 0"], tmp_path / "d.log", "apt",
+        progress=LineProgress(io.StringIO(), True, 60))
+    assert code == 0 and time.monotonic() - started < 5
+    assert (tmp_path / "d.log").read_text().startswith("installing")
