@@ -131,13 +131,15 @@ class Progress:
         self._stop = threading.Event()
 
     # -- the operations' side --------------------------------------------------------------
-    def phase(self, step: str, name: str) -> Phase:
-        """Start a phase now (usable as a context manager: an exception fails it)."""
+    def phase(self, step: str, name: str, detail: str | None = None) -> Phase:
+        """Start a phase now (usable as a context manager: an exception fails it); `detail`
+        goes with its start line (what exactly runs: a command line)."""
         phase = Phase(self, step, name)
+        phase.last_detail = detail[:200] if detail else None
         with self.lock:
             self.open.append(phase)
             self._write(phase, ProgressEvent(step=step, phase=name, state="start",
-                                             elapsed_s=0.0))
+                                             elapsed_s=0.0, detail=phase.last_detail))
         if self.heartbeat and self._ticker is None:
             self._ticker = threading.Thread(target=self._tick, daemon=True,
                                             name="imagekit-heartbeat")
@@ -152,7 +154,7 @@ class Progress:
         step = f"{step_prefix} › {event.step}"
         with self.lock:
             if event.state == "start":
-                self.phase(step, event.phase)
+                self.phase(step, event.phase, event.detail)
                 return
             mine = next((p for p in reversed(self.open)
                          if p.step == step and p.name == event.phase), None)
@@ -233,7 +235,7 @@ def text_line(event: ProgressEvent) -> str:
     head = f"[{event.step}] {event.phase}"
     tail = f" — {event.detail}" if event.detail else ""
     if event.state == "start":
-        return f"{head} …"
+        return f"{head} …{tail}"
     if event.state == "running":
         return f"{head}: still running, {event.elapsed_s:.0f} s{tail}"
     if event.state == "failed":
@@ -308,10 +310,8 @@ class Stages:
                 self.current.detail(detail)
             return self.current
         self.end()
-        self.current = self.progress.phase(self.step, name)
+        self.current = self.progress.phase(self.step, name, detail.strip() if detail else None)
         self.seen.append(name)
-        if detail:
-            self.current.detail(detail)
         return self.current
 
     def detail(self, text: str) -> None:

@@ -122,9 +122,7 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Prog
     from imagekit.progress import MODE_ENV, ProgressEvent
 
     env = {**(env if env is not None else os.environ), MODE_ENV: "json"}
-    phase = sink.phase("rehearsal", name)
-    if shown:
-        phase.detail(shown)
+    phase = sink.phase("rehearsal", name, shown)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, bufsize=1)
     out: list[str] = []
