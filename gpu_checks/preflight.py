@@ -37,6 +37,7 @@ import time
 _T_START = time.perf_counter()  # wall time counts torch's import too
 
 import argparse
+import ctypes
 import datetime as dt
 import json
 import math
@@ -48,6 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -966,44 +968,157 @@ def parse_nccl_tests(text: str) -> dict[str, dict[int, dict[str, float]]]:
     return runs
 
 
+NCCL_FLOAT32, NCCL_SUM = 7, 0  # ncclDataType_t ncclFloat32, ncclRedOp_t ncclSum (nccl.h)
+MODES = ("in_place", "out_of_place")
+
+
+def find_libnccl(maps: str) -> str | None:
+    """The libnccl this process has mapped (torch's own), from /proc/self/maps text."""
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and re.search(r"/libnccl[^/]*\.so(\.\d+)*$", parts[5].strip()):
+            return parts[5].strip()
+    return None
+
+
+class DirectNccl:
+    """ncclAllReduce called through ctypes on the process group's own communicator, from the
+    libnccl torch loaded: what nccl-tests times, without torch c10d's per-call host work or the
+    event record/wait nodes ProcessGroupNCCL adds around a captured collective."""
+
+    def __init__(self, lib: Any, comm: int, path: str) -> None:
+        self.comm, self.path = comm, path
+        self.fn = lib.ncclAllReduce
+        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        self.fn.restype = ctypes.c_int
+        self.errstr = lib.ncclGetErrorString
+        self.errstr.argtypes = [ctypes.c_int]
+        self.errstr.restype = ctypes.c_char_p
+
+    @classmethod
+    def open(cls, backend: str, device: torch.device, pg: Any = None,
+             maps: str | None = None) -> tuple["DirectNccl | None", str | None]:
+        """(handle, None) or (None, why not): gloo/CPU, no _comm_ptr() on this torch, no
+        communicator yet, or no libnccl mapped (e.g. linked statically)."""
+        if backend != "nccl" or device.type != "cuda":
+            return None, f"backend {backend} on {device.type}: no NCCL communicator to call"
+        try:
+            pg = pg if pg is not None else dist.group.WORLD
+            impl = pg._get_backend(device)
+            get = getattr(impl, "_comm_ptr", None)
+            if not callable(get):
+                return None, (f"{type(impl).__name__} has no _comm_ptr() in torch "
+                              f"{torch.__version__}")
+            comm = int(get())
+            if not comm:
+                return None, "_comm_ptr() returned 0: the communicator is not created yet"
+            if maps is None:
+                maps = Path("/proc/self/maps").read_text()
+            path = find_libnccl(maps)
+            if path is None:
+                return None, "no libnccl*.so mapped in this process (/proc/self/maps)"
+            return cls(ctypes.CDLL(path), comm, path), None
+        except Exception as exc:  # noqa: BLE001 - any failure: the c10d timing stays
+            return None, " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+    def args(self, src: torch.Tensor, dst: torch.Tensor) -> tuple[Any, ...]:
+        """One call's arguments, on torch's current stream (the capture stream in a capture)."""
+        stream = torch.cuda.current_stream(src.device).cuda_stream
+        return (ctypes.c_void_p(src.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
+                ctypes.c_size_t(src.numel()), NCCL_FLOAT32, NCCL_SUM,
+                ctypes.c_void_p(self.comm), ctypes.c_void_p(stream))
+
+    def run(self, args: tuple[Any, ...], times: int) -> None:
+        fn = self.fn
+        for _ in range(times):
+            rc = fn(*args)
+            if rc:
+                raise RuntimeError(f"ncclAllReduce returned {rc} "
+                                   f"({(self.errstr(rc) or b'?').decode()})")
+
+
 def small_message_verdict(ours: list[dict[str, Any]], theirs: dict[str, dict[int, dict[str,
                           float]]], source: str, world: int, at_bytes: int = 1024,
-                          bound: float = 1.5) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """(check or None, comparison data): our in-place all-reduce time at `at_bytes` (the CUDA
-    graph replay's per-op time when the capture held work, else eager) <= bound x nccl-tests'
-    default (eager) in-place time. At n = 1 there is nothing to compare: NCCL enqueues no GPU
-    work for an in-place all-reduce on one rank, so both sides time empty calls; the numbers are
-    kept and the check is N/A (returned as None)."""
+                          bound: float = 1.5, direct_why: str | None = None
+                          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(check, comparison data): our ncclAllReduce times at `at_bytes` (ctypes on torch's own
+    communicator, timed as nccl-tests does: host clock around the loop to the stream's end,
+    eager and one CUDA graph replay) <= bound x nccl-tests' times of the same mode (eager vs
+    default, graph vs -G), and the sums we timed exact. Event-pair times are data only. Judged: out of place always, in place at n >= 2 — at n = 1 NCCL enqueues no work for
+    an in-place all-reduce (both sides time an empty host call), so it is kept as data only.
+    torch c10d's own times stay as context. No direct timing (gloo, no communicator pointer or
+    libnccl): DEFERRED saying why."""
     mine = {row["bytes"]: row for row in ours}
     rows = []
     for b in sorted(mine):
-        row = {"bytes": b, "ours_eager_us": mine[b]["eager_us"],
-               "ours_graph_us": mine[b].get("graph_us"),
-               "ours_graph_empty": mine[b].get("graph_empty")}
+        row: dict[str, Any] = {"bytes": b, "ours_eager_us": mine[b]["eager_us"],
+                               "ours_graph_us": mine[b].get("graph_us"),
+                               "ours_graph_empty": mine[b].get("graph_empty")}
+        for m, t in (mine[b].get("nccl") or {}).items():
+            row[f"ours_nccl_{m}_eager_us"] = t.get("eager_us")
+            row[f"ours_nccl_{m}_graph_us"] = t.get("graph_us")
+            row[f"ours_nccl_{m}_event_eager_us"] = t.get("event_eager_us")
+            row[f"ours_nccl_{m}_event_graph_us"] = t.get("event_graph_us")
         for mode in ("eager", "graph"):
             t = theirs.get(mode, {}).get(b)
             if t:
                 row[f"nccl_tests_{mode}_in_place_us"] = t["in_place_us"]
                 row[f"nccl_tests_{mode}_out_of_place_us"] = t["out_of_place_us"]
         rows.append(row)
-    data = {"at_bytes": at_bytes, "bound": bound, "nccl_tests": source, "sizes": rows}
-    if world == 1:
-        return None, data
+    data: dict[str, Any] = {"at_bytes": at_bytes, "bound": bound, "nccl_tests": source,
+                            "sizes": rows, "judged": ["out_of_place"] +
+                            (["in_place"] if world > 1 else [])}
     if not theirs.get("eager"):
         return check("small-message-time", "DEFERRED",
                      f"no nccl-tests (eager) output to compare with ({source})", **data), data
     base = theirs["eager"].get(at_bytes)
-    if at_bytes not in mine or base is None or base["in_place_us"] <= 0:
+    if at_bytes not in mine or base is None:
         return check("small-message-time", "DEFERRED",
                      f"{human_bytes(at_bytes)} not measured by both ({source})", **data), data
-    row = mine[at_bytes]
-    ratio = row["time_us"] / base["in_place_us"]
-    data["ratio"] = ratio
-    detail = (f"{human_bytes(at_bytes)} in-place all-reduce {row['time_us']:.2f} us "
-              f"({row['timer']}; eager {row['eager_us']:.2f} us) vs nccl-tests "
-              f"{base['in_place_us']:.2f} us = {ratio:.2f}x (bound {bound}x)")
-    return check("small-message-time", "PASS" if ratio <= bound else "FAIL", detail,
-                 **data), data
+    direct = mine[at_bytes].get("nccl")
+    if not direct:
+        return check("small-message-time", "DEFERRED",
+                     "no nccl-tests-like timing (ncclAllReduce on the process group's "
+                     f"communicator): {direct_why or 'not measured'}; torch c10d's times are "
+                     "kept as context only", **data), data
+    ratios: dict[str, float] = {}
+    parts, problems = [], []
+    for m in MODES:
+        t = direct.get(m) or {}
+        judged = m in data["judged"]
+        if judged and t.get("sums_ok") is False:
+            problems.append(f"{m.replace('_', ' ')}: {t.get('sums')}")
+        pair = []
+        for mode, key in (("eager", "eager_us"), ("graph", "graph_us")):
+            ref = theirs.get(mode, {}).get(at_bytes, {}).get(f"{m}_us")
+            if t.get(key) is None or not ref or ref <= 0:
+                if judged and mode == "eager":
+                    problems.append(f"{m.replace('_', ' ')} eager not timed by both")
+                continue
+            ratio = t[key] / ref
+            if judged:
+                ratios[f"{m}_{mode}"] = ratio
+            pair.append(f"{mode} {t[key]:.2f} vs {ref:.2f} us = {ratio:.2f}x")
+        label = m.replace("_", " ") + ("" if judged else " (not judged)")
+        parts.append(f"{label}: " + (", ".join(pair) or "-"))
+    data["ratios"] = ratios
+    data["ratio"] = max(ratios.values()) if ratios else None
+    head = (f"{human_bytes(at_bytes)} ncclAllReduce on torch's communicator vs nccl-tests, "
+            f"both timed by the host clock around the loop to the stream's end: "
+            + "; ".join(parts))
+    if world == 1:
+        head += ("; n=1: NCCL does no work for an in-place all-reduce on one rank (the graph "
+                 "captures nothing, the result is the rank's own contribution), so in place "
+                 "is not judged; out of place copies and is")
+    if problems:
+        return check("small-message-time", "FAIL", head + "; " + "; ".join(problems),
+                     **data), data
+    worst = max(ratios, key=ratios.get)  # type: ignore[arg-type]
+    status = "PASS" if ratios[worst] <= bound else "FAIL"
+    return check("small-message-time", status,
+                 f"{head}; worst {worst.replace('_', ' ')} {ratios[worst]:.2f}x (bound "
+                 f"{bound}x); sums exact", **data), data
 
 
 # ---------------------------------------------------------------------------- the run
@@ -1394,18 +1509,19 @@ class Preflight:
             except OSError as exc:
                 self.notes.append({"name": "small-message-time", "status": "N/A",
                                    "detail": f"cannot read {a.nccl_tests_log}: {exc}"})
-            verdict_, comparison = small_message_verdict(small["sizes"], theirs,
-                                                         str(a.nccl_tests_log), self.world)
+            verdict_, comparison = small_message_verdict(
+                small["sizes"], theirs, str(a.nccl_tests_log), self.world,
+                direct_why=small["direct"]["why"])
             small["nccl_tests"] = comparison
-            if verdict_ is not None:
-                self.checks.append(verdict_)
-            else:
-                self.notes.append({"name": "small-message-time", "status": "N/A",
-                                   "detail": "n=1: NCCL enqueues no GPU work for an in-place "
-                                             "all-reduce on one rank (the CUDA graph captured "
-                                             "nothing), so ours and nccl-tests' in-place times "
-                                             "both time empty calls; numbers kept in "
-                                             "small_messages.nccl_tests"})
+            self.checks.append(verdict_)
+        else:  # no comparison asked for: a wrong sum in the timed path still FAILs
+            wrong = [f"{human_bytes(r['bytes'])} {m.replace('_', ' ')}: {t['sums']}"
+                     for r in small["sizes"] for m, t in (r.get("nccl") or {}).items()
+                     if not t.get("sums_ok", True)]
+            if wrong:
+                self.checks.append(check("small-message-time", "FAIL",
+                                         "ncclAllReduce timing gave wrong sums: "
+                                         + "; ".join(wrong[:4])))
 
         if self.hooks:
             self.checks.append(check("test-hooks", "FAIL",
@@ -1563,6 +1679,7 @@ class Preflight:
         per-call launch cost (torch's c10d adds ~15-20 us per eager call)."""
         rows = []
         iters = self.args.iters
+        nccl, why = None, None
         for nbytes in sizes:
             numel = nbytes // 4
             buf = contribution(numel, self.rank, self.device) / 1024.0
@@ -1576,7 +1693,6 @@ class Preflight:
                 # capture only records (no collective runs), so a rank whose capture fails
                 # cannot leave a peer waiting; all ranks replay only if every capture worked
                 try:
-                    import warnings
                     graph = torch.cuda.CUDAGraph()
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
@@ -1620,13 +1736,156 @@ class Preflight:
                                                for p in per_rank],
                          "graph_error": graph_error, "graph_empty": empty})
             del buf
+            if nbytes == sizes[0]:  # the communicator exists now (c10d used it)
+                nccl, why = DirectNccl.open(self.backend, self.device)
+                if not all(self.gather(nccl is not None)) and nccl is not None:
+                    nccl, why = None, "a peer rank could not reach its NCCL communicator"
+            rows[-1]["nccl"] = self.direct_times(nccl, nbytes) if nccl is not None else None
         return {"op": "all_reduce", "dtype": "float32", "in_place": True,
                 "warmup": self.args.warmup, "iters": iters,
+                "direct": {"available": nccl is not None, "why": why,
+                           "lib": nccl.path if nccl is not None else None,
+                           "comm": "ProcessGroupNCCL._comm_ptr() of the default group",
+                           "timing": "ncclAllReduce through ctypes on a stream of its own, "
+                                     "timed as nccl-tests 2.19.6 does by default: host clock "
+                                     "from before iters eager calls (or one replay of a CUDA "
+                                     "graph of iters calls, -G 1) to the stream's end, / iters "
+                                     "(eager_us, graph_us); event_*: the same between one CUDA "
+                                     "event pair; per size 'nccl' holds in_place and "
+                                     "out_of_place, the slowest rank's, with the timed sums "
+                                     "checked"},
                 "timing": "one event pair around the whole loop of iters ops (nccl-tests); "
                           "time_us: the graph replay's per-op time when captured, else eager; "
                           "the slowest rank's; graph_empty: the capture held no GPU work (NCCL "
                           "enqueues none for an in-place all-reduce on one rank)",
                 "sizes": rows}
+
+    def direct_times(self, nccl: DirectNccl, nbytes: int) -> dict[str, Any]:
+        """ncclAllReduce of `nbytes` float32, in place and out of place, on a stream of its own,
+        timed as nccl-tests 2.19.6 does (its default, without -I: the host clock from before
+        the loop of iters calls to after the stream has finished, divided by iters; with -G the
+        same around the graph launch): eager_us / graph_us. The same loop and one replay are
+        also timed between one CUDA event pair (event_eager_us / event_graph_us).
+        The sums of what was timed are checked, so a fast path cannot time a no-op unseen: out
+        of place the result is the exact sum after the loops and after the replays; in place
+        the first call gives the exact sum and a replay (iters sums in a row) n^(iters-1) times
+        it. The slowest rank's times; sums_ok only if every rank's were."""
+        numel, iters = nbytes // 4, self.args.iters
+        send = contribution(numel, self.rank, self.device)
+        want = expected_sum(numel, self.world, self.device)
+        stream = torch.cuda.Stream(self.device)
+        out: dict[str, Any] = {}
+        for m in MODES:
+            buf = send.clone()
+            dst = buf if m == "in_place" else torch.zeros_like(send)
+            src = buf if m == "in_place" else send
+            problems: list[str] = []
+            res: dict[str, Any] = {"eager_us": None, "graph_us": None, "event_eager_us": None,
+                                   "event_graph_us": None, "graph_empty": None,
+                                   "graph_error": None}
+
+            def expect(what: str, target: torch.Tensor, factor: float = 1.0) -> None:
+                self.sync()
+                if factor == 1.0:
+                    ok = torch.equal(dst, target)
+                else:
+                    ok = bool(torch.allclose(dst.double(), target.double() * factor,
+                                             rtol=1e-5, atol=0.0))
+                if not ok:
+                    bad = (dst.double() != target.double() * factor).nonzero()
+                    i = int(bad[0]) if bad.numel() else -1
+                    problems.append(f"rank {self.rank}: {what} wrong at index {i} "
+                                    f"({dst[i].item() if i >= 0 else '?'}, should be "
+                                    f"{target[i].item() * factor if i >= 0 else '?'})")
+
+            def clocked(launch: Any, per: int) -> tuple[float, float]:
+                """(host-clock us, event-pair us) per op of `launch`, each its own run."""
+                self.sync()
+                self.barrier()
+                t0 = time.perf_counter()
+                launch()
+                stream.synchronize()
+                host = (time.perf_counter() - t0) * 1e6 / per
+                self.sync()
+                self.barrier()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                launch()
+                end.record(stream)
+                end.synchronize()
+                return host, start.elapsed_time(end) * 1e3 / per
+            try:
+                with torch.cuda.stream(stream):
+                    args = nccl.args(src, dst)
+                    nccl.run(args, 1)
+                    expect("first call", want)
+                    nccl.run(args, self.args.warmup)
+                    res["eager_us"], res["event_eager_us"] = clocked(
+                        lambda: nccl.run(args, iters), iters)
+                    if m == "out_of_place":
+                        expect("after the eager loops", want)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(" ".join(f"rank {self.rank}: {type(exc).__name__}: {exc}"
+                                         .split())[:300])
+            graph = None
+            try:
+                graph = torch.cuda.CUDAGraph()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                        nccl.run(nccl.args(src, dst), iters)
+                res["graph_empty"] = any("graph is empty" in str(w.message).lower()
+                                         for w in caught)
+            except Exception as exc:  # noqa: BLE001 - capture unsupported: eager only
+                graph = None
+                res["graph_error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            if all(self.gather(graph is not None)) and graph is not None:
+                g = graph
+                with torch.cuda.stream(stream):
+                    g.replay()  # warm-up launch
+                    buf.copy_(send)
+                    if m == "out_of_place":
+                        dst.zero_()
+                    res["graph_us"], res["event_graph_us"] = clocked(g.replay, iters)
+                    if m == "out_of_place":
+                        expect("after the graph replays", want)
+                    else:  # one more replay from the contribution: iters sums in a row
+                        buf.copy_(send)
+                        g.replay()
+                        factor = float(self.world) ** (iters - 1)
+                        if factor * 512 * self.world < 1e37:
+                            expect("after a graph replay", want, factor)
+            elif res["graph_error"] is None:
+                res["graph_error"] = "a peer rank could not capture the graph: eager only"
+            del graph
+            res["problems"] = problems
+            out[m] = res
+        per_rank = self.gather(out)
+        merged: dict[str, Any] = {}
+        for m in MODES:
+            rs = [p[m] for p in per_rank]
+            worst: dict[str, Any] = {}
+            for key in ("eager_us", "graph_us", "event_eager_us", "event_graph_us"):
+                vals = [r[key] for r in rs]
+                worst[key] = max(vals) if all(v is not None for v in vals) else None
+                worst[f"per_rank_{key}"] = vals
+            worst["graph_empty"] = any(r["graph_empty"] for r in rs)
+            worst["graph_error"] = next((r["graph_error"] for r in rs if r["graph_error"]), None)
+            problems = [p for r in rs for p in r["problems"]]
+            worst["sums_ok"] = not problems
+            if problems:
+                worst["sums"] = "; ".join(problems[:4])
+            elif m == "in_place" and self.world == 1:
+                worst["sums"] = ("equal to the expected sum, trivially: at n=1 NCCL does no work "
+                                 "for an in-place all-reduce (the buffer is the rank's own "
+                                 "contribution)")
+            else:
+                worst["sums"] = (f"exact sum of {self.world} rank(s) after the first call, "
+                                 + ("the eager loops and the graph replays" if m == "out_of_place"
+                                    else f"and x{self.world}^{iters - 1} after the replay"))
+            merged[m] = worst
+        return merged
 
     def correctness_sizes(self) -> list[int]:
         big = max(1024, min(self.args.max_bytes, self.args.check_bytes) // 4)
@@ -1700,23 +1959,36 @@ def table(record: dict[str, Any]) -> str:
     small = record.get("small_messages") or {}
     if small.get("sizes"):
         out.append("")
-        out.append(f"small messages, nccl-tests timing (one event pair around {small['iters']} "
-                   "ops; slowest rank):")
+        out.append(f"small messages, {small['iters']} ops a loop, slowest rank: c10d = "
+                   "torch.distributed, one event pair; nccl = ncclAllReduce on its "
+                   "communicator, host clock to the stream's end, as nccl-tests:")
         theirs = {r["bytes"]: r for r in (small.get("nccl_tests") or {}).get("sizes", [])}
-        out.append(f"{'bytes':>12} {'eager us':>10} {'graph us':>10} {'nccl-tests us':>14} "
-                   f"{'nccl-tests -G us':>17}  (in place)")
+
+        def us(v: Any) -> str:
+            return "-" if v is None else f"{v:.2f}"
+
+        def pair(d: dict[str, Any], fmt: str) -> str:
+            return "/".join(us(d.get(fmt.format(m))) for m in MODES)
+        out.append(f"{'bytes':>12} {'c10d eager':>10} {'c10d graph':>10} "
+                   f"{'nccl eager':>13} {'nccl graph':>13} {'nccl-tests':>13} "
+                   f"{'nccl-tests -G':>13} {'nccl ev eager':>13} {'nccl ev graph':>13}"
+                   "  (us; x/y = in place/out of place; ev = one event pair)")
         for row in small["sizes"]:
-            g = f"{row['graph_us']:.2f}" if row.get("graph_us") is not None else "-"
-            if row.get("graph_empty"):
-                g += "*"
+            g = us(row.get("graph_us")) + ("*" if row.get("graph_empty") else "")
+            direct = {f"{m}_{k}": v for m, t in (row.get("nccl") or {}).items()
+                      for k, v in t.items()}
             t = theirs.get(row["bytes"], {})
-            e = t.get("nccl_tests_eager_in_place_us")
-            gg = t.get("nccl_tests_graph_in_place_us")
             out.append(f"{row['bytes']:>12} {row['eager_us']:>10.2f} {g:>10} "
-                       f"{'-' if e is None else f'{e:.2f}':>14} "
-                       f"{'-' if gg is None else f'{gg:.2f}':>17}")
+                       f"{pair(direct, '{}_eager_us'):>13} {pair(direct, '{}_graph_us'):>13} "
+                       f"{pair(t, 'nccl_tests_eager_{}_us'):>13} "
+                       f"{pair(t, 'nccl_tests_graph_{}_us'):>13} "
+                       f"{pair(direct, '{}_event_eager_us'):>13} "
+                       f"{pair(direct, '{}_event_graph_us'):>13}")
         if any(row.get("graph_empty") for row in small["sizes"]):
             out.append("  * the captured CUDA graph held no GPU work")
+        why = (small.get("direct") or {}).get("why")
+        if why:
+            out.append(f"  nccl: not timed directly: {why}")
     for note in record.get("not_applicable") or []:
         out.append(f"  N/A      {note['name']:<22} {note['detail']}")
     topo = record["topology"] or {}

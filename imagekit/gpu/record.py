@@ -159,6 +159,35 @@ class Bandwidth(_Fact):
         return self
 
 
+class DirectTime(_Fact):
+    """One mode (in place / out of place) of ncclAllReduce called on torch's own communicator:
+    eager_us / graph_us timed as nccl-tests does (host clock around the loop to the stream's
+    end), event_*: between one CUDA event pair; the slowest rank's; the timed sums checked."""
+
+    eager_us: float | None = Field(default=None, ge=0)
+    graph_us: float | None = Field(default=None, ge=0)
+    event_eager_us: float | None = Field(default=None, ge=0)
+    event_graph_us: float | None = Field(default=None, ge=0)
+    per_rank_eager_us: list[float | None] = []
+    per_rank_graph_us: list[float | None] = []
+    per_rank_event_eager_us: list[float | None] = []
+    per_rank_event_graph_us: list[float | None] = []
+    graph_empty: bool = False
+    graph_error: str | None = None
+    sums_ok: bool
+    sums: str
+
+
+class DirectNccl(_Fact):
+    """Whether the nccl-tests-like timing ran, and why not (gloo, no _comm_ptr(), no libnccl)."""
+
+    available: bool
+    why: str | None
+    lib: str | None
+    comm: str
+    timing: str
+
+
 class SmallMessageRow(_Fact):
     bytes: int = Field(ge=4)
     time_us: float = Field(gt=0)
@@ -169,10 +198,13 @@ class SmallMessageRow(_Fact):
     per_rank_graph_us: list[float | None]
     graph_error: str | None
     graph_empty: bool = False
+    #: ncclAllReduce on the process group's communicator (None where it could not run)
+    nccl: dict[Literal["in_place", "out_of_place"], DirectTime] | None = None
 
 
 class SmallMessages(_Fact):
-    """Small all-reduces timed as nccl-tests does (one event pair around the whole loop)."""
+    """Small all-reduces: torch c10d's times (one event pair around the loop; context) and,
+    per row, ncclAllReduce on the same communicator timed as nccl-tests does (`nccl`)."""
 
     op: Literal["all_reduce"]
     dtype: Literal["float32"]
@@ -181,6 +213,7 @@ class SmallMessages(_Fact):
     iters: int = Field(ge=1)
     timing: str
     sizes: list[SmallMessageRow]
+    direct: DirectNccl | None = None
     #: the same sizes from nccl-tests' all_reduce_perf on the same machine, when given
     nccl_tests: dict[str, Any] | None = None
 

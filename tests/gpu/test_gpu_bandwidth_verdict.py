@@ -94,9 +94,20 @@ NCCL_TESTS = """\
 """
 
 
-def _ours(graph_us: float, eager_us: float = 50.0) -> list[dict]:
-    return [{"bytes": 1024, "time_us": graph_us, "timer": "cuda-graph", "eager_us": eager_us,
-             "graph_us": graph_us, "graph_empty": False}]
+def _direct(eager: float, graph: float | None, sums_ok: bool = True) -> dict:
+    return {"eager_us": eager, "graph_us": graph, "graph_empty": False, "sums_ok": sums_ok,
+            "sums": "exact" if sums_ok else "rank 1: first call wrong at index 3 (5.0, should "
+                                            "be 6.0)"}
+
+
+def _ours(eager: float = 19.0, graph: float | None = 9.0, out_eager: float = 20.0,
+          out_graph: float | None = 9.0, sums_ok: bool = True, direct: bool = True) -> list:
+    """A 1 KiB row as small_messages writes it: c10d times (context) and, when `direct`, the
+    ncclAllReduce times in place / out of place."""
+    return [{"bytes": 1024, "time_us": 1.0, "timer": "cuda-graph", "eager_us": 50.0,
+             "graph_us": 1.0, "graph_empty": False,
+             "nccl": {"in_place": _direct(eager, graph, sums_ok),
+                      "out_of_place": _direct(out_eager, out_graph)} if direct else None}]
 
 
 def test_nccl_tests_output_is_parsed_per_mode(preflight: ModuleType) -> None:
@@ -108,22 +119,104 @@ def test_nccl_tests_output_is_parsed_per_mode(preflight: ModuleType) -> None:
     assert set(h200) == {"eager", "graph"} and 1024 in h200["eager"]
 
 
-@pytest.mark.parametrize("graph_us,status", [(12.0, "PASS"), (29.7, "PASS"), (30.0, "FAIL")])
+@pytest.mark.parametrize("eager,status", [(12.0, "PASS"), (29.7, "PASS"), (29.71, "FAIL")])
 def test_small_message_time_within_one_and_a_half_of_nccl_tests(preflight: ModuleType,
-                                                                 graph_us: float,
+                                                                 eager: float,
                                                                  status: str) -> None:
-    result, data = preflight.small_message_verdict(_ours(graph_us),
+    """Like for like: our eager ncclAllReduce vs nccl-tests' default, our graph vs -G; the
+    worst ratio decides (19.80 us in place eager x 1.5 = 29.70)."""
+    result, data = preflight.small_message_verdict(_ours(eager=eager),
                                                    preflight.parse_nccl_tests(NCCL_TESTS),
                                                    "log", world=2)
-    assert result is not None and result["status"] == status
-    assert "vs nccl-tests 19.80 us" in result["detail"]
+    assert result["status"] == status, result["detail"]
+    assert f"eager {eager:.2f} vs 19.80 us" in result["detail"]
+    assert data["judged"] == ["out_of_place", "in_place"]
+    assert data["ratios"]["in_place_graph"] == pytest.approx(1.0)
+    assert data["ratio"] == pytest.approx(max(eager / 19.8, 1.0))
     assert data["sizes"][0]["nccl_tests_graph_in_place_us"] == 9.00
+    assert data["sizes"][0]["ours_nccl_in_place_eager_us"] == eager
 
 
-def test_small_message_comparison_is_not_applicable_on_one_gpu(preflight: ModuleType) -> None:
-    result, data = preflight.small_message_verdict(_ours(1.4, 24.5),
+def test_slow_graph_replay_fails_too(preflight: ModuleType) -> None:
+    result, data = preflight.small_message_verdict(_ours(graph=14.0),
                                                    preflight.parse_nccl_tests(NCCL_TESTS),
+                                                   "log", world=2)
+    assert result["status"] == "FAIL" and "worst in place graph 1.56x" in result["detail"]
+
+
+def test_wrong_sums_in_the_timed_path_fail(preflight: ModuleType) -> None:
+    result, _ = preflight.small_message_verdict(_ours(sums_ok=False),
+                                                preflight.parse_nccl_tests(NCCL_TESTS),
+                                                "log", world=2)
+    assert result["status"] == "FAIL" and "index 3" in result["detail"]
+
+
+def test_one_gpu_judges_out_of_place_and_says_in_place_does_no_work(
+        preflight: ModuleType) -> None:
+    """n = 1: in place is an empty call on both sides (kept as data, not judged), even when
+    its sums are trivially right or its time far off; out of place copies and is judged."""
+    theirs = preflight.parse_nccl_tests(NCCL_TESTS)
+    result, data = preflight.small_message_verdict(_ours(eager=99.0, sums_ok=False), theirs,
                                                    "log", world=1)
-    assert result is None and data["sizes"][0]["ours_eager_us"] == 24.5
-    missing, _ = preflight.small_message_verdict(_ours(12.0), {}, "none", world=2)
-    assert missing is not None and missing["status"] == "DEFERRED"
+    assert result["status"] == "PASS", result["detail"]
+    assert data["judged"] == ["out_of_place"] and set(data["ratios"]) == {
+        "out_of_place_eager", "out_of_place_graph"}
+    assert "n=1: NCCL does no work for an in-place all-reduce" in result["detail"]
+    assert "in place (not judged)" in result["detail"]
+    slow, _ = preflight.small_message_verdict(_ours(out_eager=40.0), theirs, "log", world=1)
+    assert slow["status"] == "FAIL" and "out of place eager 1.99x" in slow["detail"]
+
+
+def test_small_message_comparison_is_deferred_without_direct_timing(
+        preflight: ModuleType) -> None:
+    theirs = preflight.parse_nccl_tests(NCCL_TESTS)
+    gloo, data = preflight.small_message_verdict(
+        _ours(direct=False), theirs, "log", world=2,
+        direct_why="backend gloo on cpu: no NCCL communicator to call")
+    assert gloo["status"] == "DEFERRED" and "backend gloo on cpu" in gloo["detail"]
+    assert data["sizes"][0]["ours_eager_us"] == 50.0  # c10d's time kept as context
+    missing, _ = preflight.small_message_verdict(_ours(), {}, "none", world=2)
+    assert missing["status"] == "DEFERRED" and "no nccl-tests" in missing["detail"]
+
+
+MAPS = """\
+7f00aa000000-7f00aa200000 r-xp 00000000 fd:01 1234  /usr/lib/x86_64-linux-gnu/libc.so.6
+7f00ab000000-7f00ac000000 r-xp 00000000 fd:01 5678  /venv/site-packages/nvidia/nccl/lib/libnccl.so.2
+7f00ad000000-7f00ad100000 rw-p 00000000 00:00 0
+"""
+
+
+def test_libnccl_is_found_in_the_process_maps(preflight: ModuleType) -> None:
+    assert preflight.find_libnccl(MAPS) == "/venv/site-packages/nvidia/nccl/lib/libnccl.so.2"
+    assert preflight.find_libnccl(MAPS.replace("libnccl.so.2", "libfoo.so")) is None
+
+
+class _Impl:
+    def __init__(self, ptr: int | None) -> None:
+        if ptr is not None:
+            self._comm_ptr = lambda: ptr
+
+
+class _Group:
+    def __init__(self, impl: _Impl) -> None:
+        self.impl = impl
+
+    def _get_backend(self, device: object) -> _Impl:
+        return self.impl
+
+
+def test_direct_nccl_falls_back_saying_why(preflight: ModuleType) -> None:
+    import torch
+    cuda = torch.device("cuda", 0)
+    nccl, why = preflight.DirectNccl.open("gloo", torch.device("cpu"))
+    assert nccl is None and "backend gloo on cpu" in why
+    nccl, why = preflight.DirectNccl.open("nccl", cuda, _Group(_Impl(None)), MAPS)
+    assert nccl is None and "no _comm_ptr()" in why
+    nccl, why = preflight.DirectNccl.open("nccl", cuda, _Group(_Impl(0)), MAPS)
+    assert nccl is None and "not created yet" in why
+    nccl, why = preflight.DirectNccl.open("nccl", cuda, _Group(_Impl(0x1234)),
+                                          MAPS.replace("libnccl.so.2", "libfoo.so"))
+    assert nccl is None and "no libnccl" in why
+    # a libnccl that cannot be loaded: the reason, not a crash
+    nccl, why = preflight.DirectNccl.open("nccl", cuda, _Group(_Impl(0x1234)), MAPS)
+    assert nccl is None and "OSError" in why
