@@ -6,6 +6,7 @@
 set -u
 NPROC=${NPROC:-1}
 TAG=${TAG:-h200x1}
+CYCLES=${CYCLES:-3}  # nccl-tests -N: small sizes run 3 times, the lowest kept (as --small-repeats)
 T0=$(date +%s.%N)
 env_txt=$OUT/$TAG-env.txt
 { date -u; uname -r; nvidia-smi; nvidia-smi topo -m; which nvcc && nvcc --version | tail -2
@@ -27,8 +28,9 @@ nt=$OUT/$TAG-nccl-tests.txt
 : > "$nt"
 if [ -x /tmp/nt/all_reduce_perf ]; then
   for g in 0 1; do
-    echo "### all_reduce_perf -b 1K -e 1M -f 2 -g $NPROC -w 5 -n 20 -G $g" >> "$nt"
-    /tmp/nt/all_reduce_perf -b 1K -e 1M -f 2 -g "$NPROC" -w 5 -n 20 -G $g > /tmp/nt-G$g.txt 2>&1
+    echo "### all_reduce_perf -b 1K -e 1M -f 2 -g $NPROC -w 5 -n 20 -G $g -N $CYCLES" >> "$nt"
+    /tmp/nt/all_reduce_perf -b 1K -e 1M -f 2 -g "$NPROC" -w 5 -n 20 -G $g -N "$CYCLES" \
+      > /tmp/nt-G$g.txt 2>&1
     cat /tmp/nt-G$g.txt >> "$nt"
   done
   echo "### all_reduce_perf -b 64M -e 1G -f 2 -g $NPROC -w 5 -n 20" >> "$nt"

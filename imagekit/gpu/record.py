@@ -183,6 +183,7 @@ class DirectNccl(_Fact):
 
     available: bool
     why: str | None
+    repeats: int = Field(default=1, ge=1)
     lib: str | None
     comm: str
     timing: str

@@ -220,3 +220,32 @@ def test_direct_nccl_falls_back_saying_why(preflight: ModuleType) -> None:
     # a libnccl that cannot be loaded: the reason, not a crash
     nccl, why = preflight.DirectNccl.open("nccl", cuda, _Group(_Impl(0x1234)), MAPS)
     assert nccl is None and "OSError" in why
+
+
+def test_repeated_nccl_tests_cycles_keep_the_lowest_time(preflight: ModuleType) -> None:
+    """-N 3 prints each size three times: the lowest of each column is kept, as the preflight
+    keeps the lowest of its --small-repeats loops."""
+    cycles = NCCL_TESTS + NCCL_TESTS.replace("19.80", "18.00").replace("9.10", "12.00")
+    parsed = preflight.parse_nccl_tests(cycles)
+    assert parsed["eager"][1024] == {"out_of_place_us": 20.10, "in_place_us": 18.00}
+    assert parsed["graph"][1024] == {"out_of_place_us": 9.10, "in_place_us": 9.00}
+    assert preflight.parse_args(["--small-repeats", "2"]).small_repeats == 2
+    with pytest.raises(SystemExit):
+        preflight.parse_args(["--small-repeats", "0"])
+
+
+def test_the_real_h200_nccl_timing_is_recomputed_from_its_files(preflight: ModuleType) -> None:
+    """The committed H200 record (2026-12-01, ncclAllReduce on torch's communicator): its verdict
+    is what its own rows and the committed nccl-tests output give again, and the timed sums held."""
+    record = json.loads((SAMPLES / "2026-12-01-h200x1-nccltime.json").read_text())
+    small = record["small_messages"]
+    assert small["direct"]["available"] and "libnccl" in small["direct"]["lib"]
+    row = small["sizes"][0]
+    assert row["bytes"] == 1024 and all(t["sums_ok"] for t in row["nccl"].values())
+    assert row["nccl"]["in_place"]["graph_empty"] and not row["nccl"]["out_of_place"]["graph_empty"]
+    theirs = preflight.parse_nccl_tests(
+        (SAMPLES / "2026-12-01-h200x1-nccltime-nccl-tests.txt").read_text())
+    again, data = preflight.small_message_verdict(small["sizes"], theirs, "sample", world=1)
+    recorded = next(c for c in record["checks"] if c["name"] == "small-message-time")
+    assert again["status"] == recorded["status"] == "PASS"
+    assert data["ratio"] == pytest.approx(recorded["data"]["ratio"]) and data["ratio"] <= 1.5
