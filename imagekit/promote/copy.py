@@ -268,15 +268,18 @@ class Promoter:
 
     # -- read back -----------------------------------------------------------------------------
     def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor) -> str:
-        """Prove the endpoint serves the digest: manifest by digest (hashed), by tag, blobs."""
+        """Prove the endpoint serves the digest: manifest by digest (GET, hashed), the tag (HEAD)
+        names it, every blob present (HEADs, in parallel)."""
         served = dst.client.get_manifest(dst.repository, root.digest)
         if served.digest != root.digest:  # get_manifest already hashed; belt and braces
             raise DigestMismatch("hop serves different bytes", where=str(dst.reference))
         notes = [f"manifest {root.digest.short} served"]
         if dst.reference.tag:
-            by_tag = dst.client.get_manifest(dst.repository, dst.reference.tag)
-            if by_tag.digest != root.digest:
-                raise DigestMismatch(f"tag {dst.reference.tag} resolves to {by_tag.digest}, not "
+            # the tag with a HEAD (a GET only when no digest header comes): what it names is
+            # the registry's word either way, and the bytes of that digest were just hashed
+            by_tag = dst.client.resolve_tag(dst.repository, dst.reference.tag)
+            if by_tag != root.digest:
+                raise DigestMismatch(f"tag {dst.reference.tag} resolves to {by_tag}, not "
                                      f"{root.digest}", where=str(dst.reference))
             notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
         blobs = self._all_blobs(dst, root)

@@ -229,7 +229,9 @@ def _recompute(image: ResolvedImage, pool: ClientPool, progress: ProgressSink,
             progress.finish(task)
 
     count = len(image.manifest.layers)
-    workers = workers or max(1, min(count, os.cpu_count() or 2))
+    # four at a time (crane's default jobs): a layer waiting on the network or on a core another
+    # process holds leaves work for the others; hashing and inflating release the GIL
+    workers = workers or max(1, min(count, max(4, os.cpu_count() or 2)))
     threaded = hash_in_thread(count, workers)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diffid") as executor:
         return dict(executor.map(one, range(count)))
