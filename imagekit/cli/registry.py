@@ -133,8 +133,11 @@ def _ref(text: str, what: str) -> ImageReference:
 @app.command("verify-copy")
 @guarded
 def verify_copy_cmd(
-    official: str = typer.Argument(..., help="The official image (tag or @digest)."),
-    copy: str = typer.Argument(..., help="The copy to check against it."),
+    official: str = typer.Argument(..., metavar="OFFICIAL",
+                                   help="The official image: a REF (tag or @digest) or a spec "
+                                        "image NAME (its verified build)."),
+    copy: str = typer.Argument(..., metavar="COPY",
+                               help="The copy to check against it (REF or NAME)."),
     platform: str = PlatformOpt,
     diffids: bool = typer.Option(False, "--diffids",
                                  help="Download, decompress and hash every layer of the copy."),
@@ -153,9 +156,9 @@ def verify_copy_cmd(
     from imagekit.verify.copy import record_failure
 
     _transport_knobs(deadline, verbose)
-    official_ref, copy_ref = _ref(official, "OFFICIAL"), _ref(copy, "COPY")
-    wanted = Platform.parse(platform)
     store = evidence_store(evidence_dir)
+    official_ref, copy_ref = _image(official, "OFFICIAL", store), _image(copy, "COPY", store)
+    wanted = Platform.parse(platform)
     options = _options(insecure, ca_file)
     try:
         with ClientPool(options) as pool, \
@@ -200,13 +203,19 @@ class _HopOrderCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
-    """SOURCE as a spec image NAME (its latest verified build, pinned by digest) or a REF."""
+def _image(text: str, what: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+    """A spec image NAME (its verified build of this spec and lock, pinned by digest:
+    `imagekit.names`, the one resolver) or a REF."""
     from imagekit.names import looks_like_name, resolve_target
 
     if looks_like_name(text):
         return resolve_target(text, store=store).reference
-    return _ref(text, "SOURCE")
+    return _ref(text, what)
+
+
+def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+    """SOURCE as a spec image NAME or a REF."""
+    return _image(text, "SOURCE", store)
 
 
 def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
