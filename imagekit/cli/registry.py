@@ -65,41 +65,67 @@ def _rate_limits() -> list[str]:
 
 
 class RichSink:
-    """ProgressSink on a rich Progress (thread-safe: blob copies run in a pool)."""
+    """ProgressSink on a rich Progress: a bar per blob and one for the total (thread-safe:
+    blob copies run in a pool); phases are printed above the bars."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.lock = threading.Lock()
+        self.total_task: int | None = None
+        self.total = 0
 
     def add(self, description: str, total: int | None) -> int:
         with self.lock:
+            self.total += total or 0
+            if self.total_task is None:
+                self.total_task = int(self.progress.add_task("total", total=self.total or None))
+            else:
+                self.progress.update(self.total_task, total=self.total or None)  # type: ignore
             return int(self.progress.add_task(description, total=total))
 
     def advance(self, task: int, amount: int) -> None:
         self.progress.advance(task, amount)  # type: ignore[arg-type]
+        if self.total_task is not None:
+            self.progress.advance(self.total_task, amount)  # type: ignore[arg-type]
 
     def finish(self, task: int) -> None:
         self.progress.remove_task(task)  # type: ignore[arg-type]
 
+    def phase(self, text: str) -> None:
+        self.progress.console.print(text, markup=False, soft_wrap=True, highlight=False)
+
 
 @contextmanager
-def progress_sink(json_output: bool):
-    if not show_progress(json_output):
+def progress_sink(json_output: bool, verbose: bool = False):
+    """Rich bars on a terminal; on a pipe one line per blob and phase (elapsed, bytes); with
+    --json nothing on stderr unless --verbose (then the lines)."""
+    import sys
+
+    if json_output and not verbose:
         from imagekit.registry.progress import NullProgress
 
         yield NullProgress()
+        return
+    if not show_progress(json_output):
+        from imagekit.registry.progress import LineProgress
+
+        lines = LineProgress(sys.stderr)
+        try:
+            yield lines
+        finally:
+            lines.close()
         return
     from rich.progress import (
         BarColumn,
         DownloadColumn,
         Progress,
         TextColumn,
-        TimeRemainingColumn,
+        TimeElapsedColumn,
         TransferSpeedColumn,
     )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console,
+                  TransferSpeedColumn(), TimeElapsedColumn(), console=err_console,
                   transient=True) as progress:
         yield RichSink(progress)
 
@@ -162,7 +188,7 @@ def verify_copy_cmd(
     options = _options(insecure, ca_file)
     try:
         with ClientPool(options) as pool, \
-                progress_sink(json_output) as sink:
+                progress_sink(json_output, verbose) as sink:
             result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
                                  pool=pool, progress=sink)
     except (NotFound, Unauthorized, DigestMismatch, TransportError) as exc:
@@ -290,7 +316,7 @@ def promote_cmd(
     options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
     store = evidence_store(evidence_dir)
     source_ref = _source(source, store)
-    with progress_sink(json_output) as sink:
+    with progress_sink(json_output, verbose) as sink:
         result, where = run_promote(
             source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
             platform=wanted, options=options, progress=sink, gate=enforce, force=force,

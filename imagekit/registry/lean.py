@@ -21,6 +21,7 @@ retry policy (`retry.classify`) judges them the same way.
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import socket
 import ssl
@@ -33,6 +34,7 @@ import httpx
 
 #: Bytes per socket read of a blob body: large reads are what makes this path cheap.
 READ_SIZE = 1 << 20
+log = logging.getLogger("imagekit.lean")  # silent unless --verbose, like httpx's
 _FALLBACK = frozenset({401, 407}) | frozenset(range(300, 400))
 
 
@@ -196,6 +198,8 @@ class LeanPool:
             except BaseException:  # the body's source failed (or a stop): this request is void
                 conn.close()
                 raise
+            log.info('HTTP Request: %s %s "HTTP/1.1 %d %s" (lean path)', method, url,
+                     response.status, response.reason)
             lean = LeanResponse(self, conn, response)
             if response.status in _FALLBACK:
                 response.close()
