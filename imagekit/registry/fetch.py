@@ -186,7 +186,8 @@ def blob_exists(t: Transport, repository: str, digest: Digest) -> bool:
 
 
 def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None = None,
-                read_size: int = 64 * 1024) -> Iterator[bytes]:
+                read_size: int = 64 * 1024, lean_read_size: int = lean.READ_SIZE
+                ) -> Iterator[bytes]:
     """Stream a blob, hashing as it goes; raises DigestMismatch after the last byte if the
     content is not `digest` (so a consumer commits nothing before the stream ends)."""
     where = f"{t.registry}/{repository}@{digest}"
@@ -200,7 +201,7 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                 path, scopes = f"/v2/{repository}/blobs/{digest}", pull_scope(repository)
                 response = t.send_body("GET", path, scopes=scopes, budget=budget,
                                        headers=headers)
-                pieces = lean.READ_SIZE
+                pieces = lean_read_size
                 if response is None:  # not for the lean path: httpx, as for everything else
                     response = t.send("GET", path, scopes=scopes, budget=budget,
                                       headers=headers, stream=True)

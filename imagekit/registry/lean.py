@@ -32,7 +32,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-#: Bytes per socket read of a blob body: large reads are what makes this path cheap.
+#: Bytes per read of a blob body: large reads are what makes this path cheap. 1 MiB suits a
+#: copy (each piece is one chunk of the upload body); the diffID engine asks for 128 KiB
+#: (measured on the bench image: 1 MiB pieces there cost 112k page faults and 0.36 s of system
+#: time against 24k and 0.22 s — its buffers stay in cache and get reused).
 READ_SIZE = 1 << 20
 log = logging.getLogger("imagekit.lean")  # silent unless --verbose, like httpx's
 _FALLBACK = frozenset({401, 407}) | frozenset(range(300, 400))

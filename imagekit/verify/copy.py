@@ -201,6 +201,10 @@ def _compare(off: ResolvedImage, cop: ResolvedImage, platform: Platform, diffids
         layer_checks=checks, summary=summary)
 
 
+#: Bytes per downloaded piece fed to the decompressor (see `lean.READ_SIZE`).
+DIFFID_PIECE = 128 << 10
+
+
 def _recompute(image: ResolvedImage, pool: ClientPool, progress: ProgressSink,
                workers: int | None) -> dict[int, tuple[str, int] | ImagekitError]:
     """Download, decompress and hash every layer of `image`, layers in parallel."""
@@ -216,7 +220,8 @@ def _recompute(image: ResolvedImage, pool: ClientPool, progress: ProgressSink,
             return index, InvalidInput(f"unknown layer media type {layer.media_type}")
 
         def chunks():
-            for data in client.blob_chunks(repository, layer.digest, layer.size):
+            for data in client.blob_chunks(repository, layer.digest, layer.size,
+                                           piece=DIFFID_PIECE):
                 progress.advance(task, len(data))
                 yield data
 
