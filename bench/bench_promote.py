@@ -32,7 +32,6 @@ import json
 import os
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,12 +52,6 @@ GOAL_REPROMOTE_S = 0.1
 CACHE = Path(os.environ.get("IMAGEKIT_BENCH_CACHE", "/tmp/imagekit-bench"))
 REGISTRY_BIN = os.environ.get("IMAGEKIT_BENCH_REGISTRY_BIN") or shutil.which(
     "docker-registry") or "/usr/bin/docker-registry"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def ensure_image(registry: ScratchRegistry, layers: int, layer_mb: int) -> tuple[str, int]:

@@ -16,6 +16,7 @@ from typer.core import TyperCommand
 
 from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
                               show_progress)
+from imagekit.cli.app import progress_for as app_progress
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -96,11 +97,22 @@ class RichSink:
 
 
 @contextmanager
-def progress_sink(json_output: bool, verbose: bool = False):
+def progress_sink(json_output: bool, verbose: bool = False, step: str = "registry"):
     """Rich bars on a terminal; on a pipe one line per blob and phase (elapsed, bytes); with
-    --json nothing on stderr unless --verbose (then the lines)."""
+    --json nothing on stderr unless --verbose (then the lines): registry etiquette, issue 17.
+    An explicit IMAGEKIT_PROGRESS (plain, json, rich, off) reports through the one progress
+    mechanism instead, as the rehearsal asks of its child steps."""
+    import os
     import sys
 
+    from imagekit import progress as phases
+
+    if os.environ.get(phases.MODE_ENV, "").strip().lower() in phases.MODES:
+        from imagekit.registry.progress import PhaseSink
+
+        with app_progress(json_output) as installed:
+            yield PhaseSink(installed, step)
+        return
     if json_output and not verbose:
         from imagekit.registry.progress import NullProgress
 
@@ -188,7 +200,7 @@ def verify_copy_cmd(
     options = _options(insecure, ca_file)
     try:
         with ClientPool(options) as pool, \
-                progress_sink(json_output, verbose) as sink:
+                progress_sink(json_output, verbose, "verify-copy") as sink:
             result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
                                  pool=pool, progress=sink)
     except (NotFound, Unauthorized, DigestMismatch, TransportError) as exc:
@@ -316,7 +328,7 @@ def promote_cmd(
     options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
     store = evidence_store(evidence_dir)
     source_ref = _source(source, store)
-    with progress_sink(json_output, verbose) as sink:
+    with progress_sink(json_output, verbose, "promote") as sink:
         result, where = run_promote(
             source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
             platform=wanted, options=options, progress=sink, gate=enforce, force=force,

@@ -102,3 +102,40 @@ class LineProgress:
                 took = max(time.monotonic() - self.started, 1e-6)
                 self._line(f"total: {human_bytes(self.moved)} in {took:.2f}s "
                            f"({human_bytes(int(self.moved / took))}/s)")
+
+
+class PhaseSink:
+    """Bytes of blobs as phases of the one progress mechanism (`imagekit.progress`): each blob a
+    phase of `step` ended with its bytes and seconds, each phase line a phase of its own. Used
+    when `IMAGEKIT_PROGRESS` asks for it explicitly (the rehearsal's children: JSON events it
+    re-draws under its step)."""
+
+    def __init__(self, progress, step: str) -> None:  # progress: imagekit.progress.Progress
+        self.progress, self.step = progress, step
+        self._lock = threading.Lock()
+        self._phases: dict[int, list] = {}
+        self._next = 1
+
+    def add(self, description: str, total: int | None) -> int:
+        phase_ = self.progress.phase(self.step, description)
+        with self._lock:
+            task, self._next = self._next, self._next + 1
+            self._phases[task] = [phase_, 0]
+            return task
+
+    def advance(self, task: int, amount: int) -> None:
+        with self._lock:
+            entry = self._phases.get(task)
+            if entry is not None:
+                entry[1] += amount
+
+    def finish(self, task: int) -> None:
+        with self._lock:
+            entry = self._phases.pop(task, None)
+        if entry is not None:
+            took = max(entry[0].elapsed, 1e-6)
+            entry[0].done(f"{human_bytes(entry[1])} in {took:.2f}s "
+                          f"({human_bytes(int(entry[1] / took))}/s)")
+
+    def phase(self, text: str) -> None:
+        self.progress.phase(self.step, text).done()

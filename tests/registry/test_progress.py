@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from imagekit.progress import ProgressEvent
 from imagekit.registry.progress import LineProgress, human_bytes
 
 pytestmark = pytest.mark.registry
@@ -22,15 +24,17 @@ BLOB_LINE = re.compile(r"^imagekit: \[\s*[0-9.]+s\] \S+ sha256:[0-9a-f]{12}: [0-
                        r"[0-9.]+s \([0-9.]+ [kMG]?B/s\)$")
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, **(env or {})})
 
 
-def _promote(reg, repo, dest: str, tmp_path, *extra: str) -> subprocess.CompletedProcess:
+def _promote(reg, repo, dest: str, tmp_path, *extra: str, env: dict | None = None
+             ) -> subprocess.CompletedProcess:
     return cli("promote", f"{reg['staging']}/{repo}:v1", "--to", f"{reg[dest]}/{repo}:v1",
                "--evidence-dir", str(tmp_path), "--force", "--reason", "progress test",
-               *extra)
+               *extra, env=env)
 
 
 def test_promote_on_a_pipe_prints_a_line_per_blob_and_phase(reg, repo, staged, tmp_path):
@@ -88,3 +92,18 @@ def test_line_progress_counts_what_was_sent():
     assert BLOB_LINE.match(text[0]) and "3.0 MB in" in text[0], text
     assert text[1].endswith("hop x: verified") and "total: 3.0 MB" in text[2]
     assert human_bytes(999) == "999 B" and human_bytes(1_500_000_000) == "1.5 GB"
+
+
+def test_an_explicit_imagekit_progress_json_gives_progress_events(reg, repo, staged, tmp_path):
+    """The rehearsal asks its child steps for JSON events (IMAGEKIT_PROGRESS=json): each blob
+    is a phase of step `promote` that ends with its bytes."""
+    done = _promote(reg, repo, "production", tmp_path, "--json",
+                    env={"IMAGEKIT_PROGRESS": "json"})
+    assert done.returncode == 0, done.stderr
+    events = [ProgressEvent.parse_line(line) for line in done.stderr.splitlines()]
+    assert all(events), done.stderr
+    ended = [e for e in events if e.state == "done" and e.phase.endswith(
+        tuple(d.hex[:12] for d in staged.layer_digests))]
+    assert len(ended) == len(staged.layer_digests) and all(e.step == "promote" for e in ended)
+    assert all(" in " in (e.detail or "") and "B" in e.detail for e in ended)
+    json.loads(done.stdout)  # stdout stays the one document
