@@ -180,6 +180,21 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, started: f
     return subprocess.CompletedProcess(argv, code, "".join(out), "".join(err))
 
 
+def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: str) -> None:
+    """The promoted vLLM image accepted on the cluster with the stand-in model on a
+    read-only PVC (issue 15); judged by imagekit.clusteraccept.rehearsal."""
+    from imagekit.clusteraccept import rehearsal as step
+    from imagekit.infra.cluster import NODE_NAME
+
+    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME))
+    if code != 0:
+        return
+    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
+                         want_json=True)
+    attempt.checks.pop()   # the exit code says DEFERRED (the stand-in): judged just below
+    attempt.add_check(step.standin_acceptance_check(f"{name}-cluster-accept", body))
+
+
 @app.command("rehearsal")
 @guarded
 def rehearsal(
@@ -231,6 +246,8 @@ def rehearsal(
                 if cluster:
                     runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
                                "--expect-digest", str(build.digest), "--profile", profile_name)
+                if cluster and image.engine == "vllm":
+                    _accept_step(runner, attempt, name, hops[-1], profile_name)
         runner.run("report", "report", "--all-images", "--format", "all", "--out", str(out),
                    "--profile", profile_name)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])

@@ -47,12 +47,20 @@ def emit(store_root: Path) -> int:
     return count
 
 
+def generation() -> str:
+    """The ConfigMap version this run sees beside itself (a `generation` key, when there is
+    one): through the stable entry, so an update made while the controller waited shows."""
+    path = HERE / "generation"
+    return path.read_text().strip() if path.exists() else "-"
+
+
 async def run() -> None:
     from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config, load_matrix
     from imagekit.acceptance.capabilities import Requirements
     from imagekit.acceptance.runner import resolve_target, run_matrix, run_suites
     from imagekit.evidence import EvidenceStore
 
+    print(f"accept_suites: scripts generation {generation()} in {HERE}", flush=True)
     store = EvidenceStore(STORE)
     config_name = os.environ.get("ENGINE_CONFIG")
     config = load_engine_config(HERE / config_name if config_name else None)
