@@ -236,3 +236,40 @@ def test_the_rehearsal_step_expects_exactly_what_a_stand_in_shows() -> None:
     broken["checks"][0]["status"] = "FAIL"
     assert "engine_start: FAIL" in standin_acceptance_check("x", broken).detail
     assert standin_acceptance_check("x", None).status is Status.ERROR
+
+
+def test_image_phase_gate_ignores_acceptance_but_not_a_failed_probe(tmp_path: Path) -> None:
+    from imagekit.errors import CheckFailed
+    from imagekit.report.gate import image_phase_gate
+    from imagekit.results import CheckResult
+    from tests.report.conftest import write_rehearsal
+
+    store = EvidenceStore(tmp_path)
+    r = write_rehearsal(store)
+    with store.attempt(r.digest, "cluster-accept") as attempt:   # a failed start before
+        attempt.add_check(CheckResult(name="engine_start", status=Status.FAIL, detail="crash"))
+    assert image_phase_gate(store, r.digest).allowed
+    with store.attempt(r.digest, "probe") as attempt:
+        attempt.add_check(CheckResult(name="pip_check", status=Status.FAIL, detail="broken"))
+    with pytest.raises(CheckFailed, match="pip_check FAIL"):
+        image_phase_gate(store, r.digest)
+
+
+def test_a_profile_may_require_cluster_accept_before_the_final_hop(tmp_path: Path) -> None:
+    from imagekit.report import check_promotable
+    from imagekit.spec.models import ImagesSpec
+    from tests.report.conftest import write_rehearsal
+
+    profile = {"lock": "l", "staging": "s:1", "production": "p:2", "target": "t:3",
+               "final_hop_requires": ["cluster-accept"]}
+    image = {"engine": "vllm", "dockerfile": "d", "repository": "imagekit/vllm",
+             "probes": ["pip_check"], "base": {"local": "s:1/b:1"}}
+    spec = ImagesSpec(version=1, default_profile="local", images={"vllm": image},
+                      profiles={"local": profile})
+    assert spec.final_hop_requirements("t:3") == ["cluster-accept"]
+    assert spec.final_hop_requirements("p:2") == []
+    store = EvidenceStore(tmp_path)
+    r = write_rehearsal(store)
+    decision = check_promotable(store, r.digest, ["probe", "images-verify", "cluster-accept"])
+    assert not decision.allowed and "required check cluster-accept is missing" in \
+        decision.reasons[0]
