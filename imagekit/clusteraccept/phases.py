@@ -93,7 +93,21 @@ def failed_start(pod: dict, events: list[dict], last_lines: list[str],
     """The cause of a failed start, or None while the Pod may still come up."""
     status = pod.get("status", {})
     messages = [e.get("message", "") for e in events]
-    probe_failed = [m for m in messages if "Startup probe failed" in m]
+    # "Startup probe failed" events come with every probe before the API is up: only the
+    # kubelet's kill ("Container engine failed startup probe, will be restarted") is the
+    # budget running out
+    probe_failed = [m for m in messages if "failed startup probe" in m]
+    # v1.20 with restartPolicy Never says only "Stopping container engine" (reason Killing):
+    # then the kill follows failureThreshold failed startup probes (events are aggregated:
+    # `count` failures in one event)
+    threshold = next((c.get("startupProbe", {}).get("failureThreshold", 3)
+                      for c in pod.get("spec", {}).get("containers") or []), 3)
+    failures = sum(int(e.get("count") or 1) for e in events if e.get("reason") == "Unhealthy"
+                   and e.get("message", "").startswith("Startup probe failed"))
+    if not probe_failed and failures >= threshold and \
+            any(e.get("reason") == "Killing" for e in events):
+        probe_failed = [f"{failures} failed startup probes (failureThreshold {threshold}), "
+                        "then the kubelet stopped the container"]
     for container in status.get("containerStatuses") or []:
         waiting = container.get("state", {}).get("waiting") or {}
         if waiting.get("reason") in PULL_ERRORS:

@@ -264,3 +264,16 @@ def test_cli_refuses_an_image_without_image_phase_evidence(tmp_path, vllm_image)
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1, done.stderr
     assert "no image-phase evidence" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_startup_probe_that_runs_out_is_a_probe_timeout_not_a_crash(
+        kube, accept_ns, model_claim, vllm_image, tmp_path) -> None:
+    """No observed start in this store, so a 10 s budget is submitted; the kubelet stops the
+    engine after its failed startup probes: probe-timeout, with the engine's last lines."""
+    tag, digest, _ = vllm_image
+    report = run_accept(kube, tag, digest, _options(accept_ns, model_claim, startup_seconds=10),
+                        EvidenceStore(tmp_path), controller_image=_controller_image)
+    start = {c.name: c for c in report.checks}["engine_start"]
+    assert start.status is Status.FAIL and "startup failed (probe-timeout)" in start.detail
+    assert start.data["last_lines"], start.data
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []

@@ -119,9 +119,18 @@ def test_failed_starts_are_told_apart() -> None:
                         []).state == "oom-killed"
     assert failed_start(pod({"waiting": {"reason": "ErrImagePull", "message": "not found"}}),
                         [], []).state == "image-pull-error"
-    probe = failed_start(pod({"terminated": {"exitCode": 137, "reason": "Error"}}),
-                         [{"message": "Startup probe failed: exit 1"}], [])
-    assert probe.state == "probe-timeout" and "Startup probe failed" in probe.detail
+    probing = [{"message": "Startup probe failed: urlopen error [Errno 111]"}]
+    assert failed_start(pod({"terminated": {"exitCode": 2, "reason": "Error"}}), probing,
+                        []).state == "crashed"     # probes fail until the API is up
+    probe = failed_start(pod({"terminated": {"exitCode": 137, "reason": "Error"}}), [
+        *probing, {"message": "Container engine failed startup probe, will be restarted"}], [])
+    assert probe.state == "probe-timeout" and "failed startup probe" in probe.detail
+    killed = pod({"terminated": {"exitCode": 130, "reason": "Error"}})   # what v1.20 says
+    killed["spec"] = {"containers": [{"startupProbe": {"failureThreshold": 2}}]}
+    events = [{"reason": "Unhealthy", "count": 2, "message": "Startup probe failed: x"},
+              {"reason": "Killing", "message": "Stopping container engine"}]
+    assert failed_start(killed, events, []).state == "probe-timeout"
+    assert failed_start(killed, events[:1], []).state == "crashed"
     assert failed_start(pod({"running": {"startedAt": "2026-12-01T10:00:00Z"}}), [], []) is None
 
 
