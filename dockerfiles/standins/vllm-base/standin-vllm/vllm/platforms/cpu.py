@@ -1,5 +1,0 @@
-from vllm.platforms import Platform
-
-
-class CpuPlatform(Platform):
-    device_type = "cpu"

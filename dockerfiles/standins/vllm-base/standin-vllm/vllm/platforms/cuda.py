@@ -1,5 +1,0 @@
-from vllm.platforms import Platform
-
-
-class CudaPlatform(Platform):
-    device_type = "cuda"
