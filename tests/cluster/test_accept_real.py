@@ -74,8 +74,11 @@ def vllm_image(cluster_state, tmp_path_factory):
     report = verify_images(spec, engine, store, profile="local", names=["vllm"])
     [entry] = report.images
     assert entry.reference and entry.digest, entry
-    tag = ImageReference.parse(entry.reference.split("@")[0])
-    return tag, entry.digest, store
+    from imagekit.build import latest_build
+
+    build = latest_build("vllm", "local", store)      # pushed as <staging repo>:<key[:16]>
+    tag = ImageReference.parse(f"{build.reference.name}:{build.cache_key[:16]}")
+    return tag, build.digest, store
 
 
 def _options(ns: str, claim: str, **extra) -> AcceptOptions:
@@ -128,7 +131,7 @@ class _Switch(Hooks):
                     break
                 time.sleep(1)
             current = kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
-            kube.apply({**current, "data": {**current["data"], "generation": "2\n"}})
+            kube.replace({**current, "data": {**current["data"], "generation": "2\n"}})
             self.switched_at = dt.datetime.now(dt.timezone.utc)
 
         self.thread = threading.Thread(target=switch, daemon=True)
