@@ -229,11 +229,6 @@ def cluster_model_volume(
 
 
 def _standin_snapshot() -> Path:
-    from imagekit.standins.models import MARKER, NAMES, ORG, models_root
+    from imagekit.clusteraccept.model import standin_text_model
 
-    found = sorted(models_root().glob(f"*/hub/models--{ORG}--{NAMES['text']}/snapshots/*/"
-                                      f"{MARKER}"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        raise InvalidInput("no stand-in text model built yet (the real-engines setup makes "
-                           "it); pass --path", where=str(models_root()))
-    return found[-1].parent
+    return standin_text_model()

@@ -9,11 +9,16 @@ semantic PASS on a stand-in would be a lie and fails this check like any protoco
 
 from __future__ import annotations
 
+import os
+
 from imagekit.results import CheckResult, Status
 
-NAMESPACE = "imagekit-accept"
-VOLUME = CLAIM = "imagekit-model"
-MODEL = "imagekit-standin/llama-text-32k"
+#: The rehearsal's namespace (created when missing, kept: the claim lives there); the model's
+#: PersistentVolume is named after it. IMAGEKIT_ACCEPT_NAMESPACE picks another.
+NAMESPACE = os.environ.get("IMAGEKIT_ACCEPT_NAMESPACE", "imagekit-accept")
+VOLUME = f"{NAMESPACE}-model"
+CLAIM = "model"
+from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402
 STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
 MATRIX = "manifests/acceptance/matrix-standin.toml"
 

@@ -45,7 +45,7 @@ def accept_ns(kube):
 def model_claim(kube, accept_ns):
     """The stand-in model on a local PV only nodes labelled imagekit.dev/model-storage=local
     can mount, and its read-only claim; the node gets the label (it is left: others use it)."""
-    from imagekit.cli.cluster_accept import _standin_snapshot
+    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
     from imagekit.cluster.modelvolume import (delete_model_volume, ensure_model_volume,
                                               label_node)
 
@@ -212,7 +212,7 @@ def test_a_budget_shorter_than_the_observed_start_is_reported_before_submission(
 
 def test_a_node_without_the_storage_label_is_a_finding_and_nothing_is_created(
         kube, accept_ns, vllm_image) -> None:
-    from imagekit.cli.cluster_accept import _standin_snapshot
+    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
     from imagekit.cluster.modelvolume import delete_model_volume, volume_manifests
 
     tag, digest, store = vllm_image
