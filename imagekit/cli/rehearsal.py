@@ -3,7 +3,9 @@
 The local stand-in rehearsal of the whole release path: infrastructure up (cluster included),
 stand-in bases, `images verify` (build both fixed images, push to staging, probe inside, manifest),
 then per image `promote` staging → production → target with every hop read back, a zero-GPU
-`cluster probe` of the promoted tag pinned to its digest, and finally the reports.
+`cluster probe` of the promoted tag pinned to its digest, for the vLLM image `cluster accept`
+of the promoted tag with the stand-in model on a read-only PVC (protocol PASS, semantics
+DEFERRED, live startup phases in evidence), and finally the reports.
 
 Each step is the ordinary imagekit command run as its own process, so it writes its own evidence
 exactly as when a person runs it; the rehearsal keeps every step's argv, exit code and output in
@@ -192,7 +194,11 @@ def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: s
     _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
                          want_json=True)
     attempt.checks.pop()   # the exit code says DEFERRED (the stand-in): judged just below
-    attempt.add_check(step.standin_acceptance_check(f"{name}-cluster-accept", body))
+    judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
+    attempt.add_check(judged)
+    if not runner.json_output:
+        err_console.print(f"  judged {judged.status.value}: {judged.detail}", markup=False,
+                          soft_wrap=True)
 
 
 @app.command("rehearsal")
