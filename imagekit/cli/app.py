@@ -6,11 +6,12 @@ errors from imagekit.errors become one line on stderr and the class's exit code.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pydantic and rich are not imported for --help: each command
     from rich.console import Console
 
     from imagekit.evidence import EvidenceStore
+    from imagekit.progress import Progress
 
 
 class _LazyConsole:
@@ -176,6 +178,19 @@ def print_json(value: "BaseModel | dict | list") -> None:
         text = json.dumps(value, indent=2, default=str)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def progress_for(json_output: bool) -> Iterator[Progress]:
+    """The command's progress for its long steps (imagekit.progress): rich on a terminal, one
+    line per phase on a pipe, JSON lines on stderr with --json; IMAGEKIT_PROGRESS overrides.
+    Installed as the current progress, so operations and transports report into it."""
+    from imagekit import progress
+
+    mode = progress.choose_mode(json_output, sys.stderr.isatty())
+    sink = progress.make(mode, console=err_console._real() if mode == "rich" else None)
+    with progress.using(sink):
+        yield sink
 
 
 def show_progress(json_output: bool) -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              show_progress)
+                              progress_for)
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -40,21 +40,10 @@ app.add_typer(images_app, name="images")
 
 @contextmanager
 def _progress(json_output: bool, title: str) -> Iterator[Callable[[str], None] | None]:
-    """A spinner showing the latest build step, for people only."""
-    if not show_progress(json_output):
+    """The command's progress (each BuildKit step, debootstrap stage and push is a phase of
+    it: imagekit.progress); no raw-line callback is needed any more."""
+    with progress_for(json_output):
         yield None
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err_console, transient=True) as progress:
-        task = progress.add_task(title)
-
-        def on_line(line: str) -> None:
-            if line.startswith("#") and " " in line and not line.split(" ", 1)[1][:1].isdigit():
-                progress.update(task, description=f"{title}: {line[:100]}")
-
-        yield on_line
 
 
 def _checks_table(checks: list[CheckResult]) -> Table:
@@ -216,7 +205,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     if digest is None and not resolved.by_name and engine.exists(target):
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
-    report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
+    with progress_for(json_output):
+        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
     report = report.model_copy(update={"image": shown})
     if json_output:
         print_json(report)

@@ -237,6 +237,12 @@ def _parse_pairs(values: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
+def _parse_selector(values: list[str] | None) -> dict[str, str]:
+    from imagekit.inputs import label_pairs
+
+    return label_pairs(values, "--selector")
+
+
 def _parse_tolerations(values: list[str] | None) -> list[dict]:
     """key[=value]:Effect, or key:Effect (operator Exists)."""
     out = []
@@ -322,7 +328,7 @@ def cluster_probe(
     if found is not None:
         found[0].profile(profile)  # an unknown --profile is bad input, found before the Pod
     client, docker_config = _registry_client(ref.registry)
-    options = ProbeOptions(namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
+    options = ProbeOptions(namespace=namespace, node_selector=_parse_selector(selector),
                            tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
                            docker_config_dir=docker_config, expect_digest=expected,
@@ -408,7 +414,7 @@ def cluster_precheck(
             intent = intent.model_copy(update={"claims": [*intent.claims, *model_claim]})
     else:
         intent = PodIntent(namespace=namespace, node_name=node,
-                           node_selector=_parse_pairs(selector, "selector"),
+                           node_selector=_parse_selector(selector),
                            tolerations=_parse_tolerations(toleration), gpus=gpus,
                            priority_class_name=priority_class,
                            preemption_policy=preemption_policy,
@@ -486,7 +492,7 @@ def cluster_gpu_preflight(
 
         return each_node_preflight(
             ref.with_digest(digest), namespace=namespace,
-            selector=_parse_pairs(selector, "selector"),
+            selector=_parse_selector(selector),
             tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION], gpus=gpus,
             script=script, script_args=list(preflight_arg or []), timeout=timeout,
             cordon=cordon_failed, taint=taint_failed, docker_config=docker_config,
@@ -495,7 +501,7 @@ def cluster_gpu_preflight(
     storage = StorageNeed(label=storage_label, csi_driver=storage_driver) \
         if storage_label or storage_driver else None
     options = PreflightOptions(
-        namespace=namespace, node_selector=_parse_pairs(selector, "selector"),
+        namespace=namespace, node_selector=_parse_selector(selector),
         tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION], gpus=gpus,
         priority_class_name=priority_class, preemption_policy=preemption_policy,
         storage=storage, script=script, timeout_s=timeout, docker_config_dir=docker_config)

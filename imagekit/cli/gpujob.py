@@ -64,7 +64,7 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
     args = list(preflight_arg or [])
     options = GpuJobOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, pods_per_node=pods_per_node,
-        namespace=namespace, node_selector=cluster_cli._parse_pairs(selector, "selector"),
+        namespace=namespace, node_selector=cluster_cli._parse_selector(selector),
         tolerations=cluster_cli._parse_tolerations(toleration) or [GPU_TOLERATION],
         priority_class_name=priority_class,
         script=script or Path("gpu_checks/preflight.py"), script_args=args,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.cli.app import app, console, guarded, print_json, progress_for
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
     from rich.table import Table
@@ -41,7 +41,8 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
     """Install and start only what is missing (idempotent)."""
     from imagekit.infra import manager
 
-    state, components = manager.up(cluster=cluster)
+    with progress_for(json_output):
+        state, components = manager.up(cluster=cluster)
     if json_output:
         print_json({**_components_json(components), "state": state.model_dump(mode="json")})
         return

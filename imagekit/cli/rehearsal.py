@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -26,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import app, console, err_console, evidence_store, guarded, print_json
+from imagekit.cli.app import app, console, evidence_store, guarded, print_json, progress_for
 
 if TYPE_CHECKING:
+    from imagekit.progress import Progress
     from imagekit.results import Status
 
 
@@ -58,18 +60,18 @@ def _status_of(code: int) -> Status:
 
 
 class _Runner:
-    """Runs imagekit sub-commands, records each, prints a line per step."""
+    """Runs imagekit sub-commands, records each; each step is a phase of the rehearsal's
+    progress, and the step's own phases (its child process's progress events) are drawn
+    under it, live."""
 
-    def __init__(self, attempt, json_output: bool) -> None:
-        self.attempt, self.json_output = attempt, json_output
+    def __init__(self, attempt, json_output: bool, sink: Progress) -> None:
+        self.attempt, self.json_output, self.sink = attempt, json_output, sink
         self.steps: list[Any] = []
         self.env: dict[str, str] | None = None
 
     def use_infra_credentials(self) -> None:
         """The loopback registries' credentials live in infra's docker config dir: point the
         steps at it (by DOCKER_CONFIG, a path, never the secrets), unless the caller chose one."""
-        import os
-
         from imagekit.infra.state import registry_env
 
         if "DOCKER_CONFIG" not in os.environ:
@@ -79,16 +81,9 @@ class _Runner:
         from imagekit.results import CheckResult
 
         argv = [sys.executable, "-m", "imagekit", *args]
-        if not self.json_output:
-            err_console.print(f"[bold]→ {name}[/]: imagekit {' '.join(args)}")
-        else:
-            _phase_line(name, "start", 0.0)
         started = time.monotonic()
-        done = _run_live(argv, self.env, name, started, self.json_output)
+        done = _run_live(argv, self.env, name, self.sink, shown=f"imagekit {' '.join(args)}")
         seconds = round(time.monotonic() - started, 2)
-        if self.json_output:
-            _phase_line(name, "done", seconds, status=_status_of(done.returncode).value,
-                        exit_code=done.returncode)
         step = _step_model()(name=name, argv=["imagekit", *args], exit_code=done.returncode,
                              seconds=seconds, status=_status_of(done.returncode))
         self.steps.append(step)
@@ -98,14 +93,8 @@ class _Runner:
         self.attempt.add_check(CheckResult(
             name=name, status=step.status,
             detail=f"exit {done.returncode} in {seconds} s"
-                   + (f": {done.stderr.strip().splitlines()[-1]}"
-                      if done.returncode and done.stderr.strip() else "")))
-        if not self.json_output:
-            colour = "green" if done.returncode == 0 else "red"
-            err_console.print(f"  [{colour}]{step.status.value}[/] exit {done.returncode} "
-                              f"({seconds} s)")
-            if done.returncode and done.stderr.strip():
-                err_console.print("  " + done.stderr.strip().splitlines()[-1], markup=False)
+                   + (f": {_last_words(done.stderr)}"
+                      if done.returncode and _last_words(done.stderr) else "")))
         body = None
         if want_json and done.stdout.strip():
             try:
@@ -115,30 +104,31 @@ class _Runner:
         return done.returncode, body
 
 
-#: A step silent this long gets a "still running" line, so a long step (the Kubernetes build,
-#: stand-in builds) never looks hung.
-HEARTBEAT_S = 15.0
+def _last_words(stderr: str) -> str:
+    """The child's last stderr line that is not a progress event (its error, usually)."""
+    from imagekit.progress import ProgressEvent
+
+    for line in reversed(stderr.strip().splitlines()):
+        if line.strip() and ProgressEvent.parse_line(line) is None:
+            return line.strip()[:300]
+    return ""
 
 
-def _phase_line(step: str, phase: str, elapsed: float, **extra: object) -> None:
-    """One JSON line per phase on stderr (stdout stays the one JSON document of --json)."""
-    sys.stderr.write(json.dumps({"step": step, "phase": phase, "elapsed_s": round(elapsed, 1),
-                                 **extra}) + "\n")
-    sys.stderr.flush()
-
-
-def _run_live(argv: list[str], env: dict[str, str] | None, name: str, started: float,
-              json_output: bool) -> subprocess.CompletedProcess:
-    """Run a step, showing its stderr (its progress) live with the elapsed time, and a
-    heartbeat while it is silent; stdout and stderr are kept whole for the evidence."""
-    import queue
+def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Progress,
+              shown: str | None = None) -> subprocess.CompletedProcess:
+    """Run one step as a child that reports its progress as JSON lines (IMAGEKIT_PROGRESS=
+    json): its events become phases under this step, its other stderr lines the step's live
+    detail; the sink's heartbeat covers silence. stdout and stderr are kept whole."""
     import threading
 
+    from imagekit.progress import MODE_ENV, ProgressEvent
+
+    env = {**(env if env is not None else os.environ), MODE_ENV: "json"}
+    phase = sink.phase("rehearsal", name, shown)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, bufsize=1)
     out: list[str] = []
     err: list[str] = []
-    lines: queue.Queue[str | None] = queue.Queue()
 
     def pump_out() -> None:
         out.append(proc.stdout.read())
@@ -146,40 +136,27 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, started: f
     def pump_err() -> None:
         for line in proc.stderr:
             err.append(line)
-            lines.put(line)
-        lines.put(None)
+            event = ProgressEvent.parse_line(line)
+            if event is not None:
+                sink.forward(event, name)
+            elif line.strip():
+                phase.detail(line)
 
     readers = [threading.Thread(target=pump_out, daemon=True),
                threading.Thread(target=pump_err, daemon=True)]
     for reader in readers:
         reader.start()
-    last = time.monotonic()
-    while True:
-        try:
-            line = lines.get(timeout=1.0)
-        except queue.Empty:
-            now = time.monotonic()
-            if now - last >= HEARTBEAT_S:
-                last = now
-                if json_output:
-                    _phase_line(name, "running", now - started)
-                else:
-                    err_console.print(f"  [dim]… {name} still running, "
-                                      f"{now - started:.0f} s[/]")
-            continue
-        if line is None:
-            break
-        last = time.monotonic()
-        text = line.rstrip()
-        if text and not json_output:
-            err_console.print(f"  {last - started:6.1f}s {text[:160]}", markup=False,
-                              highlight=False)
-        elif text:
-            _phase_line(name, "output", last - started, line=text[:300])
     code = proc.wait()
     for reader in readers:
         reader.join()
-    return subprocess.CompletedProcess(argv, code, "".join(out), "".join(err))
+    stderr = "".join(err)
+    sink.end_forwarded(name, f"the step ended (exit {code}) before this phase did")
+    if code == 0:
+        phase.done()
+    else:
+        phase.fail(f"{_status_of(code).value} exit {code}"
+                   + (f": {_last_words(stderr)}" if _last_words(stderr) else ""))
+    return subprocess.CompletedProcess(argv, code, "".join(out), stderr)
 
 
 def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: str) -> None:
@@ -222,8 +199,8 @@ def rehearsal(
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = out or Path("rehearsal-reports") / stamp
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
-                       reports=str(out)) as attempt:
-        runner = _Runner(attempt, json_output)
+                       reports=str(out)) as attempt, progress_for(json_output) as sink:
+        runner = _Runner(attempt, json_output, sink)
         code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
         if code == 0:
             runner.use_infra_credentials()

@@ -66,6 +66,10 @@ def report_command(
         raise InvalidInput("--format all and --all-images write files: give --out DIR")
     if all_images == (subject is not None):
         raise InvalidInput("give either NAME|REF|DIGEST or --all-images")
+    if out is not None:      # before any registry lookup: nothing done that cannot be written
+        from imagekit.inputs import writable_dir, writable_file
+
+        (writable_dir if fmt == "all" or all_images else writable_file)(out, "--out")
     _check_profile(profile)
     store = EvidenceStore(evidence_dir)
     if all_images:

@@ -18,9 +18,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from python_on_whales import DockerClient, DockerException
 
+from imagekit.engine.buildkit import StepTracker
 from imagekit.engine.client import docker_client, find_docker_binary
 from imagekit.errors import InfraError, NotFound, TransportError
 from imagekit.oci import Digest, ImageReference
+from imagekit.progress import Progress
+from imagekit.progress import current as current_progress
 
 
 class BuildOutcome(BaseModel):
@@ -90,16 +93,21 @@ class Engine:
               build_args: Mapping[str, str] | None = None,
               secrets: Mapping[str, Path] | None = None, no_cache: bool = False,
               network: str | None = "host",
-              on_line: Callable[[str], None] | None = None) -> BuildOutcome:
+              on_line: Callable[[str], None] | None = None,
+              progress: Progress | None = None, label: str | None = None) -> BuildOutcome:
         """Build with BuildKit; `secrets` maps a secret id to a FILE (its content never enters
         argv). Never raises for a failed build: the outcome carries the code and the full log.
 
         RUN steps use the host's network by default: they need only the package registries,
         and this way a build does not depend on the daemon's bridge (docker0), which other
-        tooling on a shared machine may have removed."""
+        tooling on a shared machine may have removed.
+
+        Each BuildKit step (`#N [stage] RUN …`) is a phase of `progress` (default: the
+        command line's), under the step `label` (default `build <repository>`)."""
         secret_args = [f"id={sid},src={path}" for sid, path in (secrets or {}).items()]
         lines: list[str] = []
         started = time.monotonic()
+        steps = StepTracker(progress or current_progress(), label or _build_label(tags, context))
         with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
             metadata = Path(tmp) / "metadata.json"
             argv = ["buildx", "build", "--progress=plain", str(context)]
@@ -111,6 +119,7 @@ class Engine:
                     metadata_file=metadata, stream_logs=True)
                 for line in stream:
                     lines.append(line.rstrip("\n"))
+                    steps.feed(lines[-1])
                     if on_line is not None:
                         on_line(line.rstrip("\n"))
                 returncode = 0
@@ -118,6 +127,7 @@ class Engine:
                 returncode = exc.return_code or 1
                 if not lines and exc.stderr:
                     lines.extend(str(exc.stderr).splitlines())
+            steps.close(ok=returncode == 0)
             image_id = None
             if returncode == 0 and metadata.exists():
                 meta = json.loads(metadata.read_text() or "{}")
@@ -158,7 +168,8 @@ class Engine:
         ref = ImageReference.parse(str(ref)) if not isinstance(ref, ImageReference) else ref
         text = str(ref)
         try:
-            self.client.image.push(text, quiet=True)
+            with current_progress().phase("docker push", text):  # a phase: it may take minutes
+                self.client.image.push(text, quiet=True)
         except DockerException as exc:
             raise TransportError(f"docker push failed: {_last_line(exc.stderr)}",
                                  where=text) from exc
@@ -237,6 +248,13 @@ class Engine:
             raise TransportError(f"docker {args[0]} failed: {_last_line(done.stderr)}",
                                  where=" ".join(args[:2]))
         return done.stdout
+
+
+def _build_label(tags: Sequence[str], context: Path) -> str:
+    """`build vllm` for `imagekit-local/vllm:abc`; the context's name without a tag."""
+    if tags:
+        return "build " + tags[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    return f"build {Path(context).name}"
 
 
 def _last_line(text: object) -> str:

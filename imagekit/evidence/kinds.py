@@ -137,6 +137,9 @@ class HopEvidence(BaseModel):
     verified: bool
     bytes_moved: int = 0
     read_back: str = ""
+    referrers: list[str] | None = Field(
+        None, description="referrers (attestations, SBOM) carried and read back at this "
+        "endpoint; None when the hop did not copy them (awaited) or predates them")
 
 
 @register

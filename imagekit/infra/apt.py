@@ -14,6 +14,7 @@ from pathlib import Path
 
 from imagekit.errors import InfraError
 from imagekit.infra.state import StatePaths
+from imagekit.progress import run_logged
 
 _ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
 #: Another apt run (a parallel install, unattended upgrades) holds the dpkg lock: wait for it.
@@ -101,16 +102,23 @@ def installed(package: str) -> bool:
     return not missing_packages([package])
 
 
+def apt_stage(line: str) -> str | None:
+    """apt-get's output → stages: downloading (Get:), unpacking, setting up."""
+    if line.startswith("Get:"):
+        return "downloading"
+    if line.startswith("Unpacking "):
+        return "unpacking"
+    if line.startswith("Setting up "):
+        return "setting up"
+    return None
+
+
 def _run(argv: list[str], what: str, log: Path | None, cwd: Path | None = None) -> None:
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    try:
-        result = subprocess.run(argv, env=_ENV, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                check=False)
-    finally:
-        if log:
-            out.close()
-    if result.returncode != 0:
-        raise InfraError(f"{what} failed (exit {result.returncode})",
+    """One apt-get call: a phase per stage of the command line's progress, output in `log`."""
+    code, _ = run_logged(argv, log or Path(os.devnull), "apt", what=what, stage_of=apt_stage,
+                         env=_ENV, cwd=cwd)
+    if code != 0:
+        raise InfraError(f"{what} failed (exit {code})",
                          where=str(log) if log else " ".join(argv[:3]))
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import ssl
@@ -40,6 +41,8 @@ import httpx
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import podnet, processes
 from imagekit.infra.state import ComponentStatus, InfraState, StatePaths
+from imagekit.progress import current as current_progress
+from imagekit.progress import run_logged
 
 NAME = "cluster"
 NODE_NAME = "127.0.0.1"
@@ -99,56 +102,50 @@ def _sp(state: InfraState) -> StatePaths:
     return StatePaths(state.state_dir)
 
 
-#: A step running longer than this says so on stderr, with its log's last line, every
-#: PROGRESS_S seconds (the Kubernetes build takes minutes: it must never look hung).
-PROGRESS_S = 15.0
-
-
-def _last_line(log: Path) -> str:
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
-            lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines()]
-    except OSError:
-        return ""
-    return next((x for x in reversed(lines) if x), "")[:140]
-
-
 def _run(argv: list[str], what: str, log: Path | None = None, env: dict[str, str] | None = None,
-         timeout: float | None = None) -> None:
-    import sys
-
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
-        shown = started
-        while True:
-            try:
-                code = proc.wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                now = time.monotonic()
-                if timeout is not None and now - started > timeout:
-                    proc.kill()
-                    proc.wait()
-                    raise InfraError(f"{what} timed out",
-                                     where=str(log) if log else argv[0]) from None
-                if now - shown >= PROGRESS_S:
-                    shown = now
-                    last = _last_line(log) if log else ""
-                    sys.stderr.write(f"  {what}: {now - started:.0f} s"
-                                     + (f" — {last}" if last else "") + "\n")
-                    sys.stderr.flush()
-    finally:
-        if log:
-            out.close()
-    if time.monotonic() - started >= PROGRESS_S:
-        sys.stderr.write(f"  {what}: done in {time.monotonic() - started:.0f} s\n")
+         timeout: float | None = None, step: str = "cluster", stage_of=None) -> None:
+    """Run one setup command with its output appended to `log`; a phase of the command line's
+    progress (elapsed time, heartbeat with the log's latest line while it is silent)."""
+    if log is None:
+        log = Path(os.devnull)
+    code, timed_out = run_logged(argv, log, step, what=what, stage_of=stage_of, env=env,
+                                 timeout=timeout)
+    where = str(log) if str(log) != os.devnull else argv[0]
+    if timed_out:
+        raise InfraError(f"{what} timed out", where=where)
     if code != 0:
-        raise InfraError(f"{what} failed (exit {code})",
-                         where=str(log) if log else argv[0])
+        raise InfraError(f"{what} failed (exit {code})", where=where)
+
+
+_PHASE_LINE = re.compile(r"^k8s build: (?P<what>.+?) \((?P<s>\d+) s\)$")
+_GO_TARGETS = re.compile(r"^\+\+\+ \[\d{4} [\d:]{8}\] Building go targets for (?P<plat>\S+):")
+
+
+class K8sBuildStages:
+    """build.sh's output → stages: its own `k8s build: <phase> (N s)` lines (apt, source
+    download, `compiling <binary>` per binary), and the kube Makefile's `+++ [MMDD hh:mm:ss]
+    Building go targets for linux/amd64:` blocks, named by the first target the block lists:
+    `code generator <tool>` (the vendored generators, first make only) or `go build <binary>`
+    (the compile itself; the other targets of the block become its detail)."""
+
+    def __init__(self) -> None:
+        self.pending = False
+
+    def __call__(self, line: str) -> str | None:
+        if match := _PHASE_LINE.match(line):
+            self.pending = False
+            what = match["what"]
+            return None if what.startswith("installed ") else what
+        if _GO_TARGETS.match(line):
+            self.pending = True
+            return None
+        if self.pending and line.startswith("    "):
+            self.pending = False
+            target = line.strip()
+            kind = "code generator" if target.startswith("./vendor/") else "go build"
+            return f"{kind} {target.rsplit('/', 1)[-1]}"
+        self.pending = False
+        return None
 
 
 # ------------------------------------------------------------------------------ build
@@ -171,8 +168,9 @@ def ensure_built(log: Path) -> None:
     sys.stderr.write(f"imagekit: building Kubernetes v1.20.2 from Debian source (first time "
                      f"only, ~5–20 min on 2 cores); log: {log}\n")
     sys.stderr.flush()
-    _run(["bash", str(SCRIPTS / "build.sh")], "building Kubernetes v1.20.2 from Debian source",
-         log=log, env={"K8S_BIN": str(K8S_BIN), "DEBIAN_MIRROR": debian_mirror()})
+    _run(["bash", str(SCRIPTS / "build.sh")], "starting", log=log, step="k8s build",
+         env={"K8S_BIN": str(K8S_BIN), "DEBIAN_MIRROR": debian_mirror()},
+         stage_of=K8sBuildStages())
     if not binaries_present():
         raise InfraError("Kubernetes build finished but binaries are missing", where=str(K8S_BIN))
 
@@ -330,15 +328,16 @@ def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
 def _wait(what: str, predicate, timeout: float, record: processes.TrackedProcess | None = None,
           interval: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if record is not None and not processes.is_alive(record):
-            raise InfraError(f"{record.name} exited while waiting for {what}; see its log",
-                             where=str(record.log_file))
-        time.sleep(interval)
-    raise InfraError(f"timed out after {timeout:.0f}s waiting for {what}",
-                     where=str(record.log_file) if record else None)
+    with current_progress().phase("cluster", f"waiting for {what}"):
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if record is not None and not processes.is_alive(record):
+                raise InfraError(f"{record.name} exited while waiting for {what}; see its log",
+                                 where=str(record.log_file))
+            time.sleep(interval)
+        raise InfraError(f"timed out after {timeout:.0f}s waiting for {what}",
+                         where=str(record.log_file) if record else None)
 
 
 def _fp(*parts: object) -> str:

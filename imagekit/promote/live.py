@@ -104,7 +104,10 @@ def finish_orphans(store: EvidenceStore, digest: Digest) -> list[Path]:
                 hops=[HopEvidence(endpoint=h["endpoint"], registry=h["registry"],
                                   digest=h["digest"], verified=bool(h["verified"]),
                                   bytes_moved=int(h.get("bytes_moved", 0)),
-                                  read_back=str(h.get("read_back", ""))) for h in hops]))
+                                  read_back=str(h.get("read_back", "")),
+                                  referrers=(list(h.get("referrers") or [])
+                                             if h.get("mode", "copy") == "copy" else None))
+                                  for h in hops]))
         except (KeyError, TypeError, ValueError):
             pass  # a hop file from another version: the checks still carry it
         attempt.finish(Status.ERROR, summary=why, checks=checks)

@@ -157,5 +157,6 @@ def _evidence(source: str, digest: str, context: dict, hops: list[HopRecord],
     return PromoteEvidence(
         source=source, digest=digest, via=list(context["via"]), to=context["to"], error=error,
         hops=[HopEvidence(endpoint=h.endpoint, registry=h.registry, digest=h.digest,
-                          verified=h.verified, bytes_moved=h.bytes_moved, read_back=h.read_back)
+                          verified=h.verified, bytes_moved=h.bytes_moved, read_back=h.read_back,
+                          referrers=list(h.referrers) if h.mode == "copy" else None)
               for h in hops])

@@ -283,13 +283,14 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
                     where)
             for hop in result.hops:
                 put(hop.endpoint, hop.registry, hop.digest, hop.verified, hop.bytes_moved, where,
-                    _referrers(hop.read_back))
+                    len(hop.referrers) if hop.referrers is not None
+                    else _legacy_referrers(hop.read_back))
     return list(found.values())
 
 
-def _referrers(read_back: str) -> int | None:
-    """The referrers a hop carried, from its read-back (`N referrers listed and served`, or
-    `0 referrers`; imagekit/promote/copy.py); None when the hop predates referrers."""
+def _legacy_referrers(read_back: str) -> int | None:
+    """For records written before HopEvidence.referrers: the count from the read-back text
+    (`N referrers listed and served`, or `0 referrers`); None when the hop predates them."""
     import re
     found = re.search(r"\b(\d+) referrers\b", read_back or "")
     return int(found.group(1)) if found else None
@@ -430,15 +431,18 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
                  required: Iterable[str] | None = None, requested: str = "",
                  name: str | None = None, profile: str | None = None,
                  accepted: list[Accepted] | None = None,
-                 resolution: str | None = None) -> ImageReport:
+                 resolution: str | None = None, reads: list[Read] | None = None,
+                 with_previous: bool = True) -> ImageReport:
     """The report of one image digest, with its gate decision computed once and stored.
     NotFound when the store has no attempt about it.
 
     `accepted`: statuses accepted for this image; by default those of the images spec for the
-    image and profile the evidence names (`profile` overrides the evidence's)."""
+    image and profile the evidence names (`profile` overrides the evidence's). `reads`: the
+    whole store already read (the previous build's report reuses it)."""
     digest = Digest.parse(str(digest))
     requirements = parse_requirements(required)
-    aliases, reads = related(store, digest)
+    everything = read_all(store) if reads is None else reads
+    aliases, reads = related(store, digest, everything)
     if not reads:
         raise NotFound(f"no evidence for {digest}", where=str(store.root))
     image, recorded_profile = image_and_profile([r.result for r in reads])
@@ -452,7 +456,7 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
     facts = facts_of(store, reads)
     if name and not facts.name:
         facts = facts.model_copy(update={"name": name})
-    return ImageReport(
+    report = ImageReport(
         subject=str(digest), requested=requested or str(digest), resolution=resolution,
         generated=dt.datetime.now(dt.timezone.utc), evidence_root=str(store.root),
         status=overall_status(current, outcomes),
@@ -463,6 +467,12 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         latency=latency_of(store, reads), overrides=overrides_of(store, reads),
         acceptance=acceptance_of(store, reads), goodput=goodput_of(store, reads),
         cluster_starts=cluster_starts_of(store, reads))
+    if with_previous:  # the difference against the previous build of the same image
+        from imagekit.report.previous import previous_build
+
+        report = report.model_copy(update={"previous": previous_build(
+            store, everything, report, build_report)})
+    return report
 
 
 def evidence_file(report: ImageReport, line: EvidenceLine) -> Path:

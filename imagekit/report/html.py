@@ -59,6 +59,50 @@ def _none(text: str = "No evidence.") -> str:
     return f'<p class="none">{escape(text)}</p>'
 
 
+def previous_section(report: ImageReport, ev) -> str:
+    """`Since the previous build`: base digest, versions, checks whose status changed
+    (imagekit.report.previous) and the packages the SBOMs show (imagekit.sbom.history)."""
+    from imagekit.errors import InvalidInput
+    from imagekit.evidence import EvidenceStore
+    from imagekit.sbom.history import diff_for_digest
+
+    parts = ['<h2 id="previous">Since the previous build</h2>']
+    p = report.previous
+    if p is None:
+        parts.append(_none("No earlier build of this image in evidence."))
+    else:
+        parts.append(f"<p>Previous build <code>{escape(p.digest)}</code> "
+                     f"({p.built:%Y-%m-%d %H:%M} UTC) {ev(p.evidence)}</p>")
+        rows = [["base", f"<code>{escape(str(p.base_before))}</code>",
+                 f"<code>{escape(str(p.base_after))}</code>"
+                 + ("" if p.base_changed else ' <span class="none">(unchanged)</span>')]]
+        rows += [[escape(v.package), f"<code>{escape(v.before or 'absent')}</code>",
+                  f"<code>{escape(v.after or 'absent')}</code>"] for v in p.versions]
+        if not p.probed:
+            rows.append(["versions", '<span class="none">not known for both builds</span>',
+                         '<span class="none">(one was not probed yet)</span>'])
+        parts.append(_table(["version", "before", "now"], rows))
+        parts.append(_table(["check whose status changed", "before", "now", "evidence"], [
+            [escape(c.check), _status(c.before.value), _status(c.after.value),
+             ev(c.evidence) if c.evidence else ""] for c in p.changed])
+            if p.changed else _none("No check both builds ran changed status."))
+        for label, group in (("Not run on this build (yet)", p.not_run),
+                             ("New on this build", p.new)):
+            if group:
+                parts.append(f"<p>{escape(label)}: " + ", ".join(
+                    f"<code>{escape(c.check)}</code>" for c in group) + "</p>")
+    try:
+        diff = diff_for_digest(EvidenceStore(report.evidence_root), report.subject)
+    except (OSError, ValueError, InvalidInput):
+        diff = None
+    if diff is not None:
+        lines = diff.lines()
+        parts.append("<p>Packages (SBOM) since the previous build:</p>"
+                     + ("<ul>" + "".join(f"<li><code>{escape(x)}</code></li>" for x in lines)
+                        + "</ul>" if lines else _none("No package changed.")))
+    return "\n".join(parts)
+
+
 def busbw_plot(report: ImageReport) -> str:
     """Bus bandwidth vs message size, one line per preflight. busbw is 0 by definition at world
     size 1 (no link is driven); with no non-zero busbw anywhere the plot shows algbw instead and
@@ -295,6 +339,7 @@ def render(report: ImageReport, base: Path | None = None) -> str:
                         [[escape(k), f"<code>{escape(v)}</code>"]
                          for k, v in sorted(facts.versions.items())])
                  if facts.versions else _none())
+    parts.append(previous_section(report, ev))
     parts.append("<h2>Fix layers</h2>")
     parts.append("<ol>" + "".join(f"<li><code>{escape(x)}</code></li>" for x in facts.fix_layers)
                  + "</ol>" if facts.fix_layers else _none())

@@ -141,6 +141,7 @@ def render(report: ImageReport) -> str:
             out.append(f"- {o.finished:%Y-%m-%d %H:%M:%S} by {_cell(o.user)}: "
                        f"\"{_cell(o.reason)}\" — refused for: "
                        f"{_cell('; '.join(o.refused_for)) or 'nothing'} (`{o.evidence}`)")
+    out += _previous_section(report)  # base, versions, checks since the previous build
     out += _sbom_section(report)  # issue 16 hook: SBOM diff against the previous build
     return "\n".join(out) + "\n"
 
@@ -196,6 +197,45 @@ def _at_a_glance(report: ImageReport) -> list[str]:
                                                     is not None else "")
             for g in report.goodput))
     out.append("")
+    return out
+
+
+def _status_word(status: object) -> str:
+    return "absent" if status is None else _MARK[status.value]
+
+
+def _previous_section(report: ImageReport) -> list[str]:
+    """`## Since the previous build`: base digest, versions the probes saw, checks whose
+    status changed (imagekit.report.previous)."""
+    out = ["\n## Since the previous build\n"]
+    p = report.previous
+    if p is None:
+        out.append("No earlier build of this image in evidence.")
+        return out
+    out.append(f"Previous build `{p.digest}` ({p.built:%Y-%m-%d %H:%M} UTC, `{p.evidence}`).\n")
+    out.append(f"- base: `{p.base_before}` → `{p.base_after}`" if p.base_changed
+               else f"- base: unchanged (`{p.base_after}`)")
+    if not p.probed:
+        out.append("- versions: not known for both builds (one was not probed yet)")
+    elif p.versions:
+        out.append("- versions: " + ", ".join(
+            f"`{_cell(v.package)}` {v.before or 'absent'} → {v.after or 'absent'}"
+            for v in p.versions))
+    else:
+        out.append("- versions: unchanged")
+    for label, group in (("not run on this build (yet)", p.not_run),
+                         ("new on this build", p.new)):
+        if group:
+            out.append(f"- {label}: {len(group)} check(s): "
+                       + ", ".join(f"`{_cell(c.check)}`" for c in group[:12])
+                       + (" …" if len(group) > 12 else ""))
+    if p.changed:
+        out.append("\n| check whose status changed | before | now | evidence |\n"
+                   "|---|---|---|---|")
+        out += [f"| {_cell(c.check)} | {_status_word(c.before)} | {_status_word(c.after)} | "
+                f"{'`' + c.evidence + '`' if c.evidence else ''} |" for c in p.changed]
+    else:
+        out.append("- checks both builds ran: no status changed")
     return out
 
 

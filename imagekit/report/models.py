@@ -178,6 +178,66 @@ class OverrideRecord(BaseModel):
     evidence: str
 
 
+class VersionChange(BaseModel):
+    """A package version the probes saw that differs from the previous build's (None: the
+    package was not there / not found by the versions probe)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    package: str
+    before: str | None = None
+    after: str | None = None
+
+
+class StatusChange(BaseModel):
+    """A check (`kind:name`) whose current status differs from the previous build's (None:
+    that build has no such check)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    check: str
+    before: Status | None = None
+    after: Status | None = None
+    evidence: str = Field(default="", description="this build's attempt of the check")
+
+
+class PreviousBuild(BaseModel):
+    """The difference against the previous build of the same image (same name and profile,
+    another digest, built before this one): base digest, versions, checks whose status changed.
+    The SBOM difference is `imagekit.sbom.history`'s (it needs the SBOMs of both)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: str
+    built: dt.datetime
+    evidence: str = Field(description="the previous build's attempt, relative to the root")
+    base_before: str | None = None
+    base_after: str | None = None
+    probed: bool = Field(default=True, description="both builds' versions are known (False: "
+                         "one was not probed yet, so `versions` is empty, not 'all removed')")
+    versions: list[VersionChange] = []
+    checks: list[StatusChange] = []
+
+    @property
+    def base_changed(self) -> bool:
+        return self.base_before != self.base_after
+
+    @property
+    def changed(self) -> list[StatusChange]:
+        """Checks both builds ran, with another status now."""
+        return [c for c in self.checks if c.before is not None and c.after is not None]
+
+    @property
+    def not_run(self) -> list[StatusChange]:
+        """Checks the previous build had that this one has not (run yet)."""
+        return [c for c in self.checks if c.after is None]
+
+    @property
+    def new(self) -> list[StatusChange]:
+        """Checks this build has that the previous one never ran."""
+        return [c for c in self.checks if c.before is None]
+
+
 class ImageReport(BaseModel):
     """Everything the evidence store knows about one image digest, condensed."""
 
@@ -208,6 +268,9 @@ class ImageReport(BaseModel):
     acceptance: list[AcceptanceVerdict] = []
     goodput: list[GoodputPoint] = []
     cluster_starts: list[ClusterStart] = []
+    previous: PreviousBuild | None = Field(default=None, description="the difference against "
+                                           "the previous build of the same image; None when "
+                                           "the evidence holds no earlier build of it")
 
     def kinds(self) -> list[str]:
         seen: list[str] = []

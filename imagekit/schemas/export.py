@@ -22,6 +22,8 @@ MODELS: tuple[str, ...] = (
     # results and evidence
     "imagekit.results.CheckResult",
     "imagekit.results.CheckReport",
+    # progress of long steps: the JSON lines on stderr of --json (issue 19)
+    "imagekit.progress.ProgressEvent",
     "imagekit.evidence.store.AttemptRecord",
     "imagekit.evidence.store.FileEntry",
     "imagekit.evidence.store.EvidenceKey",
@@ -58,6 +60,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.report.models.EvidenceLine",
     "imagekit.report.models.RequiredOutcome",
     "imagekit.report.models.EndpointDigest",
+    "imagekit.report.models.PreviousBuild",
     "imagekit.report.models.PreflightSummary",
     "imagekit.report.models.LatencySeries",
     "imagekit.report.models.ImageFacts",

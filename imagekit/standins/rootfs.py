@@ -12,13 +12,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from imagekit.engine import Engine
 from imagekit.errors import InfraError
 from imagekit.infra.apt import debian_mirror
+from imagekit.progress import current as current_progress
+from imagekit.progress import run_logged
 
 SUITE = "bookworm"
 VARIANT = "minbase"
@@ -46,14 +50,48 @@ def _ensure_debootstrap(log: list[str]) -> str:
     if found:
         return found
     log.append("debootstrap missing: apt-get install -y debootstrap")
-    done = subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y",
-                           "--no-install-recommends", "debootstrap"],
-                          capture_output=True, text=True, check=False)
+    with current_progress().phase("rootfs", "apt-get install debootstrap"):
+        done = subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y",
+                               "--no-install-recommends", "debootstrap"],
+                              capture_output=True, text=True, check=False)
     log.append(done.stdout[-4000:] + done.stderr[-4000:])
     found = shutil.which("debootstrap")
     if done.returncode != 0 or not found:
         raise InfraError("debootstrap is not installed and apt-get could not install it")
     return found
+
+
+#: debootstrap's `I:` lines that begin a stage (any other line stays in the current one):
+#: Retrieving/Validating alternate per package, Unpacking/Configuring per package, so a stage
+#: is the coarse step a person recognises, with the package as its latest detail.
+_STAGES = (
+    (re.compile(r"^I: Retrieving (InRelease|Release)\b"), "release and package lists"),
+    (re.compile(r"^I: Resolving dependencies"), "resolving dependencies"),
+    (re.compile(r"^I: Retrieving (?!InRelease|Release\b|Packages\b)"), "retrieving packages"),
+    (re.compile(r"^I: (Chosen extractor|Extracting )"), "extracting"),
+    (re.compile(r"^I: Installing core packages"), "installing core packages"),
+    (re.compile(r"^I: Unpacking the base system"), "unpacking the base system"),
+    (re.compile(r"^I: Configuring the base system"), "configuring the base system"),
+    (re.compile(r"^I: Base system installed successfully"), "installed"),
+)
+
+
+def debootstrap_stage(line: str) -> str | None:
+    """The stage a debootstrap output line begins, or None (it belongs to the current one)."""
+    for pattern, stage in _STAGES:
+        if pattern.match(line):
+            return stage
+    return None
+
+
+def debootstrap_stages(log_text: str) -> list[str]:
+    """The stages a whole debootstrap log went through, in order (what a run showed live)."""
+    seen: list[str] = []
+    for line in log_text.splitlines():
+        stage = debootstrap_stage(line)
+        if stage and (not seen or seen[-1] != stage):
+            seen.append(stage)
+    return seen
 
 
 def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str]) -> Path:
@@ -65,11 +103,13 @@ def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str])
     argv = [debootstrap, f"--variant={VARIANT}", f"--include={','.join(packages)}", SUITE,
             str(work), debian_mirror()]
     log.append("$ " + " ".join(argv))
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    log.append(done.stdout + done.stderr)
-    if done.returncode != 0:
-        raise InfraError(f"debootstrap failed with exit code {done.returncode}",
-                         where=str(work))
+    with tempfile.TemporaryDirectory(prefix="imagekit-debootstrap-") as tmp:
+        output = Path(tmp) / "debootstrap.log"
+        code, _ = run_logged(argv, output, "debootstrap", what="starting",
+                             stage_of=debootstrap_stage)
+        log.append(output.read_text(errors="replace"))
+    if code != 0:
+        raise InfraError(f"debootstrap failed with exit code {code}", where=str(work))
     # apt's downloaded .debs and lists are not part of the base
     for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
         for item in (work / sub).glob("*"):
@@ -77,7 +117,8 @@ def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str])
                 item.unlink()
     partial = target.with_suffix(".partial")
     argv = ["tar", "--numeric-owner", "-C", str(work), "-cf", str(partial), "."]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    with current_progress().phase("rootfs", "tar of the rootfs"):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise InfraError(f"tar of the rootfs failed: {done.stderr[-300:]}", where=str(work))
     os.replace(partial, target)
@@ -99,7 +140,9 @@ def ensure_rootfs_image(engine: Engine, log: list[str],
         make_rootfs_tarball(tarball, packages, log)
     else:
         log.append(f"rootfs tarball {tarball} cached; importing")
-    engine.import_rootfs(tarball, tag, changes=[
-        'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-        'ENV LANG=C.UTF-8', 'CMD ["/bin/bash"]'])
+    size = tarball.stat().st_size
+    with current_progress().phase("rootfs", f"docker import ({size / 1e6:.0f} MB)"):
+        engine.import_rootfs(tarball, tag, changes=[
+            'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+            'ENV LANG=C.UTF-8', 'CMD ["/bin/bash"]'])
     return tag, True

@@ -4,6 +4,7 @@ added ~40 ms to every request."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -87,8 +88,20 @@ class RealEngine:
 
 
 def _start(kind: str, tmp: Path) -> RealEngine:
+    """Install (minutes, once) and start one engine; its pip stages and startup stages are
+    shown live on the real stderr (pytest captures sys.stderr), one line per phase."""
+    from imagekit import progress
+
+    sink = progress.from_env() if os.environ.get(progress.MODE_ENV) else \
+        progress.LineProgress(sys.__stderr__)
+    with progress.using(sink):
+        return _start_engine(kind, tmp)
+
+
+def _start_engine(kind: str, tmp: Path) -> RealEngine:
     from imagekit.errors import ImagekitError
     from imagekit.infra import engines
+    from imagekit.launch.startup_log import startup_stage
     from imagekit.standins.models import ensure_model
 
     try:
@@ -98,14 +111,14 @@ def _start(kind: str, tmp: Path) -> RealEngine:
             log = tmp / "vllm.log"
             server = engines.vllm_server(python, str(model.snapshot), VLLM_PORT,
                                          model.max_len, log_path=log, served_name=model.name)
-            server.start(ready_timeout=420)
+            server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
         else:
             python = engines.ensure(engines.TRANSFORMERS_SERVE)
             model = ensure_model("llava", python)
             log = tmp / "transformers.log"
             server = engines.transformers_server(python, TRANSFORMERS_PORT, model.hub,
                                                  log_path=log)
-            server.start(ready_timeout=180)
+            server.start(ready_timeout=180, stage_of=startup_stage("transformers"))
     except ImagekitError as exc:
         pytest.fail(f"real engine {kind} could not be installed or started: {exc}")
     return RealEngine(url=server.base_url, model=model.name, server=server, log=log)

@@ -151,3 +151,24 @@ def test_diagram_shows_attestations_a_hop_carried(store) -> None:
                         re.S).group(0)
     assert "2 attestation(s) carried, read back" in diagram
     assert "no attestation evidence" in diagram          # the source: nothing recorded there
+
+
+def test_attestation_count_comes_from_the_typed_hop_field(store) -> None:
+    """HopEvidence.referrers is what the report reads; the read-back text is only parsed for
+    records written before the field existed, and an awaited hop (None) claims nothing."""
+    r = write_rehearsal(store, promote=False)
+    copied = f"127.0.0.1:5002/imagekit/x:t-{r.digest[7:19]}"
+    awaited = f"127.0.0.1:5003/imagekit/x:t-{r.digest[7:19]}"
+    with store.attempt(r.digest, "promote") as a:
+        a.write_result(kinds.PromoteEvidence(
+            source=f"127.0.0.1:5001/imagekit/x@{r.digest}", digest=r.digest, hops=[
+                kinds.HopEvidence(endpoint=copied, registry="127.0.0.1:5002", digest=r.digest,
+                                  verified=True, read_back="manifest served; 0 referrers",
+                                  referrers=["sha256:" + "a" * 64, "sha256:" + "b" * 64,
+                                             "sha256:" + "c" * 64]),
+                kinds.HopEvidence(endpoint=awaited, registry="127.0.0.1:5003", digest=r.digest,
+                                  verified=True, read_back="awaited: served", referrers=None)]))
+        a.add_check(CheckResult(name="hop-1", status=Status.PASS))
+    counts = {e.reference: e.referrers for e in build_report(store, r.digest).endpoints}
+    assert counts[copied] == 3           # the typed field wins over the text's "0 referrers"
+    assert counts[awaited] is None

@@ -27,6 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 REF = "127.0.0.1:5161/imagekit/x:y"  # our port range; nothing listens there
 PINNED = "127.0.0.1:5161/imagekit/x@sha256:" + "a" * 64
+DIGEST_ARG = "sha256:" + "b" * 64
 BOUND_S = 5.0
 
 
@@ -134,6 +135,20 @@ CASES: list[tuple[str, object, str]] = [
                                    "../x"], "--namespace"),
     ("probe-namespace", lambda F: ["cluster", "probe", REF, "--namespace", "../x"],
      "--namespace"),
+    ("probe-selector-key", lambda F: ["cluster", "probe", REF, "--selector", "bad key=x"],
+     "label key"),
+    ("precheck-selector-value", lambda F: ["cluster", "precheck", "--selector",
+                                           "gpu=" + "v" * 64], "label value"),
+    ("preflight-selector-prefix", lambda F: ["cluster", "gpu-preflight", PINNED, "--selector",
+                                             "Bad_Prefix/x=1"], "label key"),
+    ("preflight-selector-noeq", lambda F: ["cluster", "gpu-preflight", PINNED, "--selector",
+                                           "gpu"], "key=value"),
+    ("report-out-is-dir", lambda F: ["report", DIGEST_ARG, "--out", str(F["probes-empty"])],
+     "directory"),
+    ("report-out-unwritable", lambda F: ["report", DIGEST_ARG, "--out",
+                                         str(F["file-not-dir"] / "r.md")], "--out"),
+    ("report-all-unwritable", lambda F: ["report", DIGEST_ARG, "--format", "all", "--out",
+                                         str(F["file-not-dir"] / "dir")], "--out"),
     ("precheck-namespace", lambda F: ["cluster", "precheck", "--namespace", "UP"],
      "--namespace"),
     ("evidence-kind", lambda F: ["evidence", "list", "--kind", "../../x"], "--kind"),

@@ -1,63 +1,76 @@
-"""The rehearsal shows each step live (issue 19, point 1): a step's own stderr lines appear
-while it runs, with the elapsed time; a silent step gets heartbeat lines; with --json every
-phase is one JSON line on stderr. A real child process, not a mock."""
+"""The rehearsal shows each step live (issue 19, point 1): a step is a real child process
+that reports its own phases (imagekit.progress, as JSON lines because the rehearsal sets
+IMAGEKIT_PROGRESS=json for it); they are drawn under the step's name while it runs, a silent
+stretch gets heartbeat lines, and the step ends with its elapsed time and exit status."""
 
 from __future__ import annotations
 
-import json
+import io
+import os
 import sys
 import time
+from pathlib import Path
 
 from imagekit.cli import rehearsal
+from imagekit.progress import LineProgress, ProgressEvent
 
+REPO = Path(__file__).resolve().parents[2]
 CHILD = ("import sys, time\n"
-         "print('phase one', file=sys.stderr, flush=True)\n"
-         "time.sleep(1.6)\n"
-         "print('phase two', file=sys.stderr, flush=True)\n"
+         "from imagekit import progress\n"
+         "sink = progress.current()\n"
+         "print('plain stderr line', file=sys.stderr, flush=True)\n"
+         "with sink.phase('child', 'sleeping'):\n"
+         "    time.sleep(1.6)\n"
          "print('{\"ok\": true}')\n"
-         "sys.exit(3)\n")
+         "sys.exit(int(sys.argv[1]))\n")
 
 
-def test_step_output_and_heartbeat_are_live_json(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(rehearsal, "HEARTBEAT_S", 0.5)
+def _run(code: int, heartbeat: float = 0.4) -> tuple[object, list[ProgressEvent]]:
+    out = io.StringIO()
+    sink = LineProgress(out, as_json=True, heartbeat_s=heartbeat)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = rehearsal._run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink)
+    sink.close()
+    return done, [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
+
+
+def test_a_steps_own_phases_are_drawn_live_under_its_name() -> None:
     started = time.monotonic()
-    done = rehearsal._run_live([sys.executable, "-c", CHILD], None, "demo", started, True)
-    assert done.returncode == 3 and json.loads(done.stdout) == {"ok": True}
-    assert "phase one" in done.stderr and "phase two" in done.stderr       # kept whole
-    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
-    phases = [e["phase"] for e in events]
-    assert phases[0] == "output" and events[0]["line"] == "phase one"
-    assert "running" in phases, phases                     # the silent 1.6 s got a heartbeat
-    two = next(e for e in events if e.get("line") == "phase two")
-    assert two["elapsed_s"] >= 1.5                         # printed when it happened, timed
-    assert phases.index("running") < phases.index("output", 1)
+    done, events = _run(0)
+    assert done.returncode == 0 and done.stdout.strip() == '{"ok": true}'
+    assert "plain stderr line" in done.stderr                       # kept whole for evidence
+    child = [e for e in events if e.step == "demo › child"]
+    assert [e.state for e in child if e.state != "running"] == ["start", "done"]
+    assert child[-1].elapsed_s >= 1.5                                # the child's own time
+    beats = [e for e in events if e.state == "running"]
+    assert beats and beats[0].phase == "sleeping"                   # silence got heartbeats
+    (end,) = [e for e in events if e.step == "rehearsal" and e.state == "done"]
+    assert end.phase == "demo" and end.elapsed_s <= time.monotonic() - started + 0.1
 
 
-def test_step_output_is_live_for_a_person(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(rehearsal, "HEARTBEAT_S", 0.5)
-    rehearsal._run_live([sys.executable, "-c", CHILD], None, "demo", time.monotonic(), False)
-    err = capsys.readouterr().err
-    assert "s phase one" in err and "s phase two" in err
-    assert "demo still running" in err
+def test_a_failed_step_ends_as_failed_with_its_exit_code() -> None:
+    done, events = _run(1, heartbeat=60)
+    assert done.returncode == 1
+    (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
+    assert end.state == "failed" and end.detail.startswith("FAIL exit 1"), end
+    assert not [e for e in events if e.state == "running"]          # 60 s: none this time
 
 
-def test_long_infra_step_says_where_it_is(monkeypatch, capsys, tmp_path) -> None:
-    """`infra up`'s long steps (the Kubernetes build) print elapsed time and the log's last
-    line while they run, instead of nothing for minutes."""
-    import pytest
+KILLED = ("import os, signal, time\n"
+          "from imagekit import progress\n"
+          "progress.current().phase('child', 'never ends')\n"
+          "time.sleep(0.2)\n"
+          "os.kill(os.getpid(), signal.SIGKILL)\n")
 
-    from imagekit.errors import InfraError
-    from imagekit.infra import cluster
 
-    monkeypatch.setattr(cluster, "PROGRESS_S", 0.5)
-    log = tmp_path / "build.log"
-    cluster._run(["bash", "-c", "echo 'k8s build: compiling (0 s)'; sleep 1.8; echo fin"],
-                 "building demo", log=log)
-    err = capsys.readouterr().err
-    assert "building demo: 1 s — k8s build: compiling (0 s)" in err, err
-    assert "building demo: done in 2 s" in err
-    assert log.read_text().splitlines() == ["k8s build: compiling (0 s)", "fin"]
-    with pytest.raises(InfraError, match="timed out"):
-        cluster._run(["sleep", "30"], "sleeping", log=log, timeout=1.5)
-    with pytest.raises(InfraError, match=r"failed \(exit 4\)"):
-        cluster._run(["bash", "-c", "exit 4"], "failing", log=log)
+def test_a_killed_steps_open_phases_end_as_failed() -> None:
+    out = io.StringIO()
+    sink = LineProgress(out, as_json=True, heartbeat_s=60)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = rehearsal._run_live([sys.executable, "-c", KILLED], env, "demo", sink)
+    assert done.returncode == -9
+    events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
+    child = [e for e in events if e.step == "demo › child"]
+    assert [e.state for e in child] == ["start", "failed"], child
+    assert "before this phase did" in child[-1].detail
+    assert not sink.open                                         # nothing left spinning
