@@ -7,49 +7,11 @@ from pathlib import Path
 
 import typer
 
-from imagekit.cli.app import console, err_console, evidence_store, guarded, print_json, \
-    show_progress
+from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
 from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorOpt, _kubeconfig,
-                                  _parse_pairs, _parse_tolerations, _registry_client, _say,
-                                  cluster_app)
+                                  _parse_pairs, _parse_tolerations, _print_report,
+                                  _registry_client, _say, cluster_app)
 from imagekit.errors import InvalidInput
-
-
-class _Hooks:
-    """Progress: a live spinner with the engine's newest log line on a terminal; one line per
-    step and phase otherwise (stderr with --json, so stdout stays one document)."""
-
-    def __init__(self, json_output: bool) -> None:
-        self.rich = show_progress(json_output)
-        self.out = err_console if json_output else console
-        self.status = None
-
-    def __enter__(self) -> "_Hooks":
-        if self.rich:
-            self.status = self.out.status("cluster accept", spinner="dots")
-            self.status.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.status is not None:
-            self.status.stop()
-
-    def _line(self, text: str) -> None:
-        self.out.print(text, markup=False, emoji=False, soft_wrap=True)
-
-    def step(self, text: str) -> None:
-        self._line(text)
-
-    def phase(self, phase) -> None:
-        self._line(f"phase {phase.name} at {phase.seconds:.1f} s ({phase.at}): "
-                   f"{phase.line[:120]}")
-
-    def log_line(self, line: str) -> None:
-        if self.status is not None:
-            self.status.update(f"engine: {line.strip()[:100]}")
-
-    def controller_waiting(self, kube, namespace: str, configmap: str) -> None:
-        return None
 
 
 def _engine_env(values: list[str] | None) -> dict[str, str]:
@@ -168,17 +130,12 @@ def cluster_accept(
         staging = load_state().registry("staging").address
         return ensure_controller_image(Docker(), staging).pinned
 
-    with _Hooks(json_output) as hooks, Kube(_kubeconfig(kubeconfig)) as kube:
+    with progress_for(json_output), Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_accept(kube, ref, digest, options, store,
-                            controller_image=controller_image, hooks=hooks)
+                            controller_image=controller_image)
     from imagekit.results import exit_code_for
 
-    if json_output:
-        print_json(report)
-    else:
-        _say(f"{report.status.value} {report.subject}")
-        if report.evidence:
-            _say(f"evidence: {report.evidence}")
+    _print_report(report, json_output)
     code = exit_code_for(report.checks)
     if code:
         raise typer.Exit(code)

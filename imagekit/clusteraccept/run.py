@@ -97,14 +97,38 @@ class AcceptOptions(BaseModel):
 
 
 class Hooks:
-    """What the caller sees while it runs (progress on a terminal, one line per phase on a
-    pipe); tests also use `controller_waiting` to switch the ConfigMap under the waiting
-    controller."""
+    """What the caller sees while it runs, through the command's progress (imagekit.progress:
+    rich on a terminal, one line per stage on a pipe, JSON lines with --json): each stage of
+    the flow and each engine startup phase, as it happens. Tests also use
+    `controller_waiting` to switch the ConfigMap under the waiting controller."""
 
-    def step(self, text: str) -> None: ...
-    def phase(self, phase: StartupPhase) -> None: ...
-    def log_line(self, line: str) -> None: ...
-    def controller_waiting(self, kube: Kube, namespace: str, configmap: str) -> None: ...
+    def __init__(self) -> None:
+        from imagekit import progress
+
+        self.stages = progress.current().stages("cluster accept")
+        self._lock = threading.Lock()
+
+    def stage(self, name: str, detail: str | None = None) -> None:
+        with self._lock:
+            self.stages.enter(name, detail)
+
+    def step(self, text: str) -> None:
+        with self._lock:
+            self.stages.detail(text[:200])
+
+    def phase(self, phase: StartupPhase) -> None:
+        self.stage(f"engine {phase.name.replace('_', ' ')}",
+                   f"at {phase.seconds:.1f} s: {phase.line[:120]}")
+
+    def log_line(self, line: str) -> None:
+        self.step(line.strip())
+
+    def end(self, failed: str | None = None) -> None:
+        with self._lock:
+            self.stages.end(failed)
+
+    def controller_waiting(self, kube: Kube, namespace: str, configmap: str) -> None:
+        return None
 
 
 def last_observed_startup(store: EvidenceStore, engine: str, model: str | None
@@ -298,6 +322,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                                                           str(reference))],
                        reference=str(reference), namespace=options.namespace, run=run,
                        engine=options.engine.value, model=model) as attempt:
+        hooks.stage("startup budget")
         budget, source, budget_check = startup_budget(store, options, model)
         checks.append(budget_check)
         hooks.step(f"{budget_check.status.value} startup_budget: {budget_check.detail}")
@@ -307,6 +332,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                       engine_pod=engine_pod_doc["metadata"]["name"],
                       startup_budget_seconds=budget, budget_source=source)
         if budget_check.status is not Status.PASS:
+            hooks.end(budget_check.detail[:200])
             attempt.write_json("engine-pod.json", engine_pod_doc)
             attempt.write_result(ClusterAcceptResult(**result, seconds=0.0))
             attempt.finish(Status.FAIL, summary="not submitted: " + budget_check.detail[:300],
@@ -314,12 +340,15 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
             return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
         # the exact spec the API will see, prechecked before anything is created
         intent = PodIntent.from_pod(engine_pod_doc)
+        hooks.stage("precheck", "the exact engine Pod spec")
         findings = precheck(kube, intent)
         checks.extend(findings)
         for finding in findings:
             hooks.step(f"{finding.status.value} {finding.name}: {finding.detail}")
         attempt.write_json("precheck.json", [c.model_dump(mode="json") for c in findings])
         if any(c.status is not Status.PASS for c in findings):
+            hooks.end("; ".join(f"{c.name}: {c.detail}" for c in findings
+                                if c.status is not Status.PASS)[:300])
             attempt.write_json("engine-pod.json", engine_pod_doc)
             attempt.write_result(ClusterAcceptResult(**result, seconds=round(
                 time.monotonic() - started, 3)))
@@ -327,7 +356,9 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                            checks=checks)
             return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
 
+        hooks.stage("controller image")
         controller_ref = controller_image()
+        hooks.stage("submit", str(pinned))
         ensure_namespace(kube, options.namespace)
         secret = pull_secret_for(kube, options.namespace, reference.registry,
                                  options.docker_config_dir, name=f"{run}-pull")
@@ -388,7 +419,10 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
             outcome = _await_start(kube, options, pod["metadata"]["name"], tracker, budget,
                                    started)
             if outcome.state == "ready":
-                hooks.step(f"engine ready after {outcome.seconds} s")
+                hooks.stage("suites", f"engine ready after {outcome.seconds} s; the controller "
+                                      "runs " + ", ".join(options.suites +
+                                                          (["load matrix"] if options.matrix_text
+                                                           else [])))
                 checks.append(CheckResult(name="engine_start", status=Status.PASS,
                                           detail=f"API ready after {outcome.seconds} s; phases "
                                                  + ", ".join(f"{p.name} {p.seconds} s"
@@ -421,7 +455,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                     data=outcome.model_dump(),
                     detail=f"startup failed ({outcome.state}): {outcome.detail}"
                            + (f"; engine said: {error}" if error else "")))
-                hooks.step(checks[-1].detail)
+                hooks.end(checks[-1].detail[:300])
                 log = kube.pod_logs(options.namespace, controller_doc["metadata"]["name"])
                 attempt.write_text("controller.log", log)
                 checks.append(CheckResult(name="controller", status=Status.DEFERRED,
@@ -441,8 +475,9 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                 attempt.write_text("engine.log", text if not text.startswith(
                     "(logs unavailable") or not lines else "\n".join(lines) + "\n")
             if not options.keep:
+                hooks.stage("cleanup", "delete and wait until gone")
                 _cleanup(kube, options.namespace, created, secret_name=secret)
-                hooks.step("deleted what it created; all gone")
+            hooks.end()
         if outcome is not None and outcome.state == "ready" and tracker.ready_seconds:
             _record_startup(store, digest, reference, options, model, tracker, attempt.path)
         attempt.write_json("phases.json", [p.model_dump() for p in tracker.phases])

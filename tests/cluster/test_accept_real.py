@@ -113,12 +113,14 @@ class _Switch(Hooks):
     for the engine — the record's section 9 — and notes when."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.switched_at: dt.datetime | None = None
         self.lines: list[str] = []
         self.thread: threading.Thread | None = None
 
     def step(self, text: str) -> None:
         self.lines.append(text)
+        super().step(text)
 
     def controller_waiting(self, kube, namespace: str, configmap: str) -> None:
         pod = configmap.removesuffix("-scripts") + "-controller"
