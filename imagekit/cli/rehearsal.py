@@ -75,7 +75,7 @@ class _Runner:
         from imagekit.infra.state import registry_env
 
         if "DOCKER_CONFIG" not in os.environ:
-            self.env = {**os.environ, **registry_env()}
+            self.env = {**(self.env or os.environ), **registry_env()}
 
     def run(self, name: str, *args: str, want_json: bool = False) -> tuple[int, dict | None]:
         from imagekit.results import CheckResult
@@ -201,6 +201,8 @@ def rehearsal(
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt, progress_for(json_output) as sink:
         runner = _Runner(attempt, json_output, sink)
+        # the steps write where the rehearsal does (also when it was given --evidence-dir)
+        runner.env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)}
         code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
         if code == 0:
             runner.use_infra_credentials()
