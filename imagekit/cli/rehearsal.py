@@ -173,9 +173,11 @@ def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: s
     attempt.checks.pop()   # the exit code says DEFERRED (the stand-in): judged just below
     judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
     attempt.add_check(judged)
-    if not runner.json_output:
-        err_console.print(f"  judged {judged.status.value}: {judged.detail}", markup=False,
-                          soft_wrap=True)
+    verdict = runner.sink.phase("rehearsal", f"{name}-cluster-accept verdict", judged.detail)
+    if judged.status.value == "PASS":
+        verdict.done("PASS")
+    else:
+        verdict.fail(f"{judged.status.value}: {judged.detail}"[:300])
 
 
 @app.command("rehearsal")

@@ -117,7 +117,8 @@ class Hooks:
             self.stages.detail(text[:200])
 
     def phase(self, phase: StartupPhase) -> None:
-        self.stage(f"engine {phase.name.replace('_', ' ')}",
+        name = phase.name.replace("_", " ")
+        self.stage(name if name.startswith("engine") else f"engine {name}",
                    f"at {phase.seconds:.1f} s: {phase.line[:120]}")
 
     def log_line(self, line: str) -> None:
