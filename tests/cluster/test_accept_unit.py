@@ -282,3 +282,43 @@ def test_a_profile_may_require_cluster_accept_before_the_final_hop(tmp_path: Pat
     decision = check_promotable(store, r.digest, ["probe", "images-verify", "cluster-accept"])
     assert not decision.allowed and "required check cluster-accept is missing" in \
         decision.reasons[0]
+
+
+def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> None:
+    """`_accept_step` with a runner that answers like the real commands (model-volume exit 0,
+    cluster accept exit 1 for the stand-in's DEFERRED, its JSON report)."""
+    from imagekit.cli.rehearsal import _accept_step
+    from imagekit.progress import NullProgress
+    from imagekit.results import CheckResult
+
+    report = {"checks": [
+        {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
+        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model: answers are not "
+         "judged", "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "DEFERRED"}}},
+        {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
+
+    class Attempt:
+        checks: list = []
+
+        def add_check(self, check) -> None:
+            self.checks.append(check)
+
+    class Runner:
+        json_output, sink = True, NullProgress()
+
+        def __init__(self, attempt) -> None:
+            self.attempt, self.calls = attempt, []
+
+        def run(self, name, *args, want_json=False):
+            self.calls.append(args[:2])
+            code = 0 if args[1] == "model-volume" else 1
+            self.attempt.add_check(CheckResult(name=name, status=Status.PASS if code == 0
+                                               else Status.FAIL, detail=f"exit {code}"))
+            return code, report if want_json else None
+
+    attempt = Attempt()
+    runner = Runner(attempt)
+    _accept_step(runner, attempt, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local")
+    assert runner.calls == [("cluster", "model-volume"), ("cluster", "accept")]
+    assert [(c.name, c.status) for c in attempt.checks] == [
+        ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]
