@@ -88,14 +88,14 @@ def best_interleaved(funcs: list, rounds: int) -> list[tuple[float, object]]:
     return [(min(t), v) for t, v in zip(times, values)]
 
 
-def end_to_end(layers: list[Path], rounds: int) -> dict:
+def end_to_end(layers: list[Path], rounds: int, port: int) -> dict:
     """Informational: the real command path. The multi-layer image is pushed to a throwaway
     loopback registry; `verify_copy(..., diffids=True)` (download + decompress + hash, layers in
     parallel) against `curl URL | gzip -dc | sha256sum` per layer, layer after layer."""
     import hashlib
     import shutil
 
-    from bench_promote import Registry, free_port  # noqa: PLC0415 - same directory
+    from tests.registry.scratch import ScratchRegistry  # noqa: PLC0415
 
     from imagekit.oci import ImageReference  # noqa: PLC0415
     from imagekit.oci import mediatypes as mt  # noqa: PLC0415
@@ -104,7 +104,7 @@ def end_to_end(layers: list[Path], rounds: int) -> dict:
     from imagekit.verify import verify_copy  # noqa: PLC0415
 
     curl = shutil.which("curl")
-    registry = Registry(CACHE / "diffids-registry", free_port()).start()
+    registry = ScratchRegistry(CACHE / "diffids-registry", port).start()
     try:
         repo = "bench/diffids"
         with RegistryClient(registry.address) as client:
@@ -166,6 +166,9 @@ def main() -> int:
     parser.add_argument("--size-mb", type=int, default=200)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--port", type=int,
+                        default=int(os.environ.get("IMAGEKIT_BENCH_PORT_BASE", "5120")) + 2,
+                        help="loopback port of the throwaway registry (end-to-end figure)")
     parser.add_argument("--no-registry", action="store_true",
                         help="skip the end-to-end measurement through a loopback registry")
     args = parser.parse_args()
@@ -226,7 +229,7 @@ def main() -> int:
     }
     result["met_all"] = result["met"] and result["multi"]["met"]
     if not args.no_registry:
-        result["registry"] = end_to_end(multi, args.rounds)
+        result["registry"] = end_to_end(multi, args.rounds, args.port)
     (args.out / "diffids.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"diffids: one layer {mb:.0f} MB: ours {ours_s:.2f}s ({mb / ours_s:.0f} MB/s, "
           f"{GZIP_IMPL}) vs gzip -dc|sha256sum {peer_s:.2f}s ({mb / peer_s:.0f} MB/s): "

@@ -16,6 +16,7 @@ from typer.core import TyperCommand
 
 from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
                               show_progress)
+from imagekit.cli.app import progress_for as app_progress
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -65,41 +66,78 @@ def _rate_limits() -> list[str]:
 
 
 class RichSink:
-    """ProgressSink on a rich Progress (thread-safe: blob copies run in a pool)."""
+    """ProgressSink on a rich Progress: a bar per blob and one for the total (thread-safe:
+    blob copies run in a pool); phases are printed above the bars."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.lock = threading.Lock()
+        self.total_task: int | None = None
+        self.total = 0
 
     def add(self, description: str, total: int | None) -> int:
         with self.lock:
+            self.total += total or 0
+            if self.total_task is None:
+                self.total_task = int(self.progress.add_task("total", total=self.total or None))
+            else:
+                self.progress.update(self.total_task, total=self.total or None)  # type: ignore
             return int(self.progress.add_task(description, total=total))
 
     def advance(self, task: int, amount: int) -> None:
         self.progress.advance(task, amount)  # type: ignore[arg-type]
+        if self.total_task is not None:
+            self.progress.advance(self.total_task, amount)  # type: ignore[arg-type]
 
     def finish(self, task: int) -> None:
         self.progress.remove_task(task)  # type: ignore[arg-type]
 
+    def phase(self, text: str) -> None:
+        self.progress.console.print(text, markup=False, soft_wrap=True, highlight=False)
+
 
 @contextmanager
-def progress_sink(json_output: bool):
-    if not show_progress(json_output):
+def progress_sink(json_output: bool, verbose: bool = False, step: str = "registry"):
+    """Rich bars on a terminal; on a pipe one line per blob and phase (elapsed, bytes); with
+    --json nothing on stderr unless --verbose (then the lines): registry etiquette, issue 17.
+    An explicit IMAGEKIT_PROGRESS (plain, json, rich, off) reports through the one progress
+    mechanism instead, as the rehearsal asks of its child steps."""
+    import os
+    import sys
+
+    from imagekit import progress as phases
+
+    if os.environ.get(phases.MODE_ENV, "").strip().lower() in phases.MODES:
+        from imagekit.registry.progress import PhaseSink
+
+        with app_progress(json_output) as installed:
+            yield PhaseSink(installed, step)
+        return
+    if json_output and not verbose:
         from imagekit.registry.progress import NullProgress
 
         yield NullProgress()
+        return
+    if not show_progress(json_output):
+        from imagekit.registry.progress import LineProgress
+
+        lines = LineProgress(sys.stderr)
+        try:
+            yield lines
+        finally:
+            lines.close()
         return
     from rich.progress import (
         BarColumn,
         DownloadColumn,
         Progress,
         TextColumn,
-        TimeRemainingColumn,
+        TimeElapsedColumn,
         TransferSpeedColumn,
     )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console,
+                  TransferSpeedColumn(), TimeElapsedColumn(), console=err_console,
                   transient=True) as progress:
         yield RichSink(progress)
 
@@ -133,8 +171,11 @@ def _ref(text: str, what: str) -> ImageReference:
 @app.command("verify-copy")
 @guarded
 def verify_copy_cmd(
-    official: str = typer.Argument(..., help="The official image (tag or @digest)."),
-    copy: str = typer.Argument(..., help="The copy to check against it."),
+    official: str = typer.Argument(..., metavar="OFFICIAL",
+                                   help="The official image: a REF (tag or @digest) or a spec "
+                                        "image NAME (its verified build)."),
+    copy: str = typer.Argument(..., metavar="COPY",
+                               help="The copy to check against it (REF or NAME)."),
     platform: str = PlatformOpt,
     diffids: bool = typer.Option(False, "--diffids",
                                  help="Download, decompress and hash every layer of the copy."),
@@ -153,13 +194,13 @@ def verify_copy_cmd(
     from imagekit.verify.copy import record_failure
 
     _transport_knobs(deadline, verbose)
-    official_ref, copy_ref = _ref(official, "OFFICIAL"), _ref(copy, "COPY")
-    wanted = Platform.parse(platform)
     store = evidence_store(evidence_dir)
+    official_ref, copy_ref = _image(official, "OFFICIAL", store), _image(copy, "COPY", store)
+    wanted = Platform.parse(platform)
     options = _options(insecure, ca_file)
     try:
         with ClientPool(options) as pool, \
-                progress_sink(json_output) as sink:
+                progress_sink(json_output, verbose, "verify-copy") as sink:
             result = verify_copy(official_ref, copy_ref, platform=wanted, diffids=diffids,
                                  pool=pool, progress=sink)
     except (NotFound, Unauthorized, DigestMismatch, TransportError) as exc:
@@ -200,13 +241,19 @@ class _HopOrderCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
-    """SOURCE as a spec image NAME (its latest verified build, pinned by digest) or a REF."""
+def _image(text: str, what: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+    """A spec image NAME (its verified build of this spec and lock, pinned by digest:
+    `imagekit.names`, the one resolver) or a REF."""
     from imagekit.names import looks_like_name, resolve_target
 
     if looks_like_name(text):
         return resolve_target(text, store=store).reference
-    return _ref(text, "SOURCE")
+    return _ref(text, what)
+
+
+def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+    """SOURCE as a spec image NAME or a REF."""
+    return _image(text, "SOURCE", store)
 
 
 def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
@@ -303,7 +350,7 @@ def promote_cmd(
     store = evidence_store(evidence_dir)
     source_ref = _source(source, store)
     gate = _final_hop_gate(enforce, to_ref)
-    with progress_sink(json_output) as sink:
+    with progress_sink(json_output, verbose, "promote") as sink:
         result, where = run_promote(
             source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
             platform=wanted, options=options, progress=sink, gate=gate, force=force,

@@ -33,13 +33,27 @@ from imagekit.promote.await_ import await_served, expected_tree
 from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
-from imagekit.registry.progress import NullProgress, ProgressSink
+from imagekit.registry.progress import NullProgress, ProgressSink, human_bytes, phase
 from imagekit.registry.referrers import attach as attach_referrer
 from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
 
 #: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …). The bare
 #: `sha256-<hex>` tag is the referrers tag schema: carried entry by entry, not copied whole.
 COMPANION_SUFFIXES = (".sig", ".att", ".sbom")
+
+
+class BlobMove(BaseModel):
+    """What happened to one blob at one hop: the bytes a person waits for, per blob."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: str
+    size: int
+    #: "copied" (uploaded), "skipped" (the endpoint had it) or "mounted" (from a repository
+    #: of the same registry: 0 bytes)
+    action: str
+    bytes_moved: int = 0
+    seconds: float = 0.0
 
 
 class HopRecord(BaseModel):
@@ -66,6 +80,8 @@ class HopRecord(BaseModel):
     polls: list[PollRecord] = []
     #: Upload resumes and restarts (e.g. "the registry refused to resume … sent from byte 0").
     notes: list[str] = []
+    #: Each blob of the hop: copied, skipped or mounted, with its bytes and seconds.
+    blobs: list[BlobMove] = []
 
 
 class PromoteResult(BaseModel):
@@ -102,7 +118,12 @@ class _Stats:
     companions: list[str] = field(default_factory=list)
     referrers: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    blobs: list[BlobMove] = field(default_factory=list)
     lock: Lock = field(default_factory=Lock)
+
+    def blob(self, move: BlobMove) -> None:
+        with self.lock:
+            self.blobs.append(move)
 
     def note(self, text: str) -> None:
         with self.lock:
@@ -182,12 +203,19 @@ class Promoter:
     def _copy_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
                    stats: _Stats) -> None:
         digest = descriptor.digest
+        started = time.perf_counter()
         if dst.client.blob_exists(dst.repository, digest):
             stats.add(skipped=1)
+            stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="skipped"))
+            phase(self.progress, f"{dst.client.registry} {digest.short}: present, skipped")
             return
         if src.client is dst.client and src.repository != dst.repository:
             if dst.client.mount_blob(dst.repository, digest, src.repository):
                 stats.add(mounted=1)
+                stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
+                                    seconds=round(time.perf_counter() - started, 4)))
+                phase(self.progress, f"{dst.client.registry} {digest.short}: mounted from "
+                                     f"{src.repository} (0 bytes)")
                 return
         task = self.progress.add(f"{dst.client.registry} {digest.short}", descriptor.size)
 
@@ -202,6 +230,8 @@ class Promoter:
         finally:
             self.progress.finish(task)
         stats.add(copied=1, bytes_moved=sent)
+        stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="copied",
+                            bytes_moved=sent, seconds=round(time.perf_counter() - started, 4)))
 
     # -- companions ----------------------------------------------------------------------------
     def _companions(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
@@ -268,15 +298,18 @@ class Promoter:
 
     # -- read back -----------------------------------------------------------------------------
     def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor) -> str:
-        """Prove the endpoint serves the digest: manifest by digest (hashed), by tag, blobs."""
+        """Prove the endpoint serves the digest: manifest by digest (GET, hashed), the tag (HEAD)
+        names it, every blob present (HEADs, in parallel)."""
         served = dst.client.get_manifest(dst.repository, root.digest)
         if served.digest != root.digest:  # get_manifest already hashed; belt and braces
             raise DigestMismatch("hop serves different bytes", where=str(dst.reference))
         notes = [f"manifest {root.digest.short} served"]
         if dst.reference.tag:
-            by_tag = dst.client.get_manifest(dst.repository, dst.reference.tag)
-            if by_tag.digest != root.digest:
-                raise DigestMismatch(f"tag {dst.reference.tag} resolves to {by_tag.digest}, not "
+            # the tag with a HEAD (a GET only when no digest header comes): what it names is
+            # the registry's word either way, and the bytes of that digest were just hashed
+            by_tag = dst.client.resolve_tag(dst.repository, dst.reference.tag)
+            if by_tag != root.digest:
+                raise DigestMismatch(f"tag {dst.reference.tag} resolves to {by_tag}, not "
                                      f"{root.digest}", where=str(dst.reference))
             notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
         blobs = self._all_blobs(dst, root)
@@ -303,6 +336,7 @@ class Promoter:
         started = time.perf_counter()
         stats = _Stats()
         tag = dst.reference.tag
+        phase(self.progress, f"hop {dst.reference}: copying from {src.client.registry}")
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
             if self._served(dst, root.digest):
                 stats.add(skipped=len(self._all_blobs(dst, root)))
@@ -312,14 +346,19 @@ class Promoter:
             else:
                 self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
             self._companions(src, dst, root.digest, stats, pool)
+            phase(self.progress, f"hop {dst.reference}: {human_bytes(stats.bytes_moved)} moved "
+                                 f"({stats.copied} copied, {stats.skipped} skipped, "
+                                 f"{stats.mounted} mounted) in "
+                                 f"{time.perf_counter() - started:.2f}s; reading back")
             read_back = self._read_back(dst, root, pool)
             read_back += "; " + self._read_back_referrers(dst, root.digest, stats.referrers)
+        phase(self.progress, f"hop {dst.reference}: verified ({read_back})")
         return HopRecord(
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
             manifests_pushed=stats.manifests, companions=stats.companions,
-            referrers=stats.referrers, notes=stats.notes,
+            referrers=stats.referrers, notes=stats.notes, blobs=stats.blobs,
             seconds=round(time.perf_counter() - started, 4), read_back=read_back)
 
 

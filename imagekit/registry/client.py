@@ -25,7 +25,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.oci.digest import Digest
-from imagekit.registry import fetch, push
+from imagekit.registry import fetch, lean, push
 from imagekit.registry.fetch import MAX_MANIFEST_BYTES, MIB, ManifestBlob
 from imagekit.registry.journal import UploadJournal
 from imagekit.registry.retry import RetryPolicy
@@ -140,12 +140,13 @@ class RegistryClient:
         """A small blob (a config) whole, verified."""
         return b"".join(self.blob_chunks(repository, digest, size))
 
-    def blob_chunks(self, repository: str, digest: Digest, size: int | None = None
-                    ) -> Iterator[bytes]:
+    def blob_chunks(self, repository: str, digest: Digest, size: int | None = None, *,
+                    piece: int | None = None) -> Iterator[bytes]:
         """Stream a blob, hashing as it goes; DigestMismatch after the last byte if the
-        content is not `digest` (so a consumer commits nothing before the stream ends)."""
+        content is not `digest` (so a consumer commits nothing before the stream ends).
+        `piece`: bytes per piece on the lean path (`lean.READ_SIZE` by default)."""
         return fetch.blob_chunks(self.transport, repository, digest, size,
-                                 self.options.read_size)
+                                 self.options.read_size, piece or lean.READ_SIZE)
 
     def mount_blob(self, repository: str, digest: Digest, from_repository: str) -> bool:
         """Cross-repository mount inside this registry: True when mounted (0 bytes moved)."""

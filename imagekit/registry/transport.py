@@ -17,7 +17,7 @@ from typing import TypeVar
 import httpx
 
 from imagekit.errors import ImagekitError, TransportError
-from imagekit.registry import ratelimit
+from imagekit.registry import lean, ratelimit
 from imagekit.registry.auth import SCOPES, RegistryAuth
 from imagekit.registry.credentials import CredentialSource
 from imagekit.registry.endpoint import api_host, is_loopback, is_verify_failure, ssl_cause, \
@@ -41,17 +41,22 @@ class Transport:
         self.auth = RegistryAuth(registry, CredentialSource(options.docker_config),
                                  insecure=self.insecure)
         self.timeout = httpx.Timeout(options.timeout_s, connect=min(15.0, options.timeout_s))
+        context = ssl_context(registry, options.ca_file, self.insecure)
         self.http = httpx.Client(
-            verify=ssl_context(registry, options.ca_file, self.insecure),
+            verify=context,
             timeout=self.timeout, follow_redirects=True, max_redirects=MAX_REDIRECTS,
             auth=self.auth,
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=16))
+        #: blob bodies (GET, upload PATCH) take the lean path of `lean.py` where it applies
+        self.lean = lean.LeanPool(context) if lean.enabled() else None
         self._base: str | None = None
         self._failed: TransportError | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self.http.close()
+        if self.lean is not None:
+            self.lean.close()
 
     # -- endpoint -------------------------------------------------------------------------
     @property
@@ -141,6 +146,37 @@ class Transport:
             raise self.auth.unauthorized(scopes, 401)
         if not stream:  # the body was read whole: this exchange is done
             budget.answered()
+        return response
+
+    def send_body(self, method: str, url: str, *, scopes: list[str], budget: Budget,
+                  headers: dict[str, str] | None = None, body=None, params=None
+                  ) -> "httpx.Response | lean.LeanResponse | None":
+        """A blob GET (`body` None, streamed) or upload PATCH (`body` an iterator, sent
+        chunked) through the lean path (`lean.py`), with the Authorization header the httpx
+        flow earned for `scopes`. None: the lean path does not apply here (off, a proxy, or a
+        GET answered with a challenge or redirect): the caller uses `send`. 429/5xx raise
+        `RetryableStatus` as `send` does."""
+        if self.lean is None or self.lean.off:
+            return None
+        check_stop(self.registry)
+        full: str | httpx.URL = self.url(url)
+        if params:
+            full = httpx.URL(full).copy_merge_params(params)
+        sent = dict(headers or {})
+        header = self.auth.header_for(scopes)
+        if header:
+            sent["Authorization"] = header
+        timeout = budget.timeout(self.timeout).read or self.options.timeout_s
+        response = self.lean.exchange(method, str(full), sent, timeout, body)
+        if response is None:
+            return None
+        ratelimit.record(self.registry, response.headers)
+        if response.status_code in RETRY_STATUSES:
+            response.close()
+            raise RetryableStatus(response)  # type: ignore[arg-type]
+        if body is not None:
+            budget.answered()
+            return response.finish()
         return response
 
     # -- one call under the policy --------------------------------------------------------

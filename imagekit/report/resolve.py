@@ -7,8 +7,9 @@
   evidence only suggests: when the registry cannot be reached, the newest promote/build result
   that names the reference is used and the resolution says it was offline, and from which
   attempt.
-- NAME (no '/', ':' or '@'): its latest passing build (a `BuildResult` of that name in the
-  evidence, optionally of one profile).
+- NAME (no '/', ':' or '@'): what `imagekit.names` resolves it to for every command — the
+  verified build of this spec and lock (so `gate NAME` judges what `promote NAME` promotes);
+  the newest passing `BuildResult` of that name only where no such build exists, said so.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.errors import ImagekitError, InvalidInput, NotFound, TransportError
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import BuildResult, PromoteEvidence
+from imagekit.names import looks_like_name
 from imagekit.oci.digest import Digest
 from imagekit.oci.reference import ImageReference
 from imagekit.report.collect import read_all
@@ -55,6 +57,31 @@ def resolve_name(name: str, store: EvidenceStore, *, profile: str | None = None)
     if best is None:
         raise NotFound(f"no build of {name!r} with a digest was found", where=name)
     return Digest.parse(best[1])
+
+
+def _by_name(name: str, store: EvidenceStore, profile: str | None) -> Resolution:
+    """A NAME means what `imagekit.names` says it means for every command (`promote NAME`
+    promotes it, so `gate NAME` must judge that same digest): the verified build of this spec
+    and lock. Only when there is none — evidence examined away from the spec that built it, or
+    a lock that moved on — the newest passing build of that name in the evidence is reported,
+    and the note says so."""
+    from imagekit.errors import SpecError
+    from imagekit.names import resolve_target
+
+    try:
+        target = resolve_target(name, store=store, profile=profile)
+    except (InvalidInput, SpecError) as exc:
+        if "not an image of the spec" in exc.message:
+            raise
+        digest = resolve_name(name, store, profile=profile)
+        return Resolution(requested=name, digest=digest, name=name, how="name",
+                          note=f"{name}: no verified build of this spec and lock "
+                               f"({exc.message.split(';')[0]}); the newest passing build of "
+                               f"{name!r} in {store.root} instead: {digest}")
+    assert target.digest is not None
+    return Resolution(requested=name, digest=target.digest, name=name, how="name",
+                      note=f"{name}: the verified build of this spec and lock, "
+                           f"{target.reference}")
 
 
 def _from_evidence(store: EvidenceStore, texts: set[str]) -> tuple[Digest, str] | None:
@@ -116,10 +143,8 @@ def resolve(text: str, store: EvidenceStore, *, profile: str | None = None) -> R
         raise InvalidInput("give an image NAME, REF or DIGEST")
     if text.startswith(("sha256:", "sha512:")):
         return Resolution(requested=text, digest=Digest.parse(text), how="digest")
-    if not any(ch in text for ch in "/:@"):
-        return Resolution(requested=text, digest=resolve_name(text, store, profile=profile),
-                          name=text, how="name",
-                          note=f"{text}: its latest passing build in {store.root}")
+    if looks_like_name(text):
+        return _by_name(text, store, profile)
     reference = ImageReference.parse(text)
     if reference.digest is not None:
         return Resolution(requested=text, digest=reference.digest, how="pinned")

@@ -11,7 +11,7 @@ from __future__ import annotations
 #: engine -> modules `find_spec` must resolve inside the image (in this order)
 ENGINE_FIND_SPEC: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang", "sglang.launch_server", "nixl", "nixl._api"),
-    "vllm": ("vllm", "vllm.entrypoints.cli.main"),
+    "vllm": ("vllm", "vllm.entrypoints.cli.main", "vllm.entrypoints.openai.api_server"),
 }
 
 

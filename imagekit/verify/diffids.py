@@ -80,14 +80,15 @@ class _Hasher:
 PIECE = 256 * 1024
 
 
-def _pieces(chunks: Iterable[bytes]) -> Iterable[bytes]:
+def _pieces(chunks: Iterable[bytes]) -> Iterable[bytes | memoryview]:
+    """Views, not copies: the decompressors read any buffer."""
     for data in chunks:
         if len(data) <= PIECE:
             yield data
         else:
             view = memoryview(data)
             for start in range(0, len(data), PIECE):
-                yield bytes(view[start:start + PIECE])
+                yield view[start:start + PIECE]
 
 
 def _gunzip(chunks: Iterable[bytes], sink: _Hasher) -> None:

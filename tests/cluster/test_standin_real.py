@@ -1,7 +1,9 @@
-"""The record's section 5 end to end: the FIXED sglang stand-in (built, pushed and probed by the
-image phase — warm from tests/build's content-keyed caches), promoted staging → production →
-target by `imagekit.promote`, then run on the cluster by tag: the Pod is pinned to the digest,
-imageID matches, and the project's own probes pass inside the Pod."""
+"""The record's section 5 end to end: the FIXED stand-ins (built, pushed and probed by the image
+phase — warm from tests/build's content-keyed caches), promoted staging → production → target
+by `imagekit.promote`, then run on the cluster by tag: the Pod is pinned to the digest, imageID
+matches, and the project's own probes pass inside the Pod. For vLLM that is the real vLLM 0.32
+server: its own "Failed to infer device type" on this zero-GPU node, kept, and the CPU re-check
+(CPU_PASS_GPU_CLI_DEFERRED)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def fixed_sglang_in_target(cluster_state, tmp_path_factory):
+def _fixed_in_target(name, cluster_state, tmp_path_factory):
     from imagekit.engine import Engine
     from imagekit.evidence import EvidenceStore
     from imagekit.imagesverify import verify_images
@@ -31,13 +32,13 @@ def fixed_sglang_in_target(cluster_state, tmp_path_factory):
     spec = load_spec(REPO / "dockerfiles" / "images.toml")
     engine = Engine(binary=str(cluster_state.docker_client))
     engine.ping()
-    store = EvidenceStore(tmp_path_factory.mktemp("standin-evidence"))
+    store = EvidenceStore(tmp_path_factory.mktemp(f"standin-evidence-{name}"))
     build_standins(spec, engine, store, "local")
-    report = verify_images(spec, engine, store, profile="local", names=["sglang"])
+    report = verify_images(spec, engine, store, profile="local", names=[name])
     [entry] = report.images
-    assert entry.digest, f"the fixed sglang stand-in was not built: {entry.checks}"
+    assert entry.digest, f"the fixed {name} stand-in was not built: {entry.checks}"
     source = ImageReference.parse(entry.reference)
-    repository = spec.images["sglang"].repository
+    repository = spec.images[name].repository
     tag = "cluster-probe"
     via = [ImageReference.parse(f"{cluster_state.registry('production').address}/"
                                 f"{repository}:{tag}")]
@@ -50,7 +51,17 @@ def fixed_sglang_in_target(cluster_state, tmp_path_factory):
                                     insecure=frozenset({staging}))) as pool:
         result = promote(source, via, to, pool=pool)
     assert result.digest == entry.digest
-    return to, entry.digest, spec.images["sglang"]
+    return to, entry.digest, spec.images[name]
+
+
+@pytest.fixture(scope="session")
+def fixed_sglang_in_target(cluster_state, tmp_path_factory):
+    return _fixed_in_target("sglang", cluster_state, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def fixed_vllm_in_target(cluster_state, tmp_path_factory):
+    return _fixed_in_target("vllm", cluster_state, tmp_path_factory)
 
 
 def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
@@ -79,5 +90,36 @@ def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
     # without the profile's acceptance the real FAIL decides the exit code
     strict = cli("cluster", "probe", str(reference), "--namespace", test_ns, "--json",
                  "--spec", str(REPO / "dockerfiles" / "images.toml"), "--profile", "production",
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+
+
+def test_fixed_vllm_runs_the_real_vllm_from_target_by_tag(fixed_vllm_in_target, tmp_path,
+                                                          test_ns) -> None:
+    """The real vLLM in a zero-GPU Pod: its own device-inference failure is kept, the CPU
+    re-check passes (CPU_PASS_GPU_CLI_DEFERRED), the CPU torch FAILs torch_arch; both accepted
+    only by the local profile, so the production profile's run exits 1."""
+    reference, digest, image = fixed_vllm_in_target
+    spec_file = str(REPO / "dockerfiles" / "images.toml")
+    result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
+                 "--namespace", test_ns, "--timeout", "600", "--json",
+                 "--spec", spec_file, "--profile", "local",
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    checks = by_name(doc["checks"])
+    assert doc["digest"] == digest
+    assert checks["image_id"]["data"]["image_id"].endswith("@" + digest)
+    expected = {"cli_help": "DEFERRED", "torch_arch": "FAIL"}
+    for probe in image.probes:
+        assert checks[f"probe:{probe}"]["status"] == expected.get(probe, "PASS"), \
+            checks[f"probe:{probe}"]
+    assert sorted(a["check"] for a in doc["accepted"]) == ["probe:cli_help", "probe:torch_arch"]
+    cli_help = json.dumps(checks["probe:cli_help"]["data"])
+    assert "CPU_PASS_GPU_CLI_DEFERRED" in cli_help
+    assert "RuntimeError: Failed to infer device type" in cli_help
+    assert checks["cleanup"]["status"] == "PASS"
+    strict = cli("cluster", "probe", str(reference), "--namespace", test_ns, "--json",
+                 "--spec", spec_file, "--profile", "production",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
     assert strict.returncode == 1, strict.stdout + strict.stderr

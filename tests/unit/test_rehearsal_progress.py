@@ -43,7 +43,9 @@ def test_a_steps_own_phases_are_drawn_live_under_its_name() -> None:
     assert [e.state for e in child if e.state != "running"] == ["start", "done"]
     assert child[-1].elapsed_s >= 1.5                                # the child's own time
     beats = [e for e in events if e.state == "running"]
-    assert beats and beats[0].phase == "sleeping"                   # silence got heartbeats
+    # the child's silent phase got heartbeats (the step's own may beat first: a loaded machine
+    # starts the child's interpreter slower than the 0.4 s heartbeat)
+    assert any(b.step == "demo › child" and b.phase == "sleeping" for b in beats), beats
     (end,) = [e for e in events if e.step == "rehearsal" and e.state == "done"]
     assert end.phase == "demo" and end.elapsed_s <= time.monotonic() - started + 0.1
 
