@@ -159,6 +159,12 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
         attempt.write_json("capabilities.json", caps)
         attempt.write_result(_accept_result(target, "capabilities"))
         found = [_explain(config, target, c) for c in requirement_checks(caps, required)]
+        if not found:  # nothing required: the probe itself is what this attempt established
+            # (an attempt without checks reads as ERROR in the report and the gate)
+            attempt.add_check(CheckResult(
+                name="capabilities-probed", status=Status.PASS, data=_caps_facts(caps),
+                detail="capabilities probed, none required: " + ", ".join(
+                    f"{k} {v}" for k, v in _caps_facts(caps).items())))
         for check in found:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in found])

@@ -279,17 +279,6 @@ def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
              [image.engine] if probe == "cli_help" else []) for probe in image.probes]
 
 
-def _judge(report: CheckReport, found, profile: str | None) -> tuple[int, list[dict]]:
-    """Exit code of the operation's verdict (imagekit.imagesverify.cluster) and the accepted
-    rows to show."""
-    from imagekit.imagesverify.cluster import cluster_probe_verdict
-    from imagekit.results import CheckResult, exit_code_for
-
-    spec, name = (found[0], found[1]) if found is not None else (None, None)
-    verdict, rows = cluster_probe_verdict(report.checks, spec, name, profile)
-    return exit_code_for([CheckResult(name="verdict", status=verdict)]), rows
-
-
 @cluster_app.command("probe")
 @guarded
 def cluster_probe(
@@ -347,7 +336,9 @@ def cluster_probe(
                            plan=_probe_plan(probe) or _plan_from_spec(found))
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, store)
-    code, accepted = _judge(report, found, profile)
+    from imagekit.imagesverify.cluster import cluster_probe_exit
+
+    code, accepted = cluster_probe_exit(report.checks, found, profile)
     if json_output:
         print_json({**report.model_dump(mode="json"), "accepted": accepted,
                     "exit_code": code})
@@ -381,6 +372,8 @@ def cluster_precheck(
     non_preempting: bool = typer.Option(False, help="Require non-preempting semantics."),
     storage_label: str = typer.Option(None, help="Node label key[=value] the volume needs."),
     storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
+    model_claim: list[str] = typer.Option(None, "--model-claim", help="A PVC the Pod mounts: "
+                                          "its volume's node affinity is judged (repeatable)."),
     pod_file: Path = typer.Option(None, help="Read the intent from a Pod manifest (YAML/JSON)."),
     namespace: str = typer.Option("default", help="Namespace of the Pod."),
     image_cuda: str = typer.Option(None, help="The image's CUDA version (torch.version.cuda): "
@@ -417,6 +410,8 @@ def cluster_precheck(
             intent = intent.model_copy(update={"node_name": node})
         if image_cuda is not None or image_arch is not None:
             intent = intent.model_copy(update=_image_facts(image_cuda, image_arch))
+        if model_claim:
+            intent = intent.model_copy(update={"claims": [*intent.claims, *model_claim]})
     else:
         intent = PodIntent(namespace=namespace, node_name=node,
                            node_selector=_parse_selector(selector),
@@ -424,7 +419,8 @@ def cluster_precheck(
                            priority_class_name=priority_class,
                            preemption_policy=preemption_policy,
                            non_preempting=non_preempting or preemption_policy == "Never",
-                           storage=storage, **_image_facts(image_cuda, image_arch))
+                           storage=storage, claims=list(model_claim or []),
+                           **_image_facts(image_cuda, image_arch))
     with Kube(_kubeconfig(kubeconfig)) as kube:
         checks = precheck(kube, intent)
     _finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)

@@ -267,6 +267,27 @@ def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> l
             for flag, value in order]
 
 
+def _final_hop_gate(enforce, to_ref):
+    """The gate, with the images spec's `final_hop_requires` of a profile whose last registry
+    is the destination added to its requirements (e.g. cluster-accept before the target)."""
+    import functools
+
+    if to_ref is None:
+        return enforce
+    try:
+        from imagekit.spec import load_spec
+        spec = load_spec()
+    except Exception:  # noqa: BLE001 - no spec here: the plain gate
+        return enforce
+    extra = spec.final_hop_requirements(to_ref.registry)
+    if not extra:
+        return enforce
+    from imagekit.report.required import parse_requirements
+
+    required = [str(r) for r in parse_requirements(None)] + extra
+    return functools.partial(enforce, required=required)
+
+
 @app.command("promote", cls=_HopOrderCommand)
 @guarded
 def promote_cmd(
@@ -328,10 +349,11 @@ def promote_cmd(
     options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
     store = evidence_store(evidence_dir)
     source_ref = _source(source, store)
+    gate = _final_hop_gate(enforce, to_ref)
     with progress_sink(json_output, verbose, "promote") as sink:
         result, where = run_promote(
             source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
-            platform=wanted, options=options, progress=sink, gate=enforce, force=force,
+            platform=wanted, options=options, progress=sink, gate=gate, force=force,
             reason=reason,
             await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval))
     attached = []

@@ -3,7 +3,9 @@
 The local stand-in rehearsal of the whole release path: infrastructure up (cluster included),
 stand-in bases, `images verify` (build both fixed images, push to staging, probe inside, manifest),
 then per image `promote` staging → production → target with every hop read back, a zero-GPU
-`cluster probe` of the promoted tag pinned to its digest, and finally the reports.
+`cluster probe` of the promoted tag pinned to its digest, for the vLLM image `cluster accept`
+of the promoted tag with the stand-in model on a read-only PVC (protocol PASS, semantics
+DEFERRED, live startup phases in evidence), and finally the reports.
 
 Each step is the ordinary imagekit command run as its own process, so it writes its own evidence
 exactly as when a person runs it; the rehearsal keeps every step's argv, exit code and output in
@@ -73,7 +75,7 @@ class _Runner:
         from imagekit.infra.state import registry_env
 
         if "DOCKER_CONFIG" not in os.environ:
-            self.env = {**os.environ, **registry_env()}
+            self.env = {**(self.env or os.environ), **registry_env()}
 
     def run(self, name: str, *args: str, want_json: bool = False) -> tuple[int, dict | None]:
         from imagekit.results import CheckResult
@@ -157,6 +159,27 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Prog
     return subprocess.CompletedProcess(argv, code, "".join(out), stderr)
 
 
+def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: str) -> None:
+    """The promoted vLLM image accepted on the cluster with the stand-in model on a
+    read-only PVC (issue 15); judged by imagekit.clusteraccept.rehearsal."""
+    from imagekit.clusteraccept import rehearsal as step
+    from imagekit.infra.cluster import NODE_NAME
+
+    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME))
+    if code != 0:
+        return
+    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
+                         want_json=True)
+    attempt.checks.pop()   # the exit code says DEFERRED (the stand-in): judged just below
+    judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
+    attempt.add_check(judged)
+    verdict = runner.sink.phase("rehearsal", f"{name}-cluster-accept verdict", judged.detail)
+    if judged.status.value == "PASS":
+        verdict.done("PASS")
+    else:
+        verdict.fail(f"{judged.status.value}: {judged.detail}"[:300])
+
+
 @app.command("rehearsal")
 @guarded
 def rehearsal(
@@ -180,6 +203,8 @@ def rehearsal(
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt, progress_for(json_output) as sink:
         runner = _Runner(attempt, json_output, sink)
+        # the steps write where the rehearsal does (also when it was given --evidence-dir)
+        runner.env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)}
         code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
         if code == 0:
             runner.use_infra_credentials()
@@ -208,6 +233,8 @@ def rehearsal(
                 if cluster:
                     runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
                                "--expect-digest", str(build.digest), "--profile", profile_name)
+                if cluster and image.engine == "vllm":
+                    _accept_step(runner, attempt, name, hops[-1], profile_name)
         runner.run("report", "report", "--all-images", "--format", "all", "--out", str(out),
                    "--profile", profile_name)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])

@@ -217,6 +217,27 @@ class Kube:
         except (NotFound, TransportError, InvalidInput) as exc:
             return f"(logs unavailable: {exc.one_line()})"
 
+    def follow_logs(self, namespace: str, name: str, container: str | None = None,
+                    timeout_seconds: float = 3600) -> Iterator[str]:
+        """The container's log as it is written (`kubectl logs -f`): one line at a time until
+        the container ends or `timeout_seconds` pass. Raises like `request` while the
+        container has not started (400 "ContainerCreating"), so callers retry."""
+        query: dict[str, Any] = {"follow": "true"}
+        if container:
+            query["container"] = container
+        path = f"{self.pod_path(namespace, name)}/log"
+        try:
+            with self._http.stream("GET", path, params=query,
+                                   timeout=httpx.Timeout(timeout_seconds, connect=10.0,
+                                                         read=timeout_seconds)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise_for(response, path)
+                for line in response.iter_lines():
+                    yield line
+        except httpx.HTTPError as exc:
+            raise TransportError(f"log stream ended: {exc}", where=path) from None
+
     def events_for(self, namespace: str, kind: str, name: str) -> list[dict]:
         return self.list(f"/api/v1/namespaces/{namespace}/events",
                          fieldSelector=f"involvedObject.kind={kind},involvedObject.name={name}")
@@ -251,8 +272,11 @@ def collection_path(obj: dict) -> str:
     namespace = obj["metadata"].get("namespace", "default")
     if kind == "PriorityClass":
         return "/apis/scheduling.k8s.io/v1/priorityclasses"
+    if kind == "PersistentVolume":
+        return "/api/v1/persistentvolumes"
     plural = {"Pod": "pods", "ConfigMap": "configmaps", "Secret": "secrets",
-              "Namespace": "namespaces", "PersistentVolumeClaim": "persistentvolumeclaims"}
+              "Namespace": "namespaces", "PersistentVolumeClaim": "persistentvolumeclaims",
+              "Service": "services"}
     if kind not in plural:
         raise InvalidInput(f"unsupported kind {kind!r}")
     if kind == "Namespace":

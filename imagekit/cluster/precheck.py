@@ -60,6 +60,9 @@ class PodIntent(BaseModel):
     #: judged against each node's GPU feature discovery labels when given
     image_cuda: str | None = None
     image_arch: list[str] | None = None
+    #: PersistentVolumeClaims the Pod mounts: their volumes' nodeAffinity is judged per node
+    #: (a model volume only storage-capable nodes can mount, section 6)
+    claims: list[str] = Field(default_factory=list)
 
     @classmethod
     def from_pod(cls, pod: dict, storage: StorageNeed | None = None,
@@ -72,7 +75,9 @@ class PodIntent(BaseModel):
             gpus += int(value or 0)
         notes = pod.get("metadata", {}).get("annotations") or {}
         arch = notes.get(ANNOTATION_ARCH)
-        return cls(image_cuda=notes.get(ANNOTATION_CUDA),
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
+                  if (v.get("persistentVolumeClaim") or {}).get("claimName")]
+        return cls(claims=claims, image_cuda=notes.get(ANNOTATION_CUDA),
                    image_arch=[a.strip() for a in arch.split(",") if a.strip()]
                    if arch is not None else None,namespace=pod.get("metadata", {}).get("namespace", "default"),
                    node_name=spec.get("nodeName"), node_selector=spec.get("nodeSelector") or {},
@@ -234,6 +239,8 @@ def _node_checks(kube: Kube, node: dict, intent: PodIntent) -> list[CheckResult]
                                          f"{name} tolerated"))
     if intent.storage is not None:
         checks.append(_storage_check(kube, name, labels, intent.storage))
+    for claim in intent.claims:
+        checks.append(_claim_check(kube, name, labels, intent.namespace, claim))
     if node.get("spec", {}).get("unschedulable"):
         checks.append(CheckResult(name="node_schedulable", status=Status.FAIL,
                                   detail=f"node {name} is cordoned (unschedulable)"))
@@ -269,6 +276,29 @@ def _storage_check(kube: Kube, node_name: str, labels: dict[str, str],
     return CheckResult(name="storage_capability", status=Status.PASS, data=data,
                        detail=f"node {node_name} has the storage capability for "
                               f"{need.description}")
+
+
+def _claim_check(kube: Kube, node_name: str, labels: dict[str, str], namespace: str,
+                 claim: str) -> CheckResult:
+    """Can `node_name` mount the volume behind `claim`? The PV's required nodeAffinity is the
+    storage capability (a local/CSI volume only some nodes can mount)."""
+    from imagekit.cluster.modelvolume import claim_affinity, node_matches_affinity
+
+    pv, found = claim_affinity(kube, namespace, claim)
+    data = {"node": node_name, "claim": f"{namespace}/{claim}"}
+    if pv is None:
+        return CheckResult(name="volume_node_affinity", status=Status.FAIL, data=data,
+                           detail=f"{found}: the Pod cannot mount its volume anywhere")
+    ok, lacking = node_matches_affinity(pv, labels)
+    data["volume"] = pv["metadata"]["name"]
+    if not ok:
+        return CheckResult(name="volume_node_affinity", status=Status.FAIL, data=data,
+                           detail=f"node {node_name} lacks the storage capability that "
+                                  f"{found} requires ({' or '.join(lacking)}): the volume "
+                                  "cannot be mounted there — the node, not a missing or "
+                                  "damaged model; select a node that has it")
+    return CheckResult(name="volume_node_affinity", status=Status.PASS, data=data,
+                       detail=f"node {node_name} can mount {found}")
 
 
 def _gpu_check(kube: Kube, node: dict, intent: PodIntent) -> CheckResult:

@@ -215,6 +215,61 @@ class EngineStartupResult(EvidenceResult):
     required_seconds: float | None = Field(default=None, description="with margin+overhead")
 
 
+class StartupPhase(BaseModel):
+    """One engine startup phase as it happened, read live from the engine's log:
+    `engine_started` (first line), `weights_loaded`, `graphs_captured` (when the engine
+    captures any), `api_ready`."""
+
+    model_config = _FACT
+
+    name: str
+    at: str = Field(description="UTC time the line was seen (ISO 8601)")
+    seconds: float = Field(description="since the engine container started")
+    line: str = ""
+
+
+class StartupOutcome(BaseModel):
+    """How the start ended: `ready`, or a failed start told apart by its cause."""
+
+    model_config = _FACT
+
+    state: Literal["ready", "crashed", "oom-killed", "image-pull-error", "probe-timeout",
+                   "deadline", "timeout", "not-started", "unschedulable"]
+    detail: str = ""
+    exit_code: int | None = None
+    last_lines: list[str] = []
+    seconds: float | None = Field(default=None, description="container start to outcome")
+
+
+@register
+class ClusterAcceptResult(EvidenceResult):
+    """`imagekit cluster accept`: an engine Pod pinned by digest, its live startup phases, a
+    controller Pod running the suites through a Service. The suites' and the load matrix's
+    own results are filed beside it (kinds `accept-*`, `bench`) under the same digest.
+    Subject: the engine image digest."""
+
+    KIND: ClassVar[str] = "cluster-accept"
+    kind: Literal["cluster-accept"] = "cluster-accept"
+    schema_version: Literal[1] = 1
+    reference: str
+    pinned: str
+    engine: str
+    model: str | None = None
+    namespace: str
+    engine_pod: str
+    controller_pod: str | None = None
+    controller_image: str | None = None
+    startup_budget_seconds: int
+    budget_source: str
+    phases: list[StartupPhase] = []
+    startup: StartupOutcome | None = None
+    controller: Status | None = Field(default=None, description="the controller itself, apart "
+                                      "from the model's verdicts (never a request error)")
+    filed: list[str] = Field(default_factory=list, description="kinds of the suite/load "
+                             "attempts filed from the controller")
+    seconds: float | None = None
+
+
 class Latency(BaseModel):
     """Percentiles of one latency metric (`ttft`, `itl`, `e2e`…) in one series."""
 

@@ -29,3 +29,14 @@ def cluster_probe_verdict(checks: list[CheckResult], spec: ImagesSpec | None, na
 def _row(accepted: AcceptedCheck, profile: str) -> dict:
     return {"check": f"probe:{accepted.check}", "status": accepted.status.value,
             "reason": accepted.reason, "profile": profile}
+
+
+def cluster_probe_exit(checks: list[CheckResult], found, profile: str | None
+                       ) -> tuple[int, list[dict]]:
+    """`imagekit cluster probe`'s exit code (the verdict above, accepted statuses applied) and
+    the accepted rows to show; `found` is (spec, name, image) of a spec image, or None."""
+    from imagekit.results import exit_code_for
+
+    spec, name = (found[0], found[1]) if found is not None else (None, None)
+    verdict, rows = cluster_probe_verdict(checks, spec, name, profile)
+    return exit_code_for([CheckResult(name="verdict", status=verdict)]), rows

@@ -34,12 +34,21 @@ def engine_pod(config: ServeConfig, image: ImageReference | str, startup: ProbeB
                name: str, namespace: str, node_selector: dict[str, str] | None = None,
                tolerations: list[dict] | None = None, priority_class_name: str | None = None,
                pull_secrets: list[str] | None = None, model_claim: str | None = None,
-               deadline_seconds: int = 7 * 24 * 3600) -> tuple[dict, dict]:
-    """(Pod, ConfigMap) for one engine server; the image must be pinned by digest."""
-    if config.extra_args:
+               deadline_seconds: int = 7 * 24 * 3600, gpus: int | None = None,
+               extra_env: dict[str, str] | None = None,
+               labels: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """(Pod, ConfigMap) for one engine server; the image must be pinned by digest.
+
+    `gpus`: nvidia.com/gpu to request (default: TP; 0 on a CPU platform). `extra_env`: more
+    environment for the engine (e.g. VLLM_TARGET_DEVICE=cpu), never launch.sh's own variables.
+    The config's extra engine arguments become the container's args, which launch.sh appends
+    to the engine command as they are."""
+    own = {e["name"] for e in serve_env(config)} | {"EXECUTE"}
+    clash = sorted(own & set(extra_env or {}))
+    if clash:
         from imagekit.errors import InvalidInput
-        raise InvalidInput("extra engine arguments cannot travel through launch.sh's env; "
-                           "put them in the image or the template")
+        raise InvalidInput(f"engine env may not override launch.sh's variables: "
+                           f"{', '.join(clash)}; use the serve settings")
     configmap = manifests.configmap(f"{name}-launch", namespace,
                                     manifests.script_files("launch.sh"),
                                     labels={"imagekit.dev/role": "engine-server"})
@@ -48,8 +57,10 @@ def engine_pod(config: ServeConfig, image: ImageReference | str, startup: ProbeB
         engine=config.engine.value, node_selector=node_selector or {},
         tolerations=tolerations if tolerations is not None else [manifests.GPU_TOLERATION],
         priority_class_name=priority_class_name, pull_secrets=pull_secrets or [],
-        env=[*serve_env(config), {"name": "EXECUTE", "value": "1"}],
-        port=config.effective_port, gpus=config.tp, startup=startup,
+        env=[*serve_env(config), {"name": "EXECUTE", "value": "1"},
+             *({"name": k, "value": v} for k, v in (extra_env or {}).items())],
+        args=list(config.extra_args), labels=labels or {},
+        port=config.effective_port, gpus=config.tp if gpus is None else gpus, startup=startup,
         health_command=health_command(config), configmap=configmap["metadata"]["name"],
         deadline_seconds=deadline_seconds, model_claim=model_claim,
         model_mount=config.model_path)

@@ -25,6 +25,7 @@ from imagekit.evidence.kinds import (
     AcceptResult,
     BenchResult,
     BuildResult,
+    ClusterAcceptResult,
     GateDecision,
     GateOverrideResult,
     GpuPreflightResult,
@@ -36,6 +37,7 @@ from imagekit.oci.digest import Digest
 from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
 from imagekit.report.models import (
     AcceptanceVerdict,
+    ClusterStart,
     GoodputPoint,
     BandwidthPoint,
     EndpointDigest,
@@ -382,6 +384,18 @@ def acceptance_of(store: EvidenceStore, reads: list[Read]) -> list[AcceptanceVer
     return found
 
 
+def cluster_starts_of(store: EvidenceStore, reads: list[Read]) -> list[ClusterStart]:
+    """Every engine start of `cluster accept` (retries too), with its live phases."""
+    return [ClusterStart(pod=read.result.engine_pod,
+                         state=read.result.startup.state if read.result.startup else None,
+                         budget_seconds=read.result.startup_budget_seconds,
+                         budget_source=read.result.budget_source,
+                         phases={p.name: p.seconds for p in read.result.phases},
+                         controller=read.result.controller,
+                         evidence=_relpath(store, read.record))
+            for read in reads if isinstance(read.result, ClusterAcceptResult)]
+
+
 def goodput_of(store: EvidenceStore, reads: list[Read]) -> list[GoodputPoint]:
     """Goodput per round of the latest bench attempt (a round check's data is its
     RoundResult: `goodput`, and the SLO floor under `spec.slo.goodput_floor`)."""
@@ -451,7 +465,8 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         required=outcomes, gate=decide(str(digest), current, outcomes),
         endpoints=endpoints_of(store, reads), preflight=preflight_of(store, reads),
         latency=latency_of(store, reads), overrides=overrides_of(store, reads),
-        acceptance=acceptance_of(store, reads), goodput=goodput_of(store, reads))
+        acceptance=acceptance_of(store, reads), goodput=goodput_of(store, reads),
+        cluster_starts=cluster_starts_of(store, reads))
     if with_previous:  # the difference against the previous build of the same image
         from imagekit.report.previous import previous_build
 

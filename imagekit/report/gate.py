@@ -101,3 +101,35 @@ def _user() -> str:
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no passwd entry in a container
         return "unknown"
+
+
+#: What the engine on a cluster produced about an image: not image-phase evidence. A failed
+#: on-cluster start must not stop the next acceptance of the same image.
+ACCEPTANCE_KINDS_PREFIXES = ("accept-", "cluster-accept", "bench", "engine-startup")
+
+
+def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
+                     required: Iterable[str] | None = None,
+                     profile: str | None = None) -> GateDecision:
+    """What `imagekit cluster accept` asks before it starts an engine: does the image-phase
+    evidence (build, probes, images verify, copies — everything but acceptance and load)
+    pass the gate? Raises CheckFailed (exit 1) with every reason when it does not."""
+    from imagekit.report.collect import decide as decide_lines
+
+    digest = Digest.parse(str(digest))
+    requirements = [str(r) for r in parse_requirements(required)]
+    try:
+        report = build_report(store, digest, required=requirements, profile=profile)
+    except NotFound:
+        raise CheckFailed(f"no image-phase evidence for {digest} in {store.root}: it is not "
+                          "accepted on a cluster before `images verify`", where=str(digest)) \
+            from None
+    lines = [line for line in report.checks
+             if not line.kind.startswith(ACCEPTANCE_KINDS_PREFIXES)]
+    required_here = [o for o in report.required
+                     if not str(o.requirement).split(":")[0].startswith(ACCEPTANCE_KINDS_PREFIXES)]
+    decision = decide_lines(str(digest), lines, required_here)
+    if not decision.allowed:
+        raise CheckFailed("image-phase evidence does not pass the gate: "
+                          + "; ".join(decision.reasons)[:1500], where=str(digest))
+    return decision

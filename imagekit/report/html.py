@@ -279,6 +279,16 @@ def render(report: ImageReport, base: Path | None = None) -> str:
                  ["generated", f"{report.generated:%Y-%m-%d %H:%M:%S} UTC"]])]
     parts.append("<h2>Acceptance: protocol and semantic verdicts</h2>")
     parts.append(acceptance(report, base))
+    if report.cluster_starts:
+        parts.append("<h2>Engine starts on the cluster</h2>")
+        parts.append(_table(["engine Pod", "outcome", "startupProbe budget", "phases (s)",
+                             "controller", "evidence"], [
+            [escape(c.pod), escape(c.state or "not submitted"),
+             escape(f"{c.budget_seconds} s ({c.budget_source[:60]})"),
+             escape(", ".join(f"{k} {v:.1f}" for k, v in c.phases.items()) or "none"),
+             _status(c.controller.value) if c.controller else "—",
+             f'<a href="{_href(report, c.evidence, base)}"><code class="ev">'
+             f'{escape(c.evidence)}</code></a>'] for c in report.cluster_starts]))
 
     parts.append("<h2>GPU preflight</h2>")
     plot = busbw_plot(report)

@@ -182,6 +182,15 @@ def _at_a_glance(report: ImageReport) -> list[str]:
             out.append(f"| {_cell(a.kind)} | {_cell(a.name)} | {_MARK[a.status.value]} | "
                        f"{_MARK[a.protocol.value] if a.protocol else 'not judged'} | "
                        f"{_MARK[a.semantic.value] if a.semantic else 'not judged'} |")
+    if report.cluster_starts:
+        out.append("\n## Engine starts on the cluster (cluster accept)\n")
+        out.append("| engine Pod | outcome | startupProbe budget | phases (s since start) | "
+                   "controller |\n|---|---|---|---|---|")
+        for c in report.cluster_starts:
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in c.phases.items()) or "none"
+            out.append(f"| {_cell(c.pod)} | {_cell(c.state or 'not submitted')} | "
+                       f"{c.budget_seconds} s ({_cell(c.budget_source[:40])}) | "
+                       f"{_cell(phases)} | {c.controller.value if c.controller else '—'} |")
     if report.goodput:
         out.append("\n**Goodput per bench round:** " + ", ".join(
             f"{_cell(g.label)} {g.goodput:.0%}" + (f" (floor {g.floor:.0%})" if g.floor

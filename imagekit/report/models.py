@@ -139,6 +139,21 @@ class GoodputPoint(BaseModel):
     evidence: str
 
 
+class ClusterStart(BaseModel):
+    """One engine start of `imagekit cluster accept`: its live phases and how it ended."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pod: str
+    state: str | None = None
+    budget_seconds: int
+    budget_source: str
+    phases: dict[str, float] = Field(default_factory=dict,
+                                     description="phase -> seconds since the container started")
+    controller: Status | None = None
+    evidence: str
+
+
 class ImageFacts(BaseModel):
     """The image manifest's facts: final versions, base digest, fix layers."""
 
@@ -252,6 +267,7 @@ class ImageReport(BaseModel):
     overrides: list[OverrideRecord] = []
     acceptance: list[AcceptanceVerdict] = []
     goodput: list[GoodputPoint] = []
+    cluster_starts: list[ClusterStart] = []
     previous: PreviousBuild | None = Field(default=None, description="the difference against "
                                            "the previous build of the same image; None when "
                                            "the evidence holds no earlier build of it")

@@ -41,6 +41,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.EngineStartupResult",
     "imagekit.evidence.kinds.AcceptResult",
     "imagekit.evidence.kinds.BenchResult",
+    "imagekit.evidence.kinds.ClusterAcceptResult",
     "imagekit.evidence.kinds.RehearsalResult",
     "imagekit.evidence.kinds.ReportResult",
     "imagekit.evidence.kinds.GateOverrideResult",

@@ -40,6 +40,10 @@ class Profile(BaseModel):
     production: str
     target: str
     accept: dict[str, Acceptance] = {}
+    #: Checks required (gate requirements, e.g. "cluster-accept") before a promotion whose
+    #: destination is this profile's last registry: acceptance on the cluster before the final
+    #: hop (issue 15). Added to the gate's usual requirements; empty by default.
+    final_hop_requires: list[str] = []
 
     def registry_for(self, role: str) -> str:
         return getattr(self, role)
@@ -144,6 +148,15 @@ class ImagesSpec(BaseModel):
                     raise ValueError(f"profile {pname!r}: accept key {key!r} is not "
                                      "'<image>.<probe>' of this spec")
         return self
+
+    def final_hop_requirements(self, registry: str) -> list[str]:
+        """What the profiles whose target registry is `registry` require before a promotion
+        lands there (their `final_hop_requires`, deduplicated)."""
+        found: list[str] = []
+        for prof in self.profiles.values():
+            if prof.target == registry:
+                found += [r for r in prof.final_hop_requires if r not in found]
+        return found
 
     def profile(self, name: str | None) -> tuple[str, Profile]:
         from imagekit.errors import SpecError

@@ -29,7 +29,7 @@ OPERATION_ORDER: tuple[frozenset[str], ...] = (
     frozenset({"spec", "infra"}),
     frozenset({"standins", "probe", "verify", "launch", "gpu", "acceptance", "promote",
                "sbom"}),
-    frozenset({"build"}),
+    frozenset({"build", "clusteraccept"}),  # clusteraccept: `cluster accept` (issue 15)
     frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
     frozenset({"report"}),
     frozenset({"attest"}),  # signs the report's test-result and the SBOM (issue 16)

@@ -1,0 +1,191 @@
+"""`imagekit cluster accept` and `imagekit cluster model-volume`: parse, hand over to
+imagekit.clusteraccept, print. Nothing is judged or written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
+from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorOpt, _kubeconfig,
+                                  _parse_pairs, _parse_tolerations, _print_report,
+                                  _registry_client, _say, cluster_app)
+from imagekit.errors import InvalidInput
+
+
+def _engine_env(values: list[str] | None) -> dict[str, str]:
+    return _parse_pairs(values, "--engine-env")
+
+
+@cluster_app.command("accept")
+@guarded
+def cluster_accept(
+    reference: str = typer.Argument(..., help="An image NAME of the spec (its latest verified "
+                                              "build) or a reference by tag or digest."),
+    namespace: str = typer.Option("imagekit-accept", help="Namespace for the Pods (created "
+                                                          "when missing)."),
+    suite: list[str] = typer.Option(["functional"], "--suite",
+                                    help="functional, media, needle (repeatable)."),
+    matrix: Path = typer.Option(None, "--matrix", help="Load matrix TOML run after the "
+                                                       "suites."),
+    require: list[str] = typer.Option([], "--require", help="Capabilities the run requires "
+                                      "(image, video, tools, ctx=N)."),
+    model_claim: str = typer.Option(None, "--model-claim", help="Read-only PVC holding the "
+                                                               "model (mounted at /models/model)."),
+    model_name: str = typer.Option(None, "--served-model-name",
+                                   help="Name the engine serves the model as."),
+    engine_config: Path = typer.Option(None, "--engine-config",
+                                       help="Engine profiles TOML for the suites."),
+    engine: str = typer.Option("vllm", help="sglang or vllm."),
+    platform: str = typer.Option("gpu", help="gpu (nvidia.com/gpu = TP) or cpu (vLLM's CPU "
+                                             "platform selected explicitly, no GPU)."),
+    tp: int = typer.Option(1, help="Tensor parallel size."),
+    max_context: int = typer.Option(32768, help="Engine context length."),
+    max_requests: int = typer.Option(8, help="Engine concurrent requests."),
+    engine_env: list[str] = typer.Option(None, "--engine-env", help="KEY=VALUE for the engine "
+                                                                    "(repeatable)."),
+    engine_arg: list[str] = typer.Option(None, "--engine-arg", help="Extra engine argument "
+                                                                    "(repeatable)."),
+    startup_seconds: int = typer.Option(None, help="startupProbe budget (default: from the "
+                                                   "last observed start, else 900)."),
+    selector: list[str] = SelectorOpt,
+    toleration: list[str] = typer.Option(None, "--toleration", help="key[=value]:Effect "
+                                         "(default: tolerate nvidia.com/gpu)."),
+    priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
+    max_tokens: int = typer.Option(16, help="Output cap of the suites' requests."),
+    timeout: float = typer.Option(1800, help="Seconds for the whole run."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the Pods, Service and ConfigMaps."),
+    spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec"),
+    profile: str = typer.Option(None, help="Spec profile."),
+    kubeconfig: Path = KubeconfigOpt,
+    evidence_dir: Path = EvidenceDir,
+    json_output: bool = JsonOpt,
+) -> None:
+    """Accept an image on the cluster by tag: pin the digest, gate on its image-phase evidence,
+    precheck the engine Pod, start it (phases live from its log), run the suites from a
+    controller Pod through a Service, file everything under the digest, delete it all."""
+    from imagekit.acceptance.capabilities import Requirements
+    from imagekit.acceptance.runner import SUITES
+    from imagekit.cluster.kube import Kube
+    from imagekit.cluster.manifests import GPU_TOLERATION
+    from imagekit.clusteraccept.run import (CPU_ENGINE_ARGS, CPU_ENGINE_ENV, AcceptOptions,
+                                            run_accept)
+    from imagekit.inputs import count, dns_label, dns_subdomain, positive, read_text
+    from imagekit.launch.command import Engine
+    from imagekit.names import resolve_target
+    from imagekit.report.gate import image_phase_gate
+
+    for each in suite:
+        if each not in SUITES:
+            raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITES)}")
+    if engine not in ("sglang", "vllm"):
+        raise InvalidInput("engine must be sglang or vllm", where=engine)
+    if platform not in ("gpu", "cpu"):
+        raise InvalidInput("--platform is gpu or cpu", where=platform)
+    if platform == "cpu" and engine != "vllm":
+        raise InvalidInput("--platform cpu is vLLM's CPU platform", where=engine)
+    Requirements.parse(",".join(require))
+    dns_label(namespace, "--namespace")
+    count(tp, "--tp", minimum=1, maximum=64)
+    timeout = positive(timeout, "--timeout", maximum=7 * 86400)
+    if startup_seconds is not None:
+        count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
+    for value, what in ((model_claim, "--model-claim"), (priority_class, "--priority-class")):
+        if value is not None:
+            dns_subdomain(value, what)
+    matrix_text = read_text(matrix, "load matrix") if matrix is not None else None
+    if matrix is not None:
+        from imagekit.acceptance import load_matrix
+        load_matrix(matrix)
+    config_text = read_text(engine_config, "engine config") if engine_config else None
+    env = _engine_env(engine_env)
+    args = list(engine_arg or [])
+    if platform == "cpu":
+        env = {**CPU_ENGINE_ENV, **env}
+        args = [*CPU_ENGINE_ARGS, *args]
+    store = evidence_store(evidence_dir)
+    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile)
+    ref = resolved.reference
+    client, docker_config = _registry_client(ref.registry)
+    with client:
+        digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
+    image_phase_gate(store, digest, profile=profile)   # exit 1 with the reasons
+    options = AcceptOptions(
+        namespace=namespace, engine=Engine(engine), model_claim=model_claim,
+        served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,
+        max_context=max_context, max_requests=max_requests, engine_env=env,
+        engine_args=args, node_selector=_parse_pairs(selector, "selector"),
+        tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
+        priority_class_name=priority_class, startup_seconds=startup_seconds,
+        suites=list(dict.fromkeys(suite)), require=list(require), matrix_text=matrix_text,
+        engine_config_text=config_text, max_tokens=max_tokens,
+        docker_config_dir=docker_config, timeout_s=timeout, keep=keep)
+
+    def controller_image():
+        from imagekit.clusteraccept.controller_image import ensure_controller_image
+        from imagekit.engine import Engine as Docker
+        from imagekit.infra.state import load_state
+
+        staging = load_state().registry("staging").address
+        return ensure_controller_image(Docker(), staging).pinned
+
+    with progress_for(json_output), Kube(_kubeconfig(kubeconfig)) as kube:
+        report = run_accept(kube, ref, digest, options, store,
+                            controller_image=controller_image)
+    from imagekit.results import exit_code_for
+
+    _print_report(report, json_output)
+    code = exit_code_for(report.checks)
+    if code:
+        raise typer.Exit(code)
+
+
+@cluster_app.command("model-volume")
+@guarded
+def cluster_model_volume(
+    path: Path = typer.Option(None, help="Model directory on the node (default: the stand-in "
+                                         "text model's snapshot)."),
+    volume: str = typer.Option("imagekit-model", help="PersistentVolume name."),
+    claim: str = typer.Option("imagekit-model", help="PersistentVolumeClaim name."),
+    namespace: str = typer.Option("imagekit-accept", help="Namespace of the claim."),
+    label_node: str = typer.Option(None, help="Give this node the storage capability label."),
+    delete: bool = typer.Option(False, "--delete", help="Delete the claim and the volume."),
+    kubeconfig: Path = KubeconfigOpt,
+    json_output: bool = JsonOpt,
+) -> None:
+    """The model on a volume (record section 6): a local PersistentVolume that only nodes
+    labelled imagekit.dev/model-storage=local can mount, and a read-only claim bound to it."""
+    from imagekit.cluster.kube import Kube
+    from imagekit.cluster.modelvolume import (delete_model_volume, ensure_model_volume,
+                                              label_node as give_label)
+    from imagekit.cluster.probe import ensure_namespace
+    from imagekit.inputs import dns_label, dns_subdomain
+
+    dns_label(namespace, "--namespace")
+    dns_subdomain(volume, "--volume")
+    dns_subdomain(claim, "--claim")
+    with Kube(_kubeconfig(kubeconfig)) as kube:
+        if delete:
+            delete_model_volume(kube, volume, claim, namespace)
+            _say(f"deleted {namespace}/{claim} and {volume}")
+            return
+        if path is None:
+            path = _standin_snapshot()
+        if not path.is_dir():
+            raise InvalidInput("model directory not found", where=str(path))
+        if label_node:
+            give_label(kube, label_node)
+        ensure_namespace(kube, namespace)
+        made = ensure_model_volume(kube, volume, claim, namespace, str(path.absolute()))
+    if json_output:
+        print_json(made)
+    else:
+        _say(f"PersistentVolume {made.volume} ({made.path}, nodes with {made.label}) bound to "
+             f"{made.namespace}/{made.claim} (ReadOnlyMany)")
+
+
+def _standin_snapshot() -> Path:
+    from imagekit.clusteraccept.model import standin_text_model
+
+    return standin_text_model()

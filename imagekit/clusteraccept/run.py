@@ -1,0 +1,578 @@
+"""`imagekit cluster accept`: acceptance of an image on the cluster, by tag, end to end.
+
+The record's sections 6-11 in one flow (docs/cluster.md, "cluster accept"):
+
+1. the tag is resolved at the registry and the digest pinned (by the caller); the image's
+   image-phase evidence must pass the gate (injected by the caller, as for promote);
+2. the startupProbe budget: an explicit one, else the last observed start of this engine and
+   model (`engine-startup` evidence) with a margin, else a default. An explicit budget shorter
+   than what was observed is a FAIL reported BEFORE anything is submitted;
+3. the exact engine Pod spec is prechecked (node, taints, storage capability of the model
+   claim, priority admission, GPUs when it asks for any); a finding stops here;
+4. the launch ConfigMap, the engine Pod pinned by digest, a Service, and at once the
+   controller Pod (its scripts from a ConfigMap at /opt/controller, a directory mount: an
+   update reaches the Pod; section 9), which waits for the engine through the Service;
+5. the engine's log is followed live and every startup phase stamped as it appears; a failed
+   start (crash, OOMKilled, pull error, probe timeout) is told apart from a ready server and
+   keeps the engine's last lines;
+6. the controller runs imagekit's acceptance suites and the load matrix in the Pod; their
+   attempts are filed under the engine digest (kinds `accept-*`, `bench`); a controller
+   failure is recorded apart (the `controller` check), never as a model failure or a request
+   error;
+7. everything it created is deleted, and it waits until it is gone.
+
+Evidence: one `cluster-accept` attempt (Pod specs, both logs, phases, the outcome) and an
+`engine-startup` attempt per ready start (the next run's budget), both under the digest.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from imagekit.cluster import manifests
+from imagekit.cluster.kube import Kube, TransportError
+from imagekit.cluster.pods import wait_gone
+from imagekit.cluster.precheck import PodIntent, precheck
+from imagekit.cluster.probe import ensure_namespace, pull_secret_for
+from imagekit.clusteraccept.phases import (PhaseTracker, container_started, engine_error_line,
+                                           failed_start, pod_ready)
+from imagekit.errors import ImagekitError, InvalidInput
+from imagekit.evidence import EvidenceStore, Role, Subject
+from imagekit.evidence.contract import model_for
+from imagekit.evidence.kinds import (ClusterAcceptResult, EngineStartupResult, StartupOutcome,
+                                     StartupPhase)
+from imagekit.evidence.store import AttemptRecord
+from imagekit.launch.budget import DEFAULT_MARGIN, DEFAULT_OVERHEAD_S, ProbeBudget
+from imagekit.launch.command import Engine, ServeConfig
+from imagekit.launch.pod import engine_pod
+from imagekit.oci import Digest, ImageReference
+from imagekit.results import CheckReport, CheckResult, Status
+
+KIND = "cluster-accept"
+DEFAULT_STARTUP_S = 900
+#: on a CPU node: vLLM's CPU platform, chosen explicitly (the record, section 4: on a GPU-less
+#: node the real image infers no device); small KV cache; no thread pinning on shared cores
+CPU_ENGINE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
+                  "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1"}
+CPU_ENGINE_ARGS = ("--dtype", "float32", "--enforce-eager")
+
+
+class AcceptOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str
+    engine: Engine = Engine.VLLM
+    model_claim: str | None = None
+    model_path: str = "/models/model"
+    served_model_name: str | None = None
+    tp: int = 1
+    gpus: int = 0
+    max_context: int = 32768
+    max_requests: int = 8
+    disable_piecewise_cuda_graph: bool = False
+    engine_env: dict[str, str] = Field(default_factory=dict)
+    engine_args: list[str] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict] = Field(default_factory=list)
+    priority_class_name: str | None = None
+    startup_seconds: int | None = None
+    suites: list[str] = Field(default_factory=lambda: ["functional"])
+    require: list[str] = Field(default_factory=list)
+    matrix_text: str | None = None
+    engine_config_text: str | None = None
+    max_tokens: int = 16
+    docker_config_dir: Path | None = None
+    timeout_s: float = 3600
+    keep: bool = False
+
+
+class Hooks:
+    """What the caller sees while it runs, through the command's progress (imagekit.progress:
+    rich on a terminal, one line per stage on a pipe, JSON lines with --json): each stage of
+    the flow and each engine startup phase, as it happens. Tests also use
+    `controller_waiting` to switch the ConfigMap under the waiting controller."""
+
+    def __init__(self) -> None:
+        from imagekit import progress
+
+        self.stages = progress.current().stages("cluster accept")
+        self._lock = threading.Lock()
+
+    def stage(self, name: str, detail: str | None = None) -> None:
+        with self._lock:
+            self.stages.enter(name, detail)
+
+    def step(self, text: str) -> None:
+        with self._lock:
+            self.stages.detail(text[:200])
+
+    def phase(self, phase: StartupPhase) -> None:
+        name = phase.name.replace("_", " ")
+        self.stage(name if name.startswith("engine") else f"engine {name}",
+                   f"at {phase.seconds:.1f} s: {phase.line[:120]}")
+
+    def log_line(self, line: str) -> None:
+        self.step(line.strip())
+
+    def end(self, failed: str | None = None) -> None:
+        with self._lock:
+            self.stages.end(failed)
+
+    def controller_waiting(self, kube: Kube, namespace: str, configmap: str) -> None:
+        return None
+
+
+def last_observed_startup(store: EvidenceStore, engine: str, model: str | None
+                          ) -> tuple[float, str] | None:
+    """(observed seconds, attempt path) of the newest `engine-startup` evidence of this engine
+    and model (launch-log evidence: `launch-log parse` or a ready `cluster accept`)."""
+    best: tuple[str, float, str] | None = None
+    for entry in store.index():
+        if entry.get("kind") != "engine-startup":
+            continue
+        path = store.root / entry["path"] if "path" in entry else None
+        if path is None or not (path / "attempt.json").is_file():
+            continue
+        record = AttemptRecord.model_validate_json((path / "attempt.json").read_text())
+        result = store.result(record)
+        if not isinstance(result, EngineStartupResult) or result.engine != engine:
+            continue
+        if model is not None and record.context.get("model") not in (None, model):
+            continue
+        if result.observed_seconds is None:
+            continue
+        stamp = record.finished.isoformat()
+        if best is None or stamp > best[0]:
+            best = (stamp, result.observed_seconds, str(path))
+    return (best[1], best[2]) if best else None
+
+
+def required_for(observed: float) -> int:
+    return math.ceil(observed * (1 + DEFAULT_MARGIN) + DEFAULT_OVERHEAD_S)
+
+
+def startup_budget(store: EvidenceStore, options: AcceptOptions, model: str | None
+                   ) -> tuple[int, str, CheckResult]:
+    """(budget seconds, where it came from, the budget check). FAIL: an explicit budget below
+    what the last observed start of this engine and model needs."""
+    seen = last_observed_startup(store, options.engine.value, model)
+    if options.startup_seconds is not None:
+        budget = options.startup_seconds
+        if seen is not None and budget < required_for(seen[0]):
+            return budget, "explicit", CheckResult(
+                name="startup_budget", status=Status.FAIL,
+                data={"configured_seconds": budget, "observed_seconds": seen[0],
+                      "required_seconds": required_for(seen[0]), "evidence": seen[1]},
+                detail=f"startupProbe budget {budget} s is shorter than the last observed "
+                       f"start of {options.engine.value} {model or ''}: {seen[0]:.1f} s to "
+                       f"API ready needs {required_for(seen[0])} s with margin ({seen[1]}); "
+                       "not submitted")
+        return budget, "explicit", CheckResult(
+            name="startup_budget", status=Status.PASS,
+            data={"configured_seconds": budget},
+            detail=f"startupProbe budget {budget} s (given)"
+                   + (f"; last observed start {seen[0]:.1f} s" if seen else ""))
+    if seen is not None:
+        budget = required_for(seen[0])
+        return budget, f"observed {seen[0]:.1f} s ({seen[1]})", CheckResult(
+            name="startup_budget", status=Status.PASS,
+            data={"configured_seconds": budget, "observed_seconds": seen[0]},
+            detail=f"startupProbe budget {budget} s from the last observed start "
+                   f"({seen[0]:.1f} s to API ready, margin {DEFAULT_MARGIN:.0%} + "
+                   f"{DEFAULT_OVERHEAD_S:.0f} s)")
+    return DEFAULT_STARTUP_S, "default", CheckResult(
+        name="startup_budget", status=Status.PASS, data={"configured_seconds": DEFAULT_STARTUP_S},
+        detail=f"no observed start of {options.engine.value} {model or ''} in evidence: "
+               f"default budget {DEFAULT_STARTUP_S} s")
+
+
+def render(options: AcceptOptions, pinned: ImageReference, run: str, budget: int,
+           pull_secrets: list[str]) -> tuple[dict, dict]:
+    config = ServeConfig.build(engine=options.engine, model_path=options.model_path,
+                               tp=options.tp, max_context=options.max_context,
+                               max_requests=options.max_requests,
+                               disable_piecewise_cuda_graph=options.disable_piecewise_cuda_graph,
+                               served_model_name=options.served_model_name,
+                               extra_args=tuple(options.engine_args))
+    return engine_pod(config, pinned, ProbeBudget.covering(budget), name=f"{run}-engine",
+                      namespace=options.namespace, node_selector=options.node_selector,
+                      tolerations=options.tolerations,
+                      priority_class_name=options.priority_class_name,
+                      pull_secrets=pull_secrets, model_claim=options.model_claim,
+                      deadline_seconds=int(options.timeout_s) + 600, gpus=options.gpus,
+                      extra_env=options.engine_env, labels={"imagekit.dev/accept-run": run})
+
+
+def service_for(run: str, namespace: str, port: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{run}-engine", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "imagekit"}},
+            "spec": {"selector": {"imagekit.dev/accept-run": run,
+                                  "imagekit.dev/role": "engine-server"},
+                     "ports": [{"name": "http", "port": port, "targetPort": port}]}}
+
+
+def controller_files(options: AcceptOptions) -> dict[str, str]:
+    files = manifests.script_files("controller/controller.py", "controller/accept_suites.py")
+    if options.matrix_text is not None:
+        files["matrix.toml"] = options.matrix_text
+    if options.engine_config_text is not None:
+        files["engines.toml"] = options.engine_config_text
+    return files
+
+
+class _Follower(threading.Thread):
+    """Follows the engine container's log on its own connection; retries while the container
+    is not running yet; feeds the tracker line by line."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, pod: str, tracker: PhaseTracker,
+                 hooks: Hooks, lines: list[str]) -> None:
+        super().__init__(daemon=True, name="engine-log")
+        self.kubeconfig, self.namespace, self.pod = kubeconfig, namespace, pod
+        self.tracker, self.hooks, self.lines = tracker, hooks, lines
+        self.stop = threading.Event()
+        self.ended = threading.Event()
+
+    def run(self) -> None:
+        with Kube(self.kubeconfig) as kube:
+            while not self.stop.is_set():
+                try:
+                    for line in kube.follow_logs(self.namespace, self.pod, "engine"):
+                        self.lines.append(line)
+                        self.tracker.feed(line)
+                        self.hooks.log_line(line)
+                        if self.stop.is_set():
+                            return
+                    self.ended.set()
+                    return
+                except ImagekitError:
+                    time.sleep(1.0)  # ContainerCreating: 400 until it runs
+
+
+def _refile(store: EvidenceStore, digest: Digest, reference: str, doc: dict,
+            controller_pod: str) -> str:
+    """One attempt the controller made in its Pod, filed under the digest in the real store
+    (its checks, its typed result, its files), with where it came from in its context."""
+    record = AttemptRecord.model_validate(doc["attempt"])
+    model = model_for(record.kind)
+    context = {**record.context, "from_controller_pod": controller_pod,
+               "in_pod_attempt": record.attempt_id}
+    with store.attempt(digest, record.kind, subjects=[
+            Subject.of(digest, Role.SUBJECT, reference)], **context) as attempt:
+        if model is not None and record.result is not None:
+            attempt.write_result(model.model_validate(record.result))
+        for name, data in sorted(doc.get("files", {}).items()):
+            attempt.write_bytes(name, base64.b64decode(data))
+        for check in record.checks:
+            attempt.add_check(check)
+    return record.kind
+
+
+def _controller_results(log: str) -> tuple[list[dict], list[dict], str | None]:
+    attempts, results, harness = [], [], None
+    for line in log.splitlines():
+        if line.startswith("IMAGEKIT-ATTEMPT "):
+            attempts.append(json.loads(line.removeprefix("IMAGEKIT-ATTEMPT ")))
+        elif line.startswith("IMAGEKIT-RESULT "):
+            results.append(json.loads(line.removeprefix("IMAGEKIT-RESULT ")))
+        elif line.startswith("IMAGEKIT-HARNESS-ERROR "):
+            harness = json.loads(line.removeprefix("IMAGEKIT-HARNESS-ERROR "))["error"]
+    return attempts, results, harness
+
+
+def _controller_check(pod: dict | None, results: list[dict], harness: str | None,
+                      filed: list[str]) -> CheckResult:
+    """The controller itself: PASS when it ran the suites; ERROR (never FAIL: no verdict on
+    the model) when it could not start a sub-script, the harness broke, or the Pod failed."""
+    problems = [r for r in results if r.get("status") != "PASS"]
+    phase = (pod or {}).get("status", {}).get("phase")
+    data = {"pod_phase": phase, "results": results, "filed": filed}
+    if harness:
+        problems.append({"detail": f"harness error: {harness}"})
+    if problems or phase != "Succeeded":
+        text = "; ".join(p.get("detail", "") for p in problems) or f"controller Pod {phase}"
+        return CheckResult(name="controller", status=Status.ERROR, data=data,
+                           detail=f"controller failure (not a model failure, not a request "
+                                  f"error): {text}"[:800])
+    return CheckResult(name="controller", status=Status.PASS, data=data,
+                       detail=f"controller ran the suites; {len(filed)} attempt(s) filed")
+
+
+def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: AcceptOptions,
+               store: EvidenceStore, *, controller_image: Callable[[], ImageReference],
+               hooks: Hooks | None = None) -> CheckReport:
+    """The flow above. `controller_image` builds (or finds) the controller image and returns
+    it pinned; it is called only once the precheck is clean."""
+    hooks = hooks or Hooks()
+    started = time.monotonic()
+    pinned = reference.with_digest(digest)
+    model = options.served_model_name
+    run = f"accept-{digest.hex[:8]}-{secrets.token_hex(2)}"
+    checks: list[CheckResult] = []
+    with store.attempt(digest, KIND, subjects=[Subject.of(digest, Role.SUBJECT,
+                                                          str(reference))],
+                       reference=str(reference), namespace=options.namespace, run=run,
+                       engine=options.engine.value, model=model) as attempt:
+        hooks.stage("startup budget")
+        budget, source, budget_check = startup_budget(store, options, model)
+        checks.append(budget_check)
+        hooks.step(f"{budget_check.status.value} startup_budget: {budget_check.detail}")
+        engine_pod_doc, launch_cm = render(options, pinned, run, budget, [])
+        result = dict(reference=str(reference), pinned=str(pinned), engine=options.engine.value,
+                      model=model, namespace=options.namespace,
+                      engine_pod=engine_pod_doc["metadata"]["name"],
+                      startup_budget_seconds=budget, budget_source=source)
+        if budget_check.status is not Status.PASS:
+            hooks.end(budget_check.detail[:200])
+            attempt.write_json("engine-pod.json", engine_pod_doc)
+            attempt.write_result(ClusterAcceptResult(**result, seconds=0.0))
+            attempt.finish(Status.FAIL, summary="not submitted: " + budget_check.detail[:300],
+                           checks=checks)
+            return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
+        # the exact spec the API will see, prechecked before anything is created
+        intent = PodIntent.from_pod(engine_pod_doc)
+        hooks.stage("precheck", "the exact engine Pod spec")
+        findings = precheck(kube, intent)
+        checks.extend(findings)
+        for finding in findings:
+            hooks.step(f"{finding.status.value} {finding.name}: {finding.detail}")
+        attempt.write_json("precheck.json", [c.model_dump(mode="json") for c in findings])
+        if any(c.status is not Status.PASS for c in findings):
+            hooks.end("; ".join(f"{c.name}: {c.detail}" for c in findings
+                                if c.status is not Status.PASS)[:300])
+            attempt.write_json("engine-pod.json", engine_pod_doc)
+            attempt.write_result(ClusterAcceptResult(**result, seconds=round(
+                time.monotonic() - started, 3)))
+            attempt.finish(Status.FAIL, summary="not submitted: precheck findings",
+                           checks=checks)
+            return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
+
+        hooks.stage("controller image")
+        controller_ref = controller_image()
+        hooks.stage("submit", str(pinned))
+        ensure_namespace(kube, options.namespace)
+        secret = pull_secret_for(kube, options.namespace, reference.registry,
+                                 options.docker_config_dir, name=f"{run}-pull")
+        engine_pod_doc, launch_cm = render(options, pinned, run, budget,
+                                           [secret] if secret else [])
+        port = int(engine_pod_doc["spec"]["containers"][0]["ports"][0]["containerPort"])
+        service = service_for(run, options.namespace, port)
+        created: list[tuple[str, str]] = []   # (kind, name) for cleanup, in creation order
+        tracker = PhaseTracker(on_phase=hooks.phase)
+        lines: list[str] = []
+        follower: _Follower | None = None
+        controller_pod: dict | None = None
+        outcome: StartupOutcome | None = None
+        filed: list[str] = []
+        try:
+            kube.create(launch_cm)
+            created.append(("configmaps", launch_cm["metadata"]["name"]))
+            pod = kube.create(engine_pod_doc)
+            created.append(("pods", pod["metadata"]["name"]))
+            attempt.write_json("engine-pod.json", engine_pod_doc)
+            svc = kube.create(service)
+            created.append(("services", service["metadata"]["name"]))
+            cluster_ip = svc["spec"]["clusterIP"]
+            base_url = f"http://{cluster_ip}:{port}"
+            hooks.step(f"engine Pod {pod['metadata']['name']} pinned to {pinned}; Service "
+                       f"{base_url}")
+            scripts = manifests.configmap(f"{run}-scripts", options.namespace,
+                                          controller_files(options),
+                                          labels={"imagekit.dev/role": "acceptance-controller"})
+            env = {"READY_URL": f"{base_url}/health", "SUBSCRIPTS": "accept_suites.py",
+                   "READY_TIMEOUT": str(budget + 120), "BASE_URL": base_url,
+                   "SUITES": ",".join(options.suites), "REQUIRE": ",".join(options.require),
+                   "DIGEST": str(digest), "MODEL": model or "",
+                   "MAX_TOKENS": str(options.max_tokens)}
+            if options.matrix_text is not None:
+                env["MATRIX"] = "matrix.toml"
+            if options.engine_config_text is not None:
+                env["ENGINE_CONFIG"] = "engines.toml"
+            controller_doc = manifests.render(
+                "controller-pod.yaml.j2", name=f"{run}-controller", namespace=options.namespace,
+                image=controller_ref, node_selector=options.node_selector,
+                tolerations=options.tolerations, pull_secrets=[],
+                configmap=scripts["metadata"]["name"],
+                env=[{"name": k, "value": v} for k, v in env.items()],
+                deadline_seconds=int(options.timeout_s) + 600)
+            kube.create(scripts)
+            created.append(("configmaps", scripts["metadata"]["name"]))
+            kube.create(controller_doc)
+            created.append(("pods", controller_doc["metadata"]["name"]))
+            attempt.write_json("controller-pod.json", controller_doc)
+            hooks.step(f"controller Pod {controller_doc['metadata']['name']} "
+                       f"({controller_ref}) waits for the engine through the Service")
+            hooks.controller_waiting(kube, options.namespace, scripts["metadata"]["name"])
+
+            follower = _Follower(kube.kubeconfig, options.namespace, pod["metadata"]["name"],
+                                 tracker, hooks, lines)
+            follower.start()
+            outcome = _await_start(kube, options, pod["metadata"]["name"], tracker, budget,
+                                   started)
+            if outcome.state == "ready":
+                hooks.stage("suites", f"engine ready after {outcome.seconds} s; the controller "
+                                      "runs " + ", ".join(options.suites +
+                                                          (["load matrix"] if options.matrix_text
+                                                           else [])))
+                checks.append(CheckResult(name="engine_start", status=Status.PASS,
+                                          detail=f"API ready after {outcome.seconds} s; phases "
+                                                 + ", ".join(f"{p.name} {p.seconds} s"
+                                                             for p in tracker.phases),
+                                          data={"phases": [p.model_dump() for p in
+                                                           tracker.phases]}))
+                controller_pod = _await_pod_end(kube, options.namespace,
+                                                controller_doc["metadata"]["name"],
+                                                options.timeout_s - (time.monotonic() -
+                                                                     started))
+                log = kube.pod_logs(options.namespace, controller_doc["metadata"]["name"])
+                attempt.write_text("controller.log", log)
+                found, results, harness = _controller_results(log)
+                for doc in found:
+                    filed.append(_refile(store, digest, str(reference), doc,
+                                         controller_doc["metadata"]["name"]))
+                    check_lines = [CheckResult.model_validate(c) for c in
+                                   doc["attempt"].get("checks", [])]
+                    for check in check_lines:
+                        hooks.step(f"{check.status.value} {doc['attempt']['kind']} "
+                                   f"{check.name}: {check.detail[:160]}")
+                    checks.extend(check_lines)
+                checks.append(_controller_check(controller_pod, results, harness, filed))
+            else:
+                last = list(tracker.tail)[-20:]
+                error = engine_error_line(last)
+                outcome = outcome.model_copy(update={"last_lines": last})
+                checks.append(CheckResult(
+                    name="engine_start", status=Status.FAIL,
+                    data=outcome.model_dump(),
+                    detail=f"startup failed ({outcome.state}): {outcome.detail}"
+                           + (f"; engine said: {error}" if error else "")))
+                hooks.end(checks[-1].detail[:300])
+                log = kube.pod_logs(options.namespace, controller_doc["metadata"]["name"])
+                attempt.write_text("controller.log", log)
+                checks.append(CheckResult(name="controller", status=Status.DEFERRED,
+                                          detail="the engine never became ready: the suites "
+                                                 "did not run (no model verdict)"))
+        finally:
+            if follower is not None:
+                follower.stop.set()
+            engine_name = f"{run}-engine"
+            if any(k == "pods" and n == engine_name for k, n in created):
+                final = kube.get_pod(options.namespace, engine_name)
+                if final is not None:
+                    attempt.write_json("engine-pod-status.json", final.get("status", {}))
+                    attempt.write_json("engine-events.json", kube.events_for(
+                        options.namespace, "Pod", engine_name))
+                text = kube.pod_logs(options.namespace, engine_name, "engine")
+                attempt.write_text("engine.log", text if not text.startswith(
+                    "(logs unavailable") or not lines else "\n".join(lines) + "\n")
+            if not options.keep:
+                hooks.stage("cleanup", "delete and wait until gone")
+                _cleanup(kube, options.namespace, created, secret_name=secret)
+            hooks.end()
+        if outcome is not None and outcome.state == "ready" and tracker.ready_seconds:
+            _record_startup(store, digest, reference, options, model, tracker, attempt.path)
+        attempt.write_json("phases.json", [p.model_dump() for p in tracker.phases])
+        attempt.write_result(ClusterAcceptResult(
+            **result, controller_pod=f"{run}-controller", controller_image=str(controller_ref),
+            phases=list(tracker.phases), startup=outcome,
+            controller=next((c.status for c in checks if c.name == "controller"), None),
+            filed=filed, seconds=round(time.monotonic() - started, 3)))
+        for check in checks:
+            attempt.add_check(check)
+    return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
+
+
+def _await_start(kube: Kube, options: AcceptOptions, name: str, tracker: PhaseTracker,
+                 budget: int, started: float) -> StartupOutcome:
+    """Poll the Pod until it is ready or its start failed; the tracker learns when the
+    container started (phase times are from there)."""
+    deadline = started + min(options.timeout_s, budget + 300)
+    created = time.monotonic()
+    while True:
+        pod = kube.get_pod(options.namespace, name) or {}
+        began = container_started(pod)
+        if began is not None and tracker.started is None:
+            tracker.started = began
+        since = (dt.datetime.now(dt.timezone.utc) - began).total_seconds() if began else None
+        seconds = round(since, 3) if since is not None else None
+        if pod_ready(pod) and tracker.seen("api_ready"):
+            return StartupOutcome(state="ready", seconds=tracker.ready_seconds or seconds)
+        events = kube.events_for(options.namespace, "Pod", name)
+        failure = failed_start(pod, events, list(tracker.tail), seconds)
+        if failure is not None and (failure.state != "unschedulable"
+                                    or time.monotonic() - created > 60):
+            time.sleep(1.0)  # let the log follower read the last lines
+            return failure.model_copy(update={"last_lines": list(tracker.tail)[-20:]})
+        if pod_ready(pod):  # ready by the probe, the ready line not (yet) seen
+            time.sleep(0.5)
+            if tracker.seen("api_ready") or time.monotonic() > deadline:
+                return StartupOutcome(state="ready", seconds=tracker.ready_seconds or seconds)
+            continue
+        if time.monotonic() > deadline:
+            return StartupOutcome(state="timeout", seconds=seconds,
+                                  detail=f"not ready within {deadline - started:.0f} s",
+                                  last_lines=list(tracker.tail)[-20:])
+        time.sleep(1.0)
+
+
+def _await_pod_end(kube: Kube, namespace: str, name: str, timeout: float) -> dict | None:
+    deadline = time.monotonic() + max(timeout, 30)
+    while time.monotonic() < deadline:
+        pod = kube.get_pod(namespace, name)
+        if pod is None or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            return pod
+        time.sleep(1.0)
+    return kube.get_pod(namespace, name)
+
+
+def _record_startup(store: EvidenceStore, digest: Digest, reference: ImageReference,
+                    options: AcceptOptions, model: str | None, tracker: PhaseTracker,
+                    where: Path) -> None:
+    observed = tracker.ready_seconds or 0.0
+    with store.attempt(digest, "engine-startup", subjects=[
+            Subject.of(digest, Role.SUBJECT, str(reference))], engine=options.engine.value,
+            model=model, source="cluster-accept", cluster_accept=str(where)) as attempt:
+        attempt.write_text("startup.log", "\n".join(tracker.tail) + "\n")
+        attempt.write_json("phases.json", [p.model_dump() for p in tracker.phases])
+        attempt.write_result(EngineStartupResult(
+            engine=options.engine.value, log=str(where / "engine.log"), lines=tracker.lines,
+            observed_seconds=round(observed, 3), required_seconds=float(required_for(observed))))
+        attempt.add_check(CheckResult(name="startup_observed", status=Status.PASS,
+                                      detail=f"API ready {observed:.1f} s after the container "
+                                             "started (live phases)"))
+
+
+def _cleanup(kube: Kube, namespace: str, created: list[tuple[str, str]],
+             secret_name: str | None, timeout: float = 120) -> None:
+    """Delete in reverse order, then wait until each object is really gone (a Pod may stay
+    Terminating; the next run's recreate must not meet it, section 6)."""
+    uids: dict[str, str | None] = {}
+    for kind, name in reversed(created):
+        path = f"/api/v1/namespaces/{namespace}/{kind}/{name}"
+        if kind == "pods":
+            current = kube.maybe_get(path)
+            uids[name] = (current or {}).get("metadata", {}).get("uid")
+            kube.delete(path, grace_seconds=5)
+        else:
+            kube.delete(path)
+    if secret_name:
+        kube.delete(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}")
+    for kind, name in created:
+        if kind == "pods":
+            wait_gone(kube, namespace, name, uids.get(name), timeout=timeout)
+        else:
+            deadline = time.monotonic() + timeout
+            while kube.maybe_get(f"/api/v1/namespaces/{namespace}/{kind}/{name}") is not None:
+                if time.monotonic() > deadline:
+                    raise TransportError(f"{kind}/{name} still present after {timeout:.0f} s")
+                time.sleep(0.3)

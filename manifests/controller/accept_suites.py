@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Sub-script of controller.py in the acceptance controller Pod (`imagekit cluster accept`):
+run imagekit's acceptance suites (and the load matrix, when one sits beside this file) against
+the engine behind the Service, into an evidence store inside the Pod, then print every attempt
+on one line (`IMAGEKIT-ATTEMPT {json}`) so the operation outside files it under the engine
+image digest in the real store.
+
+Beside-file lookups go through ``Path(__file__).absolute().parent`` (the ConfigMap's stable
+entry), never ``resolve()``: the ConfigMap may be updated while the controller waits
+(section 9).
+
+Exit codes: 0 the suites ran (whatever the model's verdicts: those are in the attempts);
+3 the harness itself broke (recorded by the operation as a controller failure, never as a
+model failure or a request error).
+
+Environment: BASE_URL, SUITES (comma-separated), REQUIRE, DIGEST, MODEL, MAX_TOKENS,
+REPRODUCTIONS, MATRIX (file name beside this one), ENGINE_CONFIG (file name beside this one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).absolute().parent
+STORE = Path(os.environ.get("EVIDENCE_DIR", "/tmp/imagekit-evidence"))
+
+
+def emit(store_root: Path) -> int:
+    count = 0
+    for record in sorted(store_root.rglob("attempt.json")):
+        directory = record.parent
+        files = {}
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            if path.name == "attempt.json":
+                continue
+            files[str(path.relative_to(directory))] = base64.b64encode(path.read_bytes()
+                                                                       ).decode()
+        print("IMAGEKIT-ATTEMPT " + json.dumps({"attempt": json.loads(record.read_text()),
+                                                 "files": files}, sort_keys=True), flush=True)
+        count += 1
+    return count
+
+
+def generation() -> str:
+    """The ConfigMap version this run sees beside itself (a `generation` key, when there is
+    one): through the stable entry, so an update made while the controller waited shows."""
+    path = HERE / "generation"
+    return path.read_text().strip() if path.exists() else "-"
+
+
+async def run() -> None:
+    from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config, load_matrix
+    from imagekit.acceptance.capabilities import Requirements
+    from imagekit.acceptance.runner import resolve_target, run_matrix, run_suites
+    from imagekit.evidence import EvidenceStore
+
+    print(f"accept_suites: scripts generation {generation()} in {HERE}", flush=True)
+    store = EvidenceStore(STORE)
+    config_name = os.environ.get("ENGINE_CONFIG")
+    config = load_engine_config(HERE / config_name if config_name else None)
+    suites = [s for s in os.environ.get("SUITES", "functional").split(",") if s]
+    options = SuiteOptions(max_tokens=int(os.environ.get("MAX_TOKENS", "64")),
+                           reproductions=int(os.environ.get("REPRODUCTIONS", "1")))
+    required = Requirements.parse(os.environ.get("REQUIRE", ""))
+    subject = os.environ.get("DIGEST") or "controller"
+    async with ChatClient(os.environ["BASE_URL"], timeout=300.0) as client:
+        target = await resolve_target(client, os.environ.get("MODEL") or None, None, None,
+                                      config)
+        print(f"accept_suites: {target.engine} {target.engine_version} {target.model} "
+              f"stand-in={target.standin}", flush=True)
+        if suites:
+            await run_suites(client, target, suites, config=config, options=options,
+                             store=store, subject=subject, required=required)
+    matrix_name = os.environ.get("MATRIX")
+    if matrix_name:
+        text = (HERE / matrix_name).read_text()
+        spec = load_matrix(HERE / matrix_name)
+        connections = max(r.concurrency for r in spec.rounds()) + 4
+        async with ChatClient(os.environ["BASE_URL"], timeout=300.0,
+                              connections=connections) as client:
+            target = await resolve_target(client, os.environ.get("MODEL") or spec.model, None,
+                                          None, config)
+            await run_matrix(client, target, spec, config=config, store=store,
+                             subject=subject, matrix_text=text)
+
+
+def main() -> int:
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # noqa: BLE001 - the harness broke: said once, exit 3
+        traceback.print_exc()
+        emit(STORE)
+        print("IMAGEKIT-HARNESS-ERROR " + json.dumps(
+            {"error": f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
+        return 3
+    print(f"accept_suites: {emit(STORE)} attempt(s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""`imagekit cluster accept` on the real cluster with the real vLLM (CPU platform) serving the
+stand-in text model from a read-only PVC. Each vLLM start costs about a minute on two shared
+cores, so one ready start serves the by-tag flow, the ConfigMap switch under the waiting
+controller (section 9) and, from its recorded start, the budget finding; the broken engine is
+a second (short) start. Findings made before submission start nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from imagekit.clusteraccept.run import (CPU_ENGINE_ARGS, CPU_ENGINE_ENV, AcceptOptions, Hooks,
+                                        run_accept)
+from imagekit.evidence import EvidenceStore
+from imagekit.oci import ImageReference
+from imagekit.results import Status
+
+pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.engine, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "imagekit-standin/llama-text-32k"
+SELECTOR = {"imagekit.dev/model-storage": "local"}
+TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@pytest.fixture(scope="module")
+def accept_ns(kube):
+    from imagekit.cluster.probe import ensure_namespace
+
+    name = f"ik-accept-{secrets.token_hex(3)}"
+    ensure_namespace(kube, name)
+    yield name
+    kube.call("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture(scope="module")
+def model_claim(kube, accept_ns):
+    """The stand-in model on a local PV only nodes labelled imagekit.dev/model-storage=local
+    can mount, and its read-only claim; the node gets the label (it is left: others use it)."""
+    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
+    from imagekit.cluster.modelvolume import (delete_model_volume, ensure_model_volume,
+                                              label_node)
+
+    from .helpers import NODE
+
+    label_node(kube, NODE)
+    volume = f"{accept_ns}-model"
+    made = ensure_model_volume(kube, volume, "model", accept_ns, str(_standin_snapshot()))
+    yield made.claim
+    delete_model_volume(kube, volume, "model", accept_ns)
+
+
+@pytest.fixture(scope="module")
+def vllm_image(cluster_state, tmp_path_factory):
+    """The fixed vLLM image built and verified like `images verify` does (stand-in base with
+    the real vLLM server), pushed to staging by tag; its image-phase evidence in the store."""
+    from imagekit.engine import Engine
+    from imagekit.imagesverify import verify_images
+    from imagekit.spec import load_spec
+    from imagekit.standins import build_standins
+
+    store = EvidenceStore(tmp_path_factory.mktemp("accept-evidence"))
+    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    engine = Engine()
+    build_standins(spec, engine, store, "local")
+    report = verify_images(spec, engine, store, profile="local", names=["vllm"])
+    [entry] = report.images
+    assert entry.reference and entry.digest, entry
+    from imagekit.build import latest_build
+
+    build = latest_build("vllm", "local", store)      # pushed as <staging repo>:<key[:16]>
+    tag = ImageReference.parse(f"{build.reference.name}:{build.cache_key[:16]}")
+    return tag, build.digest, store
+
+
+def _options(ns: str, claim: str, **extra) -> AcceptOptions:
+    from imagekit.infra.state import registry_trust
+
+    return AcceptOptions(namespace=ns, model_claim=claim, served_model_name=MODEL,
+                         engine_env=CPU_ENGINE_ENV,
+                         engine_args=[*CPU_ENGINE_ARGS, *extra.pop("engine_args", [])],
+                         node_selector=SELECTOR, tolerations=TOLERATIONS, max_context=4096,
+                         docker_config_dir=registry_trust("127.0.0.1:5001").get(
+                             "docker_config"), timeout_s=900, **extra)
+
+
+def _controller_image():
+    from imagekit.clusteraccept.controller_image import ensure_controller_image
+    from imagekit.engine import Engine
+    from imagekit.infra.state import load_state
+
+    return ensure_controller_image(Engine(), load_state().registry("staging").address).pinned
+
+
+def _resolve(tag: ImageReference):
+    from imagekit.infra.state import registry_trust
+    from imagekit.registry import RegistryClient, RegistryOptions
+
+    with RegistryClient(tag.registry, RegistryOptions(**registry_trust(tag.registry))) as c:
+        return c.resolve_tag(tag.repository, tag.tag)
+
+
+class _Switch(Hooks):
+    """Switches the scripts ConfigMap (generation 2) as soon as the controller runs and waits
+    for the engine — the record's section 9 — and notes when."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.switched_at: dt.datetime | None = None
+        self.lines: list[str] = []
+        self.thread: threading.Thread | None = None
+
+    def step(self, text: str) -> None:
+        self.lines.append(text)
+        super().step(text)
+
+    def controller_waiting(self, kube, namespace: str, configmap: str) -> None:
+        pod = configmap.removesuffix("-scripts") + "-controller"
+
+        def switch() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if "engine not ready" not in (log := kube.pod_logs(namespace, pod)) and \
+                        "controller: scripts in" in log:
+                    break
+                time.sleep(1)
+            current = kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
+            kube.replace({**current, "data": {**current["data"], "generation": "2\n"}})
+            self.switched_at = dt.datetime.now(dt.timezone.utc)
+
+        self.thread = threading.Thread(target=switch, daemon=True)
+        self.thread.start()
+
+
+@pytest.fixture(scope="module")
+def accepted(kube, accept_ns, model_claim, vllm_image):
+    tag, digest, store = vllm_image
+    assert str(_resolve(tag)) == str(digest)
+    hooks = _Switch()
+    started = time.monotonic()
+    report = run_accept(kube, tag, _resolve(tag), _options(accept_ns, model_claim), store,
+                        controller_image=_controller_image, hooks=hooks)
+    return report, hooks, store, digest, time.monotonic() - started
+
+
+def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_ns) -> None:
+    report, hooks, store, digest, seconds = accepted
+    checks = {c.name: c for c in report.checks}
+    assert checks["engine_start"].status is Status.PASS, "\n".join(hooks.lines)
+    assert checks["controller"].status is Status.PASS, checks["controller"]
+    [record] = store.attempts(str(digest), "cluster-accept")
+    result = store.result(record)
+    names = [p.name for p in result.phases]
+    assert names[0] == "engine_started" and "weights_loaded" in names and \
+        names[-1] == "api_ready", names
+    seconds_of = {p.name: p.seconds for p in result.phases}
+    assert 0 < seconds_of["weights_loaded"] <= seconds_of["api_ready"]
+    assert result.startup.state == "ready" and result.pinned.endswith(str(digest))
+    folder = store.path_of(record)
+    for name in ("engine-pod.json", "controller-pod.json", "engine.log", "controller.log",
+                 "phases.json"):
+        assert (folder / name).is_file(), name
+    assert "Application startup complete" in (folder / "engine.log").read_text()
+    # the suites ran in the controller Pod and were filed under the engine digest
+    [functional] = store.attempts(str(digest), "accept-functional")
+    assert functional.context["from_controller_pod"] == result.controller_pod
+    by_name = {c.name: c for c in functional.checks}
+    stream = by_name["streaming"]
+    assert stream.data["protocol"]["status"] == "PASS", stream
+    assert stream.data["semantic"]["status"] == "DEFERRED"          # stand-in model
+    assert store.attempts(str(digest), "engine-startup")               # the next budget
+    # both Pods (and the Service, the ConfigMaps) are gone
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/services") == []
+    print(f"\nACCEPT-TIMING engine start {seconds_of['api_ready']:.1f} s, whole run "
+          f"{seconds:.1f} s")
+
+
+def test_configmap_switched_while_the_controller_waits_and_the_run_completes(accepted) -> None:
+    report, hooks, store, digest, _ = accepted
+    [record] = store.attempts(str(digest), "cluster-accept")
+    result = store.result(record)
+    ready_at = dt.datetime.fromisoformat(next(p.at for p in result.phases
+                                              if p.name == "api_ready"))
+    assert hooks.switched_at is not None and hooks.switched_at < ready_at, \
+        "the ConfigMap was not switched while the controller waited"
+    log = (store.path_of(record) / "controller.log").read_text()
+    assert "accept_suites: scripts generation 2" in log, log[-2000:]   # the new version ran
+    assert "No such file or directory" not in log
+    assert {c.name: c for c in report.checks}["controller"].status is Status.PASS
+
+
+def test_a_budget_shorter_than_the_observed_start_is_reported_before_submission(
+        accepted, kube, accept_ns, model_claim) -> None:
+    _, _, store, digest, _ = accepted
+    tag = ImageReference.parse(store.result(store.attempts(str(digest),
+                                                           "cluster-accept")[0]).reference)
+    report = run_accept(kube, tag, digest, _options(accept_ns, model_claim, startup_seconds=5),
+                        store, controller_image=lambda: pytest.fail("nothing is to be built"))
+    [check] = report.checks
+    assert check.name == "startup_budget" and check.status is Status.FAIL
+    assert "shorter than the last observed start" in check.detail and "not submitted" in \
+        check.detail
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+
+
+def test_a_node_without_the_storage_label_is_a_finding_and_nothing_is_created(
+        kube, accept_ns, vllm_image) -> None:
+    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
+    from imagekit.cluster.modelvolume import delete_model_volume, volume_manifests
+
+    tag, digest, store = vllm_image
+    key = f"imagekit.dev/model-storage-{secrets.token_hex(3)}"     # no node carries it
+    pv, pvc = volume_manifests(f"{accept_ns}-other", "other", accept_ns,
+                               str(_standin_snapshot()), label_key=key)
+    kube.create(pv)
+    kube.create(pvc)
+    try:
+        report = run_accept(kube, tag, digest, _options(accept_ns, "other"), store,
+                            controller_image=lambda: pytest.fail("nothing is to be built"))
+        finding = {c.name: c for c in report.checks}["volume_node_affinity"]
+        assert finding.status is Status.FAIL and "node 127.0.0.1 lacks the storage " \
+            "capability" in finding.detail and key in finding.detail
+        assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+        cli = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "precheck",
+                              "--node", "127.0.0.1", "--model-claim", "other", "--namespace",
+                              accept_ns, "--toleration", "nvidia.com/gpu:NoSchedule", "--json"],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert cli.returncode == 1, cli.stderr
+        checks = {c["name"]: c for c in json.loads(cli.stdout)["checks"]}
+        assert checks["volume_node_affinity"]["data"]["node"] == "127.0.0.1"
+    finally:
+        delete_model_volume(kube, f"{accept_ns}-other", "other", accept_ns)
+
+
+def test_a_broken_engine_is_a_failed_start_not_a_model_failure(
+        accepted, kube, accept_ns, model_claim, vllm_image) -> None:
+    tag, digest, store = vllm_image
+    before = len(store.attempts(str(digest), "accept-functional"))
+    report = run_accept(kube, tag, digest, _options(
+        accept_ns, model_claim, engine_args=["--no-such-engine-flag"]), store,
+        controller_image=_controller_image)
+    checks = {c.name: c for c in report.checks}
+    start = checks["engine_start"]
+    assert start.status is Status.FAIL and start.detail.startswith("startup failed (crashed)")
+    assert "--no-such-engine-flag" in start.detail, start.detail     # vLLM's own error line
+    assert checks["controller"].status is Status.DEFERRED               # no model verdict
+    assert len(store.attempts(str(digest), "accept-functional")) == before
+    records = store.attempts(str(digest), "cluster-accept")
+    failed = [r for r in records if store.result(r).startup and
+              store.result(r).startup.state == "crashed"]
+    assert failed and "--no-such-engine-flag" in (store.path_of(failed[-1]) /
+                                                 "engine.log").read_text()
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+
+
+def test_cli_refuses_an_image_without_image_phase_evidence(tmp_path, vllm_image) -> None:
+    tag, _, _ = vllm_image
+    done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "accept", str(tag),
+                           "--evidence-dir", str(tmp_path), "--platform", "cpu"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "no image-phase evidence" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_startup_probe_that_runs_out_is_a_probe_timeout_not_a_crash(
+        kube, accept_ns, model_claim, vllm_image, tmp_path) -> None:
+    """No observed start in this store, so a 10 s budget is submitted; the kubelet stops the
+    engine after its failed startup probes: probe-timeout, with the engine's last lines."""
+    tag, digest, _ = vllm_image
+    report = run_accept(kube, tag, digest, _options(accept_ns, model_claim, startup_seconds=10),
+                        EvidenceStore(tmp_path), controller_image=_controller_image)
+    start = {c.name: c for c in report.checks}["engine_start"]
+    assert start.status is Status.FAIL and "startup failed (probe-timeout)" in start.detail
+    assert start.data["last_lines"], start.data
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []

@@ -1,0 +1,324 @@
+"""`cluster accept` without a cluster: the model volume's manifests and node affinity, live
+phases from a vLLM log, failed starts told apart, the startup budget from evidence, the
+controller's attempts filed under the digest, the engine Pod as rendered."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.evidence import EvidenceStore
+from imagekit.results import Status
+
+DIGEST = "sha256:" + "b" * 64
+IMAGE = "127.0.0.1:5001/imagekit/vllm@" + DIGEST
+
+# the lines vLLM 0.32 (CPU) prints on its way up, and argparse's refusal of a bad flag
+VLLM_START = """\
+launch.sh: exec vllm serve /models/model --tensor-parallel-size 1
+INFO 12-01 10:00:01 [__init__.py:216] Automatically detected platform cpu.
+INFO 12-01 10:00:09 [default_loader.py:267] Loading weights took 0.05 seconds
+INFO 12-01 10:00:09 [cpu_model_runner.py:105] Model loading took 0.0123 GiB and 0.21 seconds
+INFO 12-01 10:00:30 [api_server.py:1900] Starting vLLM API server 0 on http://0.0.0.0:8000
+INFO:     Application startup complete.
+"""
+
+
+def test_model_volume_is_read_only_prebound_and_node_affine() -> None:
+    from imagekit.cluster.modelvolume import STORAGE_LABEL_KEY, volume_manifests
+
+    pv, pvc = volume_manifests("m-pv", "m", "ns", "/var/lib/imagekit/models/x")
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pv["spec"]["claimRef"]["name"] == "m" and pvc["spec"]["volumeName"] == "m-pv"
+    [term] = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["key"] == STORAGE_LABEL_KEY
+    with pytest.raises(Exception, match="absolute"):
+        volume_manifests("a", "b", "ns", "relative/path")
+
+
+def test_node_affinity_matching_names_what_the_node_lacks() -> None:
+    from imagekit.cluster.modelvolume import node_matches_affinity, volume_manifests
+
+    pv, _ = volume_manifests("m-pv", "m", "ns", "/m")
+    assert node_matches_affinity(pv, {"imagekit.dev/model-storage": "local"}) == (True, [])
+    ok, lacking = node_matches_affinity(pv, {"nvidia.com/gpu.present": "true"})
+    assert not ok and lacking == ["imagekit.dev/model-storage In ['local']"]
+    assert node_matches_affinity({"spec": {}}, {})[0]           # no affinity: any node
+
+
+class _FakeKube:
+    """Only what the precheck reads (a unit test of the finding's wording; the real cluster
+    case is in test_accept_real.py)."""
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        from imagekit.cluster.modelvolume import volume_manifests
+
+        self.pv, self.pvc = volume_manifests("m-pv", "m", "ns", "/m")
+        self.labels = labels
+
+    def list(self, path: str, **_: object) -> list[dict]:
+        if path == "/api/v1/nodes":
+            return [{"metadata": {"name": "cpu-node", "labels": self.labels},
+                     "status": {"conditions": [{"type": "Ready", "status": "True"}]}}]
+        return []
+
+    def maybe_get(self, path: str) -> dict | None:
+        return self.pvc if path.endswith("/persistentvolumeclaims/m") else None
+
+    def get(self, path: str) -> dict:
+        return self.pv
+
+
+def test_precheck_names_the_node_without_the_storage_label() -> None:
+    from imagekit.cluster.precheck import PodIntent, precheck
+
+    pod = {"metadata": {"namespace": "ns"},
+           "spec": {"nodeName": "cpu-node", "containers": [{"name": "c"}],
+                    "volumes": [{"name": "model", "persistentVolumeClaim": {"claimName": "m"}}]}}
+    intent = PodIntent.from_pod(pod)
+    assert intent.claims == ["m"]
+    found = {c.name: c for c in precheck(_FakeKube({}), intent)}
+    check = found["volume_node_affinity"]
+    assert check.status is Status.FAIL and "node cpu-node lacks the storage capability" in \
+        check.detail and check.data["node"] == "cpu-node"
+    good = {c.name: c for c in precheck(_FakeKube({"imagekit.dev/model-storage": "local"}),
+                                        intent)}
+    assert good["volume_node_affinity"].status is Status.PASS
+
+
+def test_phases_are_stamped_as_their_lines_arrive() -> None:
+    from imagekit.clusteraccept.phases import PhaseTracker
+
+    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    seen = []
+    tracker = PhaseTracker(started=t0, on_phase=seen.append)
+    for n, line in enumerate(VLLM_START.splitlines()):
+        tracker.feed(line, now=t0 + dt.timedelta(seconds=10 * n))
+    assert [p.name for p in seen] == ["engine_started", "weights_loaded", "api_ready"]
+    assert [p.seconds for p in seen] == [0.0, 20.0, 50.0]     # no graphs: --enforce-eager
+    assert tracker.ready_seconds == 50.0 and "Loading weights took" in seen[1].line
+
+
+def test_failed_starts_are_told_apart() -> None:
+    from imagekit.clusteraccept.phases import engine_error_line, failed_start
+
+    def pod(state: dict, phase: str = "Running") -> dict:
+        return {"status": {"phase": phase, "containerStatuses": [{"state": state}]}}
+
+    crash = failed_start(pod({"terminated": {"exitCode": 2, "reason": "Error"}}, "Failed"), [],
+                         ["vllm: error: unrecognized arguments: --no-such-flag"])
+    assert crash.state == "crashed" and crash.exit_code == 2
+    assert engine_error_line(crash.last_lines) == \
+        "vllm: error: unrecognized arguments: --no-such-flag"
+    assert failed_start(pod({"terminated": {"exitCode": 137, "reason": "OOMKilled"}}), [],
+                        []).state == "oom-killed"
+    assert failed_start(pod({"waiting": {"reason": "ErrImagePull", "message": "not found"}}),
+                        [], []).state == "image-pull-error"
+    probing = [{"message": "Startup probe failed: urlopen error [Errno 111]"}]
+    assert failed_start(pod({"terminated": {"exitCode": 2, "reason": "Error"}}), probing,
+                        []).state == "crashed"     # probes fail until the API is up
+    probe = failed_start(pod({"terminated": {"exitCode": 137, "reason": "Error"}}), [
+        *probing, {"message": "Container engine failed startup probe, will be restarted"}], [])
+    assert probe.state == "probe-timeout" and "failed startup probe" in probe.detail
+    killed = pod({"terminated": {"exitCode": 130, "reason": "Error"}})   # what v1.20 says
+    killed["spec"] = {"containers": [{"startupProbe": {"failureThreshold": 2}}]}
+    events = [{"reason": "Unhealthy", "count": 2, "message": "Startup probe failed: x"},
+              {"reason": "Killing", "message": "Stopping container engine"}]
+    assert failed_start(killed, events, []).state == "probe-timeout"
+    assert failed_start(killed, events[:1], []).state == "crashed"
+    assert failed_start(pod({"running": {"startedAt": "2026-12-01T10:00:00Z"}}), [], []) is None
+
+
+def _startup_evidence(store: EvidenceStore, observed: float, model: str) -> None:
+    from imagekit.evidence.kinds import EngineStartupResult
+
+    with store.attempt(DIGEST, "engine-startup", engine="vllm", model=model) as attempt:
+        attempt.write_result(EngineStartupResult(engine="vllm", log="engine.log",
+                                                 observed_seconds=observed))
+
+
+def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
+        tmp_path: Path) -> None:
+    from imagekit.clusteraccept.run import (DEFAULT_STARTUP_S, AcceptOptions, required_for,
+                                            startup_budget)
+
+    store = EvidenceStore(tmp_path)
+    options = AcceptOptions(namespace="ns")
+    budget, source, check = startup_budget(store, options, "m")
+    assert (budget, source, check.status) == (DEFAULT_STARTUP_S, "default", Status.PASS)
+    _startup_evidence(store, 40.0, "other-model")
+    _startup_evidence(store, 48.0, "m")
+    budget, source, check = startup_budget(store, options, "m")
+    assert budget == required_for(48.0) == 120 and source.startswith("observed 48.0 s")
+    short = options.model_copy(update={"startup_seconds": 30})
+    budget, _, check = startup_budget(store, short, "m")
+    assert check.status is Status.FAIL and "shorter than the last observed start" in \
+        check.detail and "not submitted" in check.detail
+
+
+def test_controller_attempts_are_filed_under_the_digest(tmp_path: Path) -> None:
+    from imagekit.clusteraccept.run import _controller_check, _controller_results, _refile
+    from imagekit.evidence.kinds import AcceptResult
+    from imagekit.oci import Digest
+
+    pod_store = EvidenceStore(tmp_path / "pod")
+    with pod_store.attempt(DIGEST, "accept-functional", suite="functional") as attempt:
+        attempt.write_result(AcceptResult(kind="accept-functional", suite="functional"))
+        attempt.write_text("exchanges/001-x.json", "{}")
+        from imagekit.results import CheckResult
+        attempt.add_check(CheckResult(name="streaming", status=Status.DEFERRED, detail="x"))
+    record = next((tmp_path / "pod").rglob("attempt.json"))
+    doc = {"attempt": json.loads(record.read_text()),
+           "files": {"exchanges/001-x.json": base64.b64encode(b"{}").decode()}}
+    log = ("controller: engine ready\nIMAGEKIT-ATTEMPT " + json.dumps(doc) + "\n"
+           'IMAGEKIT-RESULT {"phase": "accept_suites.py", "status": "PASS", "detail": "ok"}\n')
+    found, results, harness = _controller_results(log)
+    assert len(found) == 1 and results[0]["status"] == "PASS" and harness is None
+    store = EvidenceStore(tmp_path / "real")
+    assert _refile(store, Digest.parse(DIGEST), "r:t", found[0], "ctl") == "accept-functional"
+    [filed] = store.attempts(DIGEST, "accept-functional")
+    assert isinstance(store.result(filed), AcceptResult)
+    assert filed.context["from_controller_pod"] == "ctl" and filed.checks[0].name == "streaming"
+    ok = _controller_check({"status": {"phase": "Succeeded"}}, results, None, ["x"])
+    assert ok.status is Status.PASS
+    broken = _controller_check({"status": {"phase": "Failed"}}, [
+        {"phase": "controller", "status": "ERROR",
+         "detail": "cannot start accept_suites.py: No such file or directory"}], None, [])
+    assert broken.status is Status.ERROR and "not a model failure" in broken.detail
+
+
+def test_engine_pod_for_the_cpu_platform(tmp_path: Path) -> None:
+    from imagekit.clusteraccept.run import CPU_ENGINE_ARGS, CPU_ENGINE_ENV, AcceptOptions, render
+    from imagekit.oci import ImageReference
+
+    options = AcceptOptions(namespace="ns", model_claim="model", engine_env=CPU_ENGINE_ENV,
+                            engine_args=[*CPU_ENGINE_ARGS, "--no-such-flag"],
+                            served_model_name="imagekit-standin/llama-text-32k")
+    pod, cm = render(options, ImageReference.parse(IMAGE), "run1", 120, [])
+    container = pod["spec"]["containers"][0]
+    assert "resources" not in container                  # no GPU asked on the CPU platform
+    assert container["args"] == ["--dtype", "float32", "--enforce-eager", "--no-such-flag"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["VLLM_TARGET_DEVICE"] == "cpu" and env["ENGINE"] == "vllm"
+    assert pod["metadata"]["labels"]["imagekit.dev/accept-run"] == "run1"
+    assert pod["metadata"]["labels"]["imagekit.dev/role"] == "engine-server"
+    assert container["startupProbe"]["failureThreshold"] * \
+        container["startupProbe"]["periodSeconds"] >= 120
+    assert pod["spec"]["volumes"][-1]["persistentVolumeClaim"] == {"claimName": "model",
+                                                                   "readOnly": True}
+    with pytest.raises(Exception, match="may not override"):
+        render(options.model_copy(update={"engine_env": {"TP": "2"}}),
+               ImageReference.parse(IMAGE), "run1", 120, [])
+
+
+def test_the_gate_refuses_an_image_without_image_phase_evidence(tmp_path: Path) -> None:
+    from imagekit.errors import CheckFailed
+    from imagekit.report.gate import image_phase_gate
+
+    with pytest.raises(CheckFailed, match="no image-phase evidence"):
+        image_phase_gate(EvidenceStore(tmp_path), DIGEST)
+
+
+def test_the_rehearsal_step_expects_exactly_what_a_stand_in_shows() -> None:
+    from imagekit.clusteraccept.rehearsal import standin_acceptance_check
+
+    def aspect(protocol: str, semantic: str) -> dict:
+        return {"protocol": {"status": protocol}, "semantic": {"status": semantic}}
+
+    good = {"checks": [
+        {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
+        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model: answers are "
+         "not judged", "data": aspect("PASS", "DEFERRED")},
+        {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}},
+        {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
+    check = standin_acceptance_check("vllm-cluster-accept", good)
+    assert check.status is Status.PASS and "1 semantic verdict(s) DEFERRED" in check.detail
+    lying = json.loads(json.dumps(good))
+    lying["checks"][1]["data"] = aspect("PASS", "PASS")
+    assert standin_acceptance_check("x", lying).status is Status.FAIL
+    broken = json.loads(json.dumps(good))
+    broken["checks"][0]["status"] = "FAIL"
+    assert "engine_start: FAIL" in standin_acceptance_check("x", broken).detail
+    assert standin_acceptance_check("x", None).status is Status.ERROR
+
+
+def test_image_phase_gate_ignores_acceptance_but_not_a_failed_probe(tmp_path: Path) -> None:
+    from imagekit.errors import CheckFailed
+    from imagekit.report.gate import image_phase_gate
+    from imagekit.results import CheckResult
+    from tests.report.conftest import write_rehearsal
+
+    store = EvidenceStore(tmp_path)
+    r = write_rehearsal(store)
+    with store.attempt(r.digest, "cluster-accept") as attempt:   # a failed start before
+        attempt.add_check(CheckResult(name="engine_start", status=Status.FAIL, detail="crash"))
+    assert image_phase_gate(store, r.digest).allowed
+    with store.attempt(r.digest, "probe") as attempt:
+        attempt.add_check(CheckResult(name="pip_check", status=Status.FAIL, detail="broken"))
+    with pytest.raises(CheckFailed, match="pip_check FAIL"):
+        image_phase_gate(store, r.digest)
+
+
+def test_a_profile_may_require_cluster_accept_before_the_final_hop(tmp_path: Path) -> None:
+    from imagekit.report import check_promotable
+    from imagekit.spec.models import ImagesSpec
+    from tests.report.conftest import write_rehearsal
+
+    profile = {"lock": "l", "staging": "s:1", "production": "p:2", "target": "t:3",
+               "final_hop_requires": ["cluster-accept"]}
+    image = {"engine": "vllm", "dockerfile": "d", "repository": "imagekit/vllm",
+             "probes": ["pip_check"], "base": {"local": "s:1/b:1"}}
+    spec = ImagesSpec(version=1, default_profile="local", images={"vllm": image},
+                      profiles={"local": profile})
+    assert spec.final_hop_requirements("t:3") == ["cluster-accept"]
+    assert spec.final_hop_requirements("p:2") == []
+    store = EvidenceStore(tmp_path)
+    r = write_rehearsal(store)
+    decision = check_promotable(store, r.digest, ["probe", "images-verify", "cluster-accept"])
+    assert not decision.allowed and "required check cluster-accept is missing" in \
+        decision.reasons[0]
+
+
+def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> None:
+    """`_accept_step` with a runner that answers like the real commands (model-volume exit 0,
+    cluster accept exit 1 for the stand-in's DEFERRED, its JSON report)."""
+    from imagekit.cli.rehearsal import _accept_step
+    from imagekit.progress import NullProgress
+    from imagekit.results import CheckResult
+
+    report = {"checks": [
+        {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
+        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model: answers are not "
+         "judged", "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "DEFERRED"}}},
+        {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
+
+    class Attempt:
+        checks: list = []
+
+        def add_check(self, check) -> None:
+            self.checks.append(check)
+
+    class Runner:
+        json_output, sink = True, NullProgress()
+
+        def __init__(self, attempt) -> None:
+            self.attempt, self.calls = attempt, []
+
+        def run(self, name, *args, want_json=False):
+            self.calls.append(args[:2])
+            code = 0 if args[1] == "model-volume" else 1
+            self.attempt.add_check(CheckResult(name=name, status=Status.PASS if code == 0
+                                               else Status.FAIL, detail=f"exit {code}"))
+            return code, report if want_json else None
+
+    attempt = Attempt()
+    runner = Runner(attempt)
+    _accept_step(runner, attempt, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local")
+    assert runner.calls == [("cluster", "model-volume"), ("cluster", "accept")]
+    assert [(c.name, c.status) for c in attempt.checks] == [
+        ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]
