@@ -9,7 +9,7 @@ import typer
 
 from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
 from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorOpt, _kubeconfig,
-                                  _parse_pairs, _parse_tolerations, _print_report,
+                                  _finish, _parse_pairs, _parse_selector, _parse_tolerations,
                                   _registry_client, _say, cluster_app)
 from imagekit.errors import InvalidInput
 
@@ -115,7 +115,7 @@ def cluster_accept(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,
         served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,
         max_context=max_context, max_requests=max_requests, engine_env=env,
-        engine_args=args, node_selector=_parse_pairs(selector, "selector"),
+        engine_args=args, node_selector=_parse_selector(selector),
         tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
         priority_class_name=priority_class, startup_seconds=startup_seconds,
         suites=list(dict.fromkeys(suite)), require=list(require), matrix_text=matrix_text,
@@ -133,12 +133,7 @@ def cluster_accept(
     with progress_for(json_output), Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_accept(kube, ref, digest, options, store,
                             controller_image=controller_image)
-    from imagekit.results import exit_code_for
-
-    _print_report(report, json_output)
-    code = exit_code_for(report.checks)
-    if code:
-        raise typer.Exit(code)
+    _finish(report, json_output)
 
 
 @cluster_app.command("model-volume")
