@@ -233,7 +233,8 @@ class LineProgress(Progress):
 def text_line(event: ProgressEvent) -> str:
     """The pipe's line for one event (what a person reads in a CI log)."""
     head = f"[{event.step}] {event.phase}"
-    tail = f" — {event.detail}" if event.detail else ""
+    # one line per event, whatever the detail holds (an error naming a multi-line cmdline)
+    tail = f" — {' '.join(event.detail.split())}" if event.detail else ""
     if event.state == "start":
         return f"{head} …{tail}"
     if event.state == "running":

@@ -60,6 +60,10 @@ def test_text_lines_say_what_and_how_long() -> None:
     assert text_line(cached) == "[k8s build] compiling: cached in 0.0 s"
     beat = done.model_copy(update={"state": "running", "elapsed_s": 40.2, "detail": "go build"})
     assert text_line(beat) == "[k8s build] compiling: still running, 40 s — go build"
+    failed = done.model_copy(update={"state": "failed", "elapsed_s": 0.6,
+                                     "detail": "port held by pid 7 (python -c import x\ns=1)"})
+    assert text_line(failed) == ("[k8s build] compiling: FAILED after 0.6 s — port held by "
+                                 "pid 7 (python -c import x s=1)")     # one line, always
 
 
 def test_stages_end_the_previous_stage_when_a_new_one_begins() -> None:
