@@ -209,7 +209,7 @@ def test_wrong_digest_is_caught(kube, python_image, test_ns, tmp_path, cluster_s
                                                                          "wrong-digest"))
         assert str(wrong) in events and "not found" in events, events
     finally:
-        delete_and_wait(kube, test_ns, "wrong-digest", timeout=60)
+        delete_and_wait(kube, test_ns, "wrong-digest", timeout=150)  # kubelet 1.20 may take >60 s
         kube.delete(f"/api/v1/namespaces/{test_ns}/configmaps/wrong-digest")
 
 
