@@ -54,7 +54,7 @@ def test_a_failed_step_ends_as_failed_with_its_exit_code() -> None:
     done, events = _run(1, heartbeat=60)
     assert done.returncode == 1
     (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
-    assert end.state == "failed" and end.detail.startswith("FAIL exit 1"), end
+    assert end.state == "failed" and end.detail.startswith("exit 1: a check failed or was deferred"), end
     assert not [e for e in events if e.state == "running"]          # 60 s: none this time
 
 
