@@ -21,7 +21,7 @@ from imagekit.errors import InvalidInput
 from imagekit.oci import Digest
 from imagekit.results import Status
 
-from .helpers import NODE, busybox_pod, wait_running
+from .helpers import NODE, POD_GONE_S, busybox_pod, wait_running
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -80,7 +80,7 @@ def test_existing_nonpreempting_class_is_used(kube, test_ns) -> None:
                                           priorityClassName=pc_name))
         assert (created["spec"]["priority"], created["spec"]["preemptionPolicy"]) == \
             (1000, "Never")
-        delete_and_wait(kube, test_ns, "with-class", timeout=60)
+        delete_and_wait(kube, test_ns, "with-class", timeout=POD_GONE_S)
     finally:
         kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc_name}")
 
@@ -209,7 +209,7 @@ def test_wrong_digest_is_caught(kube, python_image, test_ns, tmp_path, cluster_s
                                                                          "wrong-digest"))
         assert str(wrong) in events and "not found" in events, events
     finally:
-        delete_and_wait(kube, test_ns, "wrong-digest", timeout=150)  # kubelet 1.20 may take >60 s
+        delete_and_wait(kube, test_ns, "wrong-digest", timeout=POD_GONE_S)
         kube.delete(f"/api/v1/namespaces/{test_ns}/configmaps/wrong-digest")
 
 
@@ -217,7 +217,7 @@ def test_wrong_digest_is_caught(kube, python_image, test_ns, tmp_path, cluster_s
 
 def test_recreate_after_immutable_change_waits_until_gone(kube, test_ns) -> None:
     name = "recreate-me"
-    delete_and_wait(kube, test_ns, name, timeout=60)
+    delete_and_wait(kube, test_ns, name, timeout=POD_GONE_S)
     first = kube.create(busybox_pod(name, test_ns))
     wait_running(kube, test_ns, name)
     changed = busybox_pod(name, test_ns)
@@ -234,13 +234,13 @@ def test_recreate_after_immutable_change_waits_until_gone(kube, test_ns) -> None
     with pytest.raises(Conflict):
         kube.create(changed)
     # the safe way: watch until that uid is gone, then create
-    outcome = recreate_pod(kube, changed, timeout=60)
+    outcome = recreate_pod(kube, changed, timeout=POD_GONE_S)
     assert outcome.pod["metadata"]["uid"] != first["metadata"]["uid"]
     assert outcome.replaced_uid == first["metadata"]["uid"]
     assert outcome.pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": NODE}
     assert outcome.waited_seconds > 1          # it really waited for the graceful stop
     wait_running(kube, test_ns, name)
-    delete_and_wait(kube, test_ns, name, timeout=60)
+    delete_and_wait(kube, test_ns, name, timeout=POD_GONE_S)
     assert kube.get_pod(test_ns, name) is None
 
 
@@ -294,7 +294,7 @@ def test_configmap_switch_while_controller_waits(kube, python_image, cluster_sta
         assert "No such file or directory" in log and '"phase": "controller"' in log
     finally:
         for mode, (name, _) in started.items():
-            delete_and_wait(kube, ns, name, timeout=60)
+            delete_and_wait(kube, ns, name, timeout=POD_GONE_S)
             kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{name}")
 
 
@@ -417,4 +417,4 @@ def test_recreate_cli(kube, test_ns, tmp_path) -> None:
     doc = json.loads(second.stdout)
     assert doc["replaced_uid"] == json.loads(first.stdout)["uid"] and doc["waited_seconds"] > 1
     assert kube.get_pod(test_ns, name)["spec"]["nodeSelector"] == pod["spec"]["nodeSelector"]
-    delete_and_wait(kube, test_ns, name, timeout=60)
+    delete_and_wait(kube, test_ns, name, timeout=POD_GONE_S)
