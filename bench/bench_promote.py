@@ -133,6 +133,27 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def client_budget(cpu: dict[str, float], crane_s: float, cpus: int) -> dict:
+    """How much CPU a client may spend and still meet the promote goal on this machine.
+
+    Both registries' CPU (hashing and writing every uploaded byte) is the same whoever the
+    client is. crane's own round gives the machine's parallel efficiency
+    (all CPU spent / (cores x wall)); a client meeting the goal must fit the registries plus
+    itself into GOAL x crane's wall at that efficiency. A budget under the hash of the image
+    alone (sha256 at ~1.5 GB/s with SHA-NI) cannot be met by any client that verifies what it
+    copies; the figure says whether the goal is reachable here at all."""
+    registries = cpu.get("crane_dst_registry", 0.0) + cpu.get("crane_src_registry", 0.0)
+    crane_total = registries + cpu.get("crane", 0.0)
+    efficiency = crane_total / (cpus * crane_s) if crane_s > 0 else 1.0
+    budget = GOAL * crane_s * cpus * efficiency - registries
+    return {"registries_cpu_s": round(registries, 3), "crane_cpu_s": cpu.get("crane"),
+            "ours_cpu_s": cpu.get("ours"), "parallel_efficiency": round(efficiency, 3),
+            "client_cpu_budget_s": round(budget, 3),
+            "note": "client CPU that fits GOAL x crane's wall beside both registries' CPU at "
+                    "crane's parallel efficiency on this machine; crane itself spends "
+                    "crane_cpu_s"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -179,8 +200,11 @@ def main() -> int:
             seconds go to CPU["<label>_dst_registry"] (what it costs whoever the client is)."""
             dest = fresh_dest()
             try:
+                src_before = process_cpu(source)
                 took = run()
                 CPU.setdefault(f"{label}_dst_registry", []).append(process_cpu(dest))
+                CPU.setdefault(f"{label}_src_registry", []).append(
+                    process_cpu(source) - src_before)
                 return took
             finally:
                 dest.stop()
@@ -300,6 +324,7 @@ def main() -> int:
         "repromote_s": round(re_s, 4), "repromote_bytes": max(re_bytes),
         "repromote_goal_s": GOAL_REPROMOTE_S, "repromote_met": re_met,
     }
+    result["reachability"] = client_budget(result["cpu_s"], crane_s, os.cpu_count() or 1)
     result["met_all"] = result["met"] and result["verify_copy"]["met"] and re_met
     (args.out / "promote.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"promote {mb:.0f} MB, {args.layers} layers, median of {args.rounds}, as processes: "
@@ -312,6 +337,8 @@ def main() -> int:
           f"{'MET' if result['verify_copy']['met'] else 'NOT MET'}); re-promotion "
           f"{re_s * 1000:.0f} ms, {max(re_bytes)} bytes; CPU s (median): "
           + ", ".join(f"{k} {v}" for k, v in result["cpu_s"].items())
+          + f"; client CPU budget for the goal {result['reachability']['client_cpu_budget_s']}"
+            f" s (crane spends {result['reachability']['crane_cpu_s']} s)"
           + f"; per-round ratios promote {result['round_ratios']}, verify-copy "
             f"{result['verify_copy']['round_ratios']}; load average {load_before[0]:.1f} → "
             f"{load_after[0]:.1f}")
