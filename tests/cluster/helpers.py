@@ -8,7 +8,8 @@ BUSYBOX = "docker.io/library/busybox:1.36"   # imported into containerd by infra
 NODE = "127.0.0.1"
 # How long a test waits for a deleted Pod to leave the API. kubelet 1.20 removes the object only
 # after its pod worker, volume manager and cgroup cleanup have all caught up; on a loaded CI host
-# that was seen to take over 60 s for a Pod with a 10 s grace period. The product waits as long.
+# that was seen to take over 60 s for a Pod with a 10 s grace period (cluster accept's cleanup
+# waits as long; probe and preflight 120 s).
 POD_GONE_S = 150
 
 
