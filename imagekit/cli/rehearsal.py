@@ -77,12 +77,16 @@ class _Runner:
         if "DOCKER_CONFIG" not in os.environ:
             self.env = {**(self.env or os.environ), **registry_env()}
 
-    def run(self, name: str, *args: str, want_json: bool = False) -> tuple[int, dict | None]:
+    def run(self, name: str, *args: str, want_json: bool = False,
+            judged_after: bool = False) -> tuple[int, dict | None]:
+        """`judged_after`: the caller judges the step's result itself (its exit 1 is not the
+        step's verdict), so the live line does not say FAILED for it."""
         from imagekit.results import CheckResult
 
         argv = [sys.executable, "-m", "imagekit", *args]
         started = time.monotonic()
-        done = _run_live(argv, self.env, name, self.sink, shown=f"imagekit {' '.join(args)}")
+        done = _run_live(argv, self.env, name, self.sink, shown=f"imagekit {' '.join(args)}",
+                         judged_after=judged_after)
         seconds = round(time.monotonic() - started, 2)
         step = _step_model()(name=name, argv=["imagekit", *args], exit_code=done.returncode,
                              seconds=seconds, status=_status_of(done.returncode))
@@ -115,7 +119,8 @@ def _last_words(stderr: str) -> str:
 
 
 def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Progress,
-              shown: str | None = None) -> subprocess.CompletedProcess:
+              shown: str | None = None, judged_after: bool = False
+              ) -> subprocess.CompletedProcess:
     """Run one step as a child that reports its progress as JSON lines (IMAGEKIT_PROGRESS=
     json): its events become phases under this step, its other stderr lines the step's live
     detail; the sink's heartbeat covers silence. stdout and stderr are kept whole."""
@@ -153,6 +158,8 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Prog
     sink.end_forwarded(name, f"the step ended (exit {code}) before this phase did")
     if code == 0:
         phase.done()
+    elif code == 1 and judged_after:
+        phase.done("exit 1: a check failed or was deferred; its verdict follows")
     else:
         # exit 1 is "a check FAILed or was DEFERRED" (README): say so, the step's own
         # judge (e.g. the stand-in acceptance verdict) may still pass it
@@ -172,7 +179,7 @@ def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: s
     if code != 0:
         return
     _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
-                         want_json=True)
+                         want_json=True, judged_after=True)
     attempt.checks.pop()   # the exit code says DEFERRED (the stand-in): judged just below
     judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
     attempt.add_check(judged)

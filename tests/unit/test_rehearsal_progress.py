@@ -25,11 +25,13 @@ CHILD = ("import sys, time\n"
          "sys.exit(int(sys.argv[1]))\n")
 
 
-def _run(code: int, heartbeat: float = 0.4) -> tuple[object, list[ProgressEvent]]:
+def _run(code: int, heartbeat: float = 0.4, judged_after: bool = False
+         ) -> tuple[object, list[ProgressEvent]]:
     out = io.StringIO()
     sink = LineProgress(out, as_json=True, heartbeat_s=heartbeat)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = rehearsal._run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink)
+    done = rehearsal._run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink,
+                               judged_after=judged_after)
     sink.close()
     return done, [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
 
@@ -56,6 +58,17 @@ def test_a_failed_step_ends_as_failed_with_its_exit_code() -> None:
     (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
     assert end.state == "failed" and end.detail.startswith("exit 1: a check failed or was deferred"), end
     assert not [e for e in events if e.state == "running"]          # 60 s: none this time
+
+
+def test_a_step_judged_after_does_not_read_failed_for_its_exit_1() -> None:
+    # the stand-in acceptance exits 1 for its DEFERRED semantics; its verdict is judged next
+    done, events = _run(1, heartbeat=60, judged_after=True)
+    (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
+    assert end.state == "done" and end.detail.endswith("its verdict follows"), end
+    # any other exit code still ends the step as failed, judged or not
+    done, events = _run(3, heartbeat=60, judged_after=True)
+    (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
+    assert done.returncode == 3 and end.state == "failed", end
 
 
 KILLED = ("import os, signal, time\n"
