@@ -309,8 +309,8 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
         def __init__(self, attempt) -> None:
             self.attempt, self.calls = attempt, []
 
-        def run(self, name, *args, want_json=False):
-            self.calls.append(args[:2])
+        def run(self, name, *args, want_json=False, judged_after=False):
+            self.calls.append((*args[:2], judged_after))
             code = 0 if args[1] == "model-volume" else 1
             self.attempt.add_check(CheckResult(name=name, status=Status.PASS if code == 0
                                                else Status.FAIL, detail=f"exit {code}"))
@@ -319,6 +319,7 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
     attempt = Attempt()
     runner = Runner(attempt)
     _accept_step(runner, attempt, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local")
-    assert runner.calls == [("cluster", "model-volume"), ("cluster", "accept")]
+    # the accept step's exit 1 is judged here, so its live line must not say FAILED for it
+    assert runner.calls == [("cluster", "model-volume", False), ("cluster", "accept", True)]
     assert [(c.name, c.status) for c in attempt.checks] == [
         ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]
