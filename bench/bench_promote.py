@@ -11,7 +11,9 @@ mount or skip, and skopeo's blob-info cache cannot help), median of N rounds, in
 - `imagekit verify-copy SRC DST --diffids --json` as a process vs `crane validate --remote DST`
   (which also downloads, decompresses and re-hashes every layer): goal >= 2x faster (<= 0.5);
 - for context only: `promote()` in-process (no interpreter start) and a re-promotion of a
-  present image (goal <= 0.1 s in-process, 0 bytes).
+  present image (goal <= 0.1 s in-process, 0 bytes);
+- `reachability`: both registries' CPU per round (the same whoever the client is) and the client
+  CPU the promote goal leaves beside them on this machine (`client_budget`).
 
     python bench/bench_promote.py --out bench/results [--port-base 5120] [--rounds 5]
 
