@@ -177,3 +177,30 @@ def test_every_cycle_reaches_the_evidence(tmp_path: Path) -> None:
     assert len(small.samples) == 5 and len(small.baseline_samples) == 5
     assert items[("matmul-rate", "rank 0")].band == "PASS"
     assert len(items[("nvml-clock-events", "rank 0")].samples) == 5
+
+
+def test_the_report_shows_every_timed_check_with_its_repeats_and_spread(tmp_path: Path) -> None:
+    """A release engineer sees why a FAIL is a FAIL: markdown and HTML list each timed item's
+    verdict, median, interval, bound, repeats and every cycle (ours and nccl-tests')."""
+    from imagekit.evidence import EvidenceStore
+    from imagekit.gpu.evidence import record_preflight
+    from imagekit.oci import Digest
+    from imagekit.report.collect import build_report
+    from imagekit.report.render import render
+
+    digest = Digest.parse("sha256:" + "7" * 64)
+    path = tmp_path / "slowed.json"
+    path.write_text(json.dumps(_records("b", "slowed")[0]))
+    store = EvidenceStore(tmp_path / "ev")
+    record_preflight(path, store, digest=digest)
+    report = build_report(store, digest)
+    [pre] = report.preflight
+    assert {(t.check, t.band) for t in pre.timed} >= {("small-message-time", "FAIL"),
+                                                     ("matmul-rate", "PASS")}
+    md = render(report, "md")
+    assert "| check | item | verdict | median | interval | bound | repeats | every cycle |" in md
+    row = next(line for line in md.splitlines()
+               if line.startswith("| small-message-time | ratio out_of_place_eager | FAIL |"))
+    assert "| 5 |" in row and "(vs " in row
+    html = render(report, "html")
+    assert "<th>every cycle</th>" in html and "ratio out_of_place_eager" in html
