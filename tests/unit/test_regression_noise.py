@@ -56,3 +56,19 @@ def test_too_few_requests_are_not_judged_and_goodput_is_a_share_interval() -> No
     one_less = [True] * 39 + [False]
     problems, _ = compare(_round([0.05] * 40, slo=one_less), _round([0.05] * 40, slo=good), 0.1)
     assert problems == []
+
+
+def test_a_confidence_outside_zero_one_is_bad_input(tmp_path) -> None:
+    import pytest
+
+    from imagekit.acceptance.matrix import load_matrix
+    from imagekit.errors import InvalidInput
+
+    base = (__import__("pathlib").Path(__file__).resolve().parents[1] / "acceptance" /
+            "matrix-slo.toml").read_text()
+    for bad in ("1.5", "0", "1", "-0.2"):
+        path = tmp_path / f"m{bad}.toml"
+        path.write_text(base.replace("regression_tolerance = 0.5",
+                                     f"regression_tolerance = 0.5\nregression_confidence = {bad}"))
+        with pytest.raises(InvalidInput, match="regression_confidence"):
+            load_matrix(path)
