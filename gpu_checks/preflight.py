@@ -360,6 +360,27 @@ def judge_shift(shift: Shift, bound: float, better: Literal["lower", "higher"] =
     return "NOISE", f"{span} straddles {fmt(bound)}x: within noise (not a regression)"
 
 
+def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def proportion_diff(k1: int, n1: int, k2: int, n2: int, confidence: float = CONFIDENCE
+                    ) -> tuple[float, float, float]:
+    """(p2 - p1, low, high): Newcombe's hybrid score interval of the difference of two shares
+    (k2 of n2 now against k1 of n1 before); n1, n2 >= 1."""
+    z = _norm_ppf(1.0 - (1.0 - confidence) / 2.0)
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = _wilson(k1, n1, z)
+    l2, u2 = _wilson(k2, n2, z)
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return d, low, high
+
+
 def goal_band(summary: Summary, goal: float, better: Literal["lower", "higher"]) -> str:
     """A bench goal: 'met' when the interval's worse end meets it, 'missed' when its better end
     misses it, 'within noise' otherwise; 'too few rounds' without an interval."""
@@ -395,7 +416,7 @@ def judge_two(baseline: Iterable[float], current: Iterable[float], bound: float,
         return Judged("DEFERRED", bound, better, summary,
                       f"too few samples to compare with {what}: {shift.why}", extra)
     span = (f"{fmt(shift.ratio)}x {what} ({confidence:.0%} interval [{fmt(shift.low)}, "
-            f"{fmt(shift.high)}]x, {len(cur)} vs {len(base)} cycles)")
+            f"{fmt(shift.high)}]x, {len(cur)} vs {len(base)} samples)")
     if better == "lower":
         past, inside = shift.low > bound, shift.high <= bound
     else:
