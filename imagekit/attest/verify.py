@@ -78,13 +78,12 @@ def verify_trusted(data: bytes, trust: TrustPolicy) -> tuple[dict, TrustedKey]:
                 failure = exc
         raise EnvelopeError(f"signed with the key hint of {named[0].label}, but the signature "
                             f"does not verify with it ({failure}): changed at the registry")
-    if hint is None:
-        for key in trust.keys:
-            try:
-                return verify_envelope(envelope, key.public_key), key
-            except EnvelopeError as exc:
-                if "no signature verifies" not in str(exc):
-                    raise
+    for key in trust.keys:   # no hint, or one another tool spelled otherwise: try each key
+        try:
+            return verify_envelope(envelope, key.public_key), key
+        except EnvelopeError as exc:
+            if "no signature verifies" not in str(exc):
+                raise
     raise Untrusted(f"key hint {hint[:12]}…" if hint else "no key hint, and no trusted key "
                     "verifies it")
 
