@@ -193,15 +193,45 @@ def test_a_changed_bundle_byte_at_the_registry_refuses(world):
     assert "does not hash to its digest" in done.stdout
 
 
-def test_a_missing_bundle_blob_is_named_and_no_evidence(world):
-    image = world["image"](83, measured=False)
-    referrer, data_file = _bundle(world, image)
-    data_file.unlink()
+def _blob_file(world, digest: Digest) -> Path:
+    return (Path(world["infra"].state_dir) / "registries" / "staging" / "data" / "docker" /
+            "registry" / "v2" / "blobs" / "sha256" / digest.hex[:2] / digest.hex / "data")
+
+
+def test_a_truncated_or_missing_bundle_blob_is_named_and_no_evidence(world):
+    """A second ci statement whose blob is cut short at the registry is named and counts for
+    nothing (the good one still decides); with the good one's blob gone too, nothing trusted
+    is left: refused, never a pass."""
+    image = world["image"](83)
+    good, good_file = _bundle(world, image)
+    older = {"_type": "https://in-toto.io/Statement/v1",
+             "subject": [{"name": "x", "digest": {"sha256": image["digest"].hex}}],
+             "predicateType": TEST_RESULT_TYPE,
+             "predicate": {"result": "PASSED", "passedTests": ["verify-copy:x"],
+                           "failedTests": [], "warnedTests": [], "configuration": [],
+                           "timestamp": "2026-01-01T00:00:00+00:00"}}
+    with ClientPool(world["options"]) as pool:
+        client = pool.get(world["reg"]["staging"])
+        attached = sign_and_attach(client, image["repo"],
+                                   client.get_manifest(image["repo"], image["digest"]), older,
+                                   keys.load_private(world["keys"]["ci"][0]))
+    cut = _blob_file(world, Digest.parse(attached.bundle))
+    cut.write_bytes(cut.read_bytes()[:100])
+    done = imagekit("gate", image["ref"], "--trust-key", _pub(world, "ci"),
+                    env=_empty(world, "truncated"))
+    assert done.returncode == 0, done.stdout
+    # distribution still announces the full length: the transfer is cut (a shorter body
+    # served whole would read "is truncated at the registry (100 of … bytes)"); either way
+    # that statement is named and is no evidence
+    named = [x for x in done.stdout.splitlines() if Digest.parse(attached.manifest).short in x]
+    assert named and "(no evidence from it)" in named[0], done.stdout
+    assert "warning:" in named[0] and ("connection broken" in named[0] or "truncated" in
+                                       named[0])
+    good_file.unlink()
     done = imagekit("gate", image["ref"], "--trust-key", _pub(world, "ci"),
                     env=_empty(world, "missing"))
     assert done.returncode == 1, done.stdout
-    assert referrer.short in done.stdout and "no statement signed by a trusted key" in \
-        done.stdout
+    assert good.short in done.stdout and "no statement signed by a trusted key" in done.stdout
 
 
 def test_a_statement_about_another_digest_refuses(world):
