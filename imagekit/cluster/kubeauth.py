@@ -200,8 +200,10 @@ class ExecSource(CredentialSource):
     def renew_in(self) -> float | None:
         cached = self._credential
         renew_at = cached.renew_at() if cached is not None else None
-        if renew_at is None or self._draining:
+        if cached is None or renew_at is None:
             return None
+        if self._draining:   # cleanup's waits end when the last good credential does
+            return max((cached.expires_at or renew_at) - self._clock(), 0.0)
         return max(renew_at - self._clock(), 0.0)
 
     def renew(self, used: Credential) -> Credential | None:

@@ -91,11 +91,11 @@ def test_cluster_probe_passes_through_tokens_of_three_seconds(
 
 def test_a_token_the_plugin_cannot_renew_stops_the_run_and_cleanup_still_runs(
         front, kube, python_image, creds_ns, tmp_path) -> None:
-    """The plugin's login expires after its first token (20 s): the run stops at the failed
+    """The plugin's login expires after its first token (15 s): the run stops at the failed
     renewal, one line, exit 2; its deletes go out with the last good token (still valid for
-    the renewal margin, 2 s here) and nothing of the run is left."""
+    the renewal margin, 1.5 s here) and nothing of the run is left."""
     state = plugin_state(tmp_path / "plugin", front.key)
-    config = exec_kubeconfig(tmp_path / "kubeconfig", front.url, front.cert, state, ttl=20,
+    config = exec_kubeconfig(tmp_path / "kubeconfig", front.url, front.cert, state, ttl=15,
                              fail_after=1, user="oidc-operator")
     started = time.monotonic()
     result = _probe(python_image, creds_ns, config, tmp_path, sleep=90)
@@ -107,7 +107,7 @@ def test_a_token_the_plugin_cannot_renew_stops_the_run_and_cleanup_still_runs(
                                "plugin could not renew the credential"), lines[0]
     assert "exited 1: error: the login session expired" in lines[0]
     assert "left behind" not in lines[0]
-    assert elapsed < 60                  # stopped at the renewal, not at the probe's end
+    assert elapsed < 45                  # stopped at the renewal, not at the probe's end
     assert len(plugin_runs(state)) >= 2
     # the Pod was deleted by the run (the kubelet may still be finishing it); its ConfigMap
     # and pull Secret are gone
