@@ -61,6 +61,8 @@ class PromotionPredicate(BaseModel):
     hops: list[HopLink] = []
     required: list[str]
     generated: str
+    #: the imagekit that made the statement (absent in statements made before it was recorded)
+    imagekit_version: str | None = None
 
 
 class Attached(BaseModel):

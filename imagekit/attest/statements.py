@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from imagekit import __version__
 from imagekit.attest.models import ChainLink, EvidenceRef, HopLink, PromotionPredicate
 from imagekit.oci.digest import Digest
 
@@ -131,4 +132,5 @@ def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: l
         base_digest=facts.base_digest if facts else None,
         fix_layers=list(facts.fix_layers) if facts else [],
         links=links, hops=hops, required=required_links(required),
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        imagekit_version=__version__)
