@@ -82,9 +82,14 @@ class Kube:
         self.credentials.current()  # a plugin that cannot run fails here, before any change
         self.host = target.cluster.server.rstrip("/")
         self._created: dict[str, str] = {}
+        hooks = {}
+        if target.cluster.tls_server_name:  # the name the server's certificate is checked for
+            sni = target.cluster.tls_server_name
+            hooks["request"] = [lambda request: request.extensions.setdefault("sni_hostname",
+                                                                              sni)]
         self._http = httpx.Client(base_url=self.host, verify=ssl_context,
                                   auth=KubeAuth(self.credentials),
-                                  headers={"Accept": "application/json"},
+                                  headers={"Accept": "application/json"}, event_hooks=hooks,
                                   timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
 
     def left(self) -> list[str]:

@@ -2,7 +2,7 @@
 """A tiny exec credential plugin for the tests (what `aws eks get-token` is to EKS).
 
 Usage (from a kubeconfig's users[].user.exec): exec_plugin.py STATE_DIR [--ttl S]
-[--fail-after N] [--mode ok|exit1|nonjson|wrong-version]
+[--fail-after N] [--mode ok|exit1|nonjson|wrong-version|cert]
 
 Each run appends one line to STATE_DIR/runs (the tests count them) with the
 KUBERNETES_EXEC_INFO it was given, and prints an ExecCredential whose token lives --ttl
@@ -67,9 +67,14 @@ def main() -> int:
     stamp = dt.datetime.fromtimestamp(expires, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     # RFC 3339 in whole seconds (as real plugins print): the token itself holds the exact ms,
     # and the stamp is rounded down, so imagekit renews no later than the front expires it
-    token = mint((args.state / "key").read_bytes(), int(expires * 1000), run)
-    json.dump({"apiVersion": version, "kind": "ExecCredential",
-               "status": {"token": token, "expirationTimestamp": stamp}}, sys.stdout)
+    if args.mode == "cert":       # a client certificate instead of a token (STATE/client.*)
+        status = {"clientCertificateData": (args.state / "client.crt").read_text(),
+                  "clientKeyData": (args.state / "client.key").read_text(),
+                  "expirationTimestamp": stamp}
+    else:
+        status = {"token": mint((args.state / "key").read_bytes(), int(expires * 1000), run),
+                  "expirationTimestamp": stamp}
+    json.dump({"apiVersion": version, "kind": "ExecCredential", "status": status}, sys.stdout)
     return 0
 
 

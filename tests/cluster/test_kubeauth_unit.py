@@ -18,6 +18,7 @@ import pytest
 from imagekit.cluster import kubeconfig
 from imagekit.cluster.kube import Kube
 from imagekit.cluster.kubeauth import KubeAuth, KubeCredentialError, source_for
+from imagekit.errors import TransportError
 
 from . import exec_plugin
 from .kube_front import exec_kubeconfig, plugin_runs, plugin_state
@@ -243,3 +244,133 @@ def test_credential_error_says_what_the_run_left_behind(tmp_path: Path) -> None:
     assert message.endswith("left behind (created by this run, not deleted): Pod ns/stays "
                             f"({path})")
     assert "ConfigMap" not in message
+
+
+# ------------------------------------------------------------------------------ client certs
+
+def _pki(folder: Path):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN=ik-client)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+
+    def issue(cn: str, key, ca: bool = False, san: bool = False) -> x509.Certificate:
+        builder = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(name("ik-ca"))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - dt.timedelta(minutes=5))
+                   .not_valid_after(now + dt.timedelta(hours=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None),
+                                  critical=True))
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                 x509.DNSName("kube.internal")]), critical=False)
+        return builder.sign(ca_key, hashes.SHA256())
+
+    def pem(obj) -> bytes:
+        if isinstance(obj, x509.Certificate):
+            return obj.public_bytes(serialization.Encoding.PEM)
+        return obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    server_key, client_key = ec.generate_private_key(ec.SECP256R1()), \
+        ec.generate_private_key(ec.SECP256R1())
+    ca = issue("ik-ca", ca_key, ca=True)
+    (folder / "ca.crt").write_bytes(pem(ca))
+    (folder / "server.pem").write_bytes(pem(issue("server", server_key, san=True))
+                                        + pem(server_key))
+    return pem(ca), pem(issue("ik-client", client_key)), pem(client_key)
+
+
+def _mtls_server(folder: Path):
+    """HTTPS on 127.0.0.1 that requires a client certificate and answers with its CN."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            subject = dict(x[0] for x in self.connection.getpeercert()["subject"])
+            body = json.dumps({"cn": subject["commonName"],
+                               "authorization": self.headers.get("Authorization")}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(folder / "server.pem"))
+    context.load_verify_locations(str(folder / "ca.crt"))
+    context.verify_mode = ssl.CERT_REQUIRED
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_client_certificates_keep_working(tmp_path: Path) -> None:
+    """client-certificate-data / client-key-data (and the files) are presented, the CA of
+    certificate-authority-data verifies the server."""
+    import base64
+
+    ca, cert, key = _pki(tmp_path)
+    server = _mtls_server(tmp_path)
+    (tmp_path / "client.crt").write_bytes(cert)
+    (tmp_path / "client.key").write_bytes(key)
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    try:
+        for user in ({"client-certificate-data": b64(cert), "client-key-data": b64(key)},
+                     {"client-certificate": "client.crt", "client-key": "client.key"}):
+            path = tmp_path / "kubeconfig"
+            path.write_text(json.dumps({
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {
+                    "server": f"https://127.0.0.1:{server.server_address[1]}",
+                    "certificate-authority-data": b64(ca)}}],
+                "users": [{"name": "admin", "user": user}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "admin"}}]}))
+            with Kube(path) as kube:
+                assert kube.get("/version") == {"cn": "ik-client", "authorization": None}
+        # tls-server-name: the certificate is checked for that name, not for the address
+        doc = json.loads(path.read_text())
+        for server_name, works in (("kube.internal", True), ("other.internal", False)):
+            doc["clusters"][0]["cluster"]["tls-server-name"] = server_name
+            path.write_text(json.dumps(doc))
+            with Kube(path) as kube:
+                if works:
+                    assert kube.get("/version")["cn"] == "ik-client"
+                else:
+                    with pytest.raises(TransportError, match="cannot reach the API server"):
+                        kube.get("/version")
+    finally:
+        server.shutdown()
+
+
+def test_an_exec_plugin_may_give_a_client_certificate(tmp_path: Path) -> None:
+    ca, cert, key = _pki(tmp_path)
+    server = _mtls_server(tmp_path)
+    state = plugin_state(tmp_path / "plugin", KEY)
+    (state / "client.crt").write_bytes(cert)
+    (state / "client.key").write_bytes(key)
+    path = exec_kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:"
+                           f"{server.server_address[1]}", tmp_path / "ca.crt", state,
+                           mode="cert", ttl=600)
+    try:
+        with Kube(path) as kube:
+            assert kube.get("/version") == {"cn": "ik-client", "authorization": None}
+    finally:
+        server.shutdown()
+    assert len(plugin_runs(state)) == 1
