@@ -190,10 +190,12 @@ class ExecSource(CredentialSource):
                 if self._draining:
                     return cached   # expired as well: the server decides, a 401 says why
                 self._draining = True
-                until = dt.datetime.fromtimestamp(cached.expires_at or now, dt.timezone.utc)
+                until = cached.expires_at or now
+                when = "expires" if until > now else "expired"
+                stamp = dt.datetime.fromtimestamp(until, dt.timezone.utc)
                 raise KubeCredentialError(
                     f"kubeconfig user {self.user!r}: the exec plugin could not renew the "
-                    f"credential, which expires at {until:%H:%M:%S} UTC: {self.failure}; "
+                    f"credential, which {when} at {stamp:%H:%M:%S} UTC: {self.failure}; "
                     "stopped here, cleanup runs with the last good credential",
                     where=self.where) from None
 
