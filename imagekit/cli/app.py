@@ -98,6 +98,21 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from imagekit import __version__
+
+        sys.stdout.write(f"imagekit {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True,
+                                       callback=_show_version,
+                                       help="Show imagekit's version and exit.")) -> None:
+    pass
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

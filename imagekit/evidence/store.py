@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from imagekit import __version__
 from imagekit.errors import EvidenceError, InvalidInput
 from imagekit.evidence import legacy
 from imagekit.evidence.contract import EvidenceResult, Role, Subject, model_for, parse_result
@@ -124,7 +125,8 @@ class Attempt:
         self.store, self.key, self.kind, self.path = store, key, kind, path
         self.attempt_id = attempt_id
         self.started = _now()
-        self.context = dict(context)
+        # which imagekit made the record (a context given, e.g. refiled from a Pod, wins)
+        self.context = {"imagekit_version": __version__, **context}
         self.checks: list[CheckResult] = []
         self.record: AttemptRecord | None = None
         self.subjects: list[Subject] = []
