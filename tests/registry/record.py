@@ -239,18 +239,49 @@ class Measured:
     stdout: str
     stderr: str
     seconds: float
-    #: peak resident set of exactly that child, from the kernel (ru_maxrss of os.wait4)
+    #: peak resident set of exactly that program (GNU time's %M: the kernel's ru_maxrss of
+    #: its child; a small C parent, so nothing of ours is counted in)
     peak_rss_mb: float
-    #: CPU seconds (user + system) of that child
+    #: CPU seconds (user + system) of that program
     cpu_s: float
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def run_measured(argv: list[str], timeout: float = 600, env: dict | None = None) -> Measured:
-    """Run a process and measure it from outside: wall time, the kernel's peak RSS and CPU of
-    that very child (os.wait4 reaps it with its own rusage; the pipes are drained by threads,
-    since communicate() would reap it first)."""
-    started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    """Run a program and measure it from outside: wall time here, peak RSS and CPU by GNU time
+    (`/usr/bin/time -f '%M %U %S'`, the kernel's rusage of that child). Without GNU time, the
+    program's VmHWM is polled from /proc (its peak so far, read every 20 ms until it exits)."""
+    with tempfile.NamedTemporaryFile(prefix="imagekit-time-", suffix=".txt") as report:
+        wrapped = [GNU_TIME, "-f", "%M %U %S", "-o", report.name, *argv] \
+            if Path(GNU_TIME).exists() else list(argv)
+        started = time.monotonic()
+        child = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=env)
+        peak_kb = 0
+        try:
+            if wrapped[0] == GNU_TIME:
+                out, err = child.communicate(timeout=timeout)
+            else:
+                out, err, peak_kb = _poll_hwm(child, argv, timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+        seconds = time.monotonic() - started
+        cpu = 0.0
+        if wrapped[0] == GNU_TIME:
+            fields = Path(report.name).read_text().split()[-3:]
+            try:
+                peak_kb, cpu = int(fields[0]), float(fields[1]) + float(fields[2])
+            except (IndexError, ValueError):
+                pass
+    return Measured(child.returncode, out.decode(errors="replace"),
+                    err.decode(errors="replace"), seconds, peak_kb / 1024, cpu)
+
+
+def _poll_hwm(child: subprocess.Popen, argv: list[str], timeout: float
+              ) -> tuple[bytes, bytes, int]:
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
 
     def drain(stream, key):
@@ -261,20 +292,18 @@ def run_measured(argv: list[str], timeout: float = 600, env: dict | None = None)
                threading.Thread(target=drain, args=(child.stderr, "err"), daemon=True)]
     for reader in readers:
         reader.start()
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            break
+    peak, deadline, own = 0, time.monotonic() + timeout, argv[0].encode()
+    while child.poll() is None:
+        try:  # only once exec'd: before that the forked child shows our memory
+            if Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")[0] == own:
+                for line in Path(f"/proc/{child.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
         if time.monotonic() > deadline:
             child.kill()
-            pid, status, usage = os.wait4(child.pid, 0)
-            break
         time.sleep(0.02)
-    seconds = time.monotonic() - started
-    child.returncode = os.waitstatus_to_exitcode(status)
     for reader in readers:
         reader.join()
-    return Measured(child.returncode, b"".join(chunks["out"]).decode(errors="replace"),
-                    b"".join(chunks["err"]).decode(errors="replace"), seconds,
-                    usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
+    return b"".join(chunks["out"]), b"".join(chunks["err"]), peak

@@ -7,8 +7,8 @@ costs minutes of CPU to generate and to move on a shared 2-core CI machine, whil
 
 - `promote` through a relay that cuts every blob download (24-64 MiB at full size, scaled):
   PASS, read back; the relay's own count of blob bytes sent is at most 2% over the image's bytes
-  (a resume re-sends nothing); the CLI's peak RSS, from the kernel's rusage of that child
-  (os.wait4), stays under 200 MB.
+  (a resume re-sends nothing); the CLI's peak RSS, measured from outside by GNU time
+  (record.run_measured), stays under 200 MB.
 - `verify-copy --diffids` official vs the gzip -1 mirror: 63/63 diffIDs, compressed digests
   differ, as the record's mirrored base did.
 """
