@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -101,7 +102,13 @@ def main() -> int:
     ik = [sys.executable, "-m", "imagekit"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1])]
-        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        # bytecode cached as an installed imagekit has it (see bench_promote.py)
+        "PYTHONPYCACHEPREFIX": str(record.cache_root() / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([*ik, "--help"], env=env, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve()
+                    .parents[1] / "imagekit")], env=env, stdout=subprocess.DEVNULL, check=False)
     source = ScratchRegistry(record.cache_root() / f"registry-{image.layout['key']}",
                              args.port_base, binary=REGISTRY_BIN).start()
     dest_root = Path(tempfile.mkdtemp(prefix="imagekit-record-dst-"))
