@@ -234,10 +234,10 @@ class FaultProxy:
                     handler.wfile.flush()
                     self._count("cut-body")
                     raise _Reset()
-                handler.wfile.write(data)
-                sent += len(data)
                 if is_blob_get:
                     self._count_bytes(len(data))
+                handler.wfile.write(data)
+                sent += len(data)
         finally:
             response.close()
             upstream.close()
@@ -296,11 +296,11 @@ class FaultProxy:
             elif lie == "shorter":
                 short_total = max(0, total - self.extra)
                 if body_start >= short_total and asked:
+                    self._count("416")  # counted before the client can see it (no race)
                     handler.send_response(416)
                     handler.send_header("Content-Range", f"bytes */{short_total}")
                     handler.send_header("Content-Length", "0")
                     handler.end_headers()
-                    self._count("416")
                     return
                 limit = length = short_total - body_start
                 if status == 206:
@@ -344,10 +344,10 @@ class FaultProxy:
                     data = bytes([data[0] ^ 0xFF]) + data[1:]
                     self._count("lies")
                 if cut_at is not None and sent + len(data) > cut_at:
-                    handler.wfile.write(data[: max(0, cut_at - sent)])
-                    handler.wfile.flush()
                     self._count_bytes(max(0, cut_at - sent))
                     self._count("cut-blob")
+                    handler.wfile.write(data[: max(0, cut_at - sent)])
+                    handler.wfile.flush()
                     # a clean close (FIN, not RST): what was sent arrives, the body is short
                     handler.close_connection = True
                     try:
@@ -355,9 +355,9 @@ class FaultProxy:
                     except OSError:
                         pass
                     return
+                self._count_bytes(len(data))  # before the client can have it: no race
                 handler.wfile.write(data)
                 sent += len(data)
-                self._count_bytes(len(data))
             if append:
                 junk = bytes(256 * 1024)
                 while append > 0:
