@@ -47,6 +47,17 @@ class _Reset(Exception):
     pass
 
 
+def _forwarded(handler: BaseHTTPRequestHandler, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """The request's end-to-end headers; a header sent several times (skopeo sends one Accept
+    per media type) is forwarded as one comma-joined value, not just its last copy."""
+    headers: dict[str, str] = {}
+    for key in dict.fromkeys(handler.headers.keys()):
+        if key.lower() in HOP_BY_HOP or key.lower() in drop:
+            continue
+        headers[key] = ", ".join(handler.headers.get_all(key) or [])
+    return headers
+
+
 def _read_chunked(stream) -> bytes:
     """A chunked transfer-encoded request body, decoded."""
     parts = []
@@ -190,7 +201,7 @@ class FaultProxy:
             return
         upstream = http.client.HTTPConnection(self.upstream_host, self.upstream_port,
                                               timeout=120)
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers = _forwarded(handler)
         headers["Host"] = f"{self.upstream_host}:{self.upstream_port}"
         upstream.request(handler.command, handler.path, body=body or None, headers=headers)
         response = upstream.getresponse()
@@ -251,8 +262,7 @@ class FaultProxy:
         """GET the blob upstream (from byte `first` when not None): (connection, response)."""
         upstream = http.client.HTTPConnection(self.upstream_host, self.upstream_port,
                                               timeout=120)
-        headers = {k: v for k, v in handler.headers.items()
-                   if k.lower() not in HOP_BY_HOP and k.lower() != "range"}
+        headers = _forwarded(handler, drop=("range",))
         headers["Host"] = f"{self.upstream_host}:{self.upstream_port}"
         if first:
             headers["Range"] = f"bytes={first}-"
