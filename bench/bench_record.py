@@ -10,9 +10,9 @@ RSS and CPU of exactly that program by GNU time, record.run_measured):
   and `skopeo copy`, each into a freshly started EMPTY docker-registry; goal <= 1.0x crane, and
   client CPU <= 1.5x crane's;
 - `promote through a cutting relay`: the same through tests/registry/proxy.py cutting every blob
-  download after 24-64 MiB (times --scale; a relay that drops long transfers); ours must PASS, and the relay's
-  own count of blob bytes sent over the image's bytes is reported; a peer that fails is
-  reported as failed (exit code), not timed.
+  download after 24-64 MiB (times --scale; a relay that drops long transfers); ours must PASS,
+  and the relay's own count of blob bytes sent over the image's bytes is reported; a peer that
+  fails is reported as failed (exit code), not timed.
 
 The image is generated once and cached by content (IMAGEKIT_RECORD_CACHE, default
 /var/lib/imagekit/bench/record), pushed once into a source registry kept in that cache.

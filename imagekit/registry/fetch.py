@@ -275,8 +275,9 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                     if expected is not None and announced is not None and announced > expected:
                         raise DigestMismatch(
                             f"blob is longer than its descriptor's {size} bytes: the answer "
-                            f"announces {announced} bytes from byte {position if status == 206 else 0}"
-                            " (nothing read)" + _resumed(resumes), where=where)
+                            f"announces {announced} bytes from byte "
+                            f"{position if status == 206 else 0} (nothing read)"
+                            + _resumed(resumes), where=where)
                     got = 0
                     chunks = response.iter_raw(pieces) if not lean_path or size is None else \
                         response.iter_raw(pieces, limit=(size + 1 - position) + skip)

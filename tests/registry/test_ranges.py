@@ -144,8 +144,8 @@ def test_promote_through_a_range_ignoring_relay_moves_each_byte_once(options, po
 
 def test_promote_cli_through_a_shifting_relay_fails_naming_the_blob(reg, repo, staged,
                                                                    tmp_path):
-    """The CLI as a user meets it: exit 2 (DigestMismatch), one line naming the blob and the resume, no PASS
-    in the evidence, nothing served at the destination."""
+    """The CLI as a user meets it: exit 2 (DigestMismatch), one line naming the blob and the
+    resume, no PASS in the evidence."""
     _, hex_ = _largest(staged)
     with FaultProxy(reg["staging"], ranges="shift", cut_first=CUT) as relay:
         done = subprocess.run(
