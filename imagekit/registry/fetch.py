@@ -243,9 +243,9 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                         raise NotFound("blob not found", where=where)
                     if status == 416 and position:
                         raise DigestMismatch(
-                            f"blob ends at byte {position}, before its descriptor's {size} "
-                            f"bytes: a Range request from byte {position} answered HTTP 416"
-                            + _resumed(resumes), where=where)
+                            f"blob is truncated at the registry: it ends at byte {position} of "
+                            f"its descriptor's {size} bytes (a Range request from byte "
+                            f"{position} answered HTTP 416)" + _resumed(resumes), where=where)
                     if status not in (200, 206):
                         raise TransportError(f"blob GET answered HTTP {status}", where=where)
                     announced = response.headers.get("content-length")
@@ -319,12 +319,16 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                     short_endings += 1
                     if short_endings > 1 or got == 0:
                         raise DigestMismatch(
-                            f"blob ends at byte {position}, before its descriptor's {size} "
-                            f"bytes (asked again from byte {position}: no more bytes)"
+                            f"blob is truncated at the registry: it ends at byte {position} of "
+                            f"its descriptor's {size} bytes (asked again from byte {position}: "
+                            "no more bytes)"
                             + _resumed(resumes), where=where)
                     # an answer that ended cleanly but early: resumed like a cut
                     raise httpx.RemoteProtocolError(
                         f"blob body ended at byte {position} of {size}")
+    if size is not None and position < size:   # cut short: said so, not "changed"
+        raise DigestMismatch(f"blob is truncated: {position} of its descriptor's {size} bytes"
+                             + _resumed(resumes), where=where)
     if hasher.hexdigest() != digest.hex:
         raise DigestMismatch(f"blob content hashes to {digest.algorithm}:{hasher.hexdigest()}, "
                              "not its digest" + _resumed(resumes), where=where)

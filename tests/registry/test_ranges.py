@@ -125,8 +125,8 @@ def test_blob_shorter_than_its_descriptor_fails_naming_it(options, reg, staged, 
             _download(options, relay, staged)
         assert relay.stats["416"] >= 1
     text = caught.value.one_line()
-    assert f"blob ends at byte {len(blob) - 10_000}, before its descriptor's {len(blob)}" \
-        in text and hex_ in text, text
+    assert f"blob is truncated at the registry: it ends at byte {len(blob) - 10_000} of its " \
+        f"descriptor's {len(blob)} bytes" in text and "HTTP 416" in text and hex_ in text, text
 
 
 def test_promote_through_a_range_ignoring_relay_moves_each_byte_once(options, pool, reg, repo,
