@@ -113,11 +113,11 @@ def cluster_accept(
     # gate, so a bad --selector read as a gate refusal)
     node_selector = _parse_selector(selector)
     tolerations = _parse_tolerations(toleration) or [GPU_TOLERATION]
-    kube_path = _kubeconfig(kubeconfig)
     if profile is not None:
         from imagekit.spec import load_spec
 
         load_spec(spec_file).profile(profile)
+    kube_path = _kubeconfig(kubeconfig)
     store = evidence_store(evidence_dir)
     resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile)
     ref = resolved.reference

@@ -367,8 +367,8 @@ class Promoter:
         started = time.perf_counter()
         stats = _Stats()
         tag = dst.reference.tag
-        phase(self.progress, f"hop {dst.reference}: copying from {src.client.registry}")
         referrers = self._source_referrers(src, root.digest)  # read and parsed first
+        phase(self.progress, f"hop {dst.reference}: copying from {src.client.registry}")
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
             if self._served(dst, root.digest):
                 stats.add(skipped=len(self._all_blobs(dst, root)))

@@ -27,7 +27,6 @@ from imagekit.oci.digest import Digest
 from imagekit.oci.referrers import MAX_LISTED, ReferrerDescriptor, RegistryDocumentError, \
     dedupe, parse_index
 from imagekit.registry.retry import wall_clock
-from imagekit.registry.retry import wall_left as wall_left_s
 from imagekit.registry.client import ManifestBlob, RegistryClient
 
 #: Pages followed at most (a registry looping its Link header is an error, not a hang).
@@ -104,7 +103,7 @@ def _tag_index(client: RegistryClient, repository: str, digest: Digest) -> list[
 
 #: Seconds one whole listing (every page, tag-schema fallback included) may take, however the
 #: registry answers: a referrers API answering 500 is not waited on for the 30 s deadline.
-LISTING_DEADLINE_S = 4.0
+LISTING_DEADLINE_S = 3.0
 
 
 def list_referrers(client: RegistryClient, repository: str, digest: Digest,
@@ -119,11 +118,11 @@ def list_referrers(client: RegistryClient, repository: str, digest: Digest,
             if entries is None:
                 entries = [ReferrerDescriptor.model_validate(e)
                            for e in _tag_index(client, repository, digest) or []]
-        except TransportError as exc:
-            if wall_left_s() is not None and wall_left_s() <= 0:
-                raise TransportError(f"listing not done within {seconds:g} s: {exc.message}",
-                                     where=exc.where or where) from None
+        except RegistryDocumentError:
             raise
+        except TransportError as exc:  # named: the registry and the document it failed on
+            raise TransportError(f"referrers listing failed within its {seconds:g} s: "
+                                 f"{exc.message}", where=where) from None
     unique = [e.dump() for e in dedupe(entries, where)]
     return _filter(unique, artifact_type)
 
