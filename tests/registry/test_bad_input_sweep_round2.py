@@ -409,3 +409,44 @@ def test_sigterm_is_one_line(hostile: ReferrersRegistry, tmp_path: Path, command
     assert child.returncode == 130, (child.returncode, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in err, err
+
+
+@pytest.mark.docker
+def test_an_sbom_of_0_components_is_not_a_pass(infra, hostile: ReferrersRegistry,
+                                                tmp_path: Path) -> None:
+    """The hostile registry's image has no python and no dpkg: its SBOM has 0 components.
+    Was: signed, attached and `sbom` PASS. Now: exit 1, the sbom attempt FAIL, nothing
+    signed or attached (the image stays verifiable once real evidence exists)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = tmp_path / "k.key"
+    key.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    key.chmod(0o600)
+    evidence = tmp_path / "ev"
+    evidence.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "IMAGEKIT_EVIDENCE_DIR": str(evidence)}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "attest", hostile.ref("ok"),
+                           "--key", str(key)], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "0 components" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert hostile.writes("ok") == 0, dict(hostile.stats)  # nothing attached
+    assert not _passes_in(evidence)
+    statuses = [json.loads(p.read_text()).get("status") for p in _records(evidence,
+                                                                          "attempt.json")]
+    assert statuses == ["FAIL"], statuses
+
+
+@pytest.mark.cluster
+def test_model_volume_delete_of_nothing_says_so(infra, tmp_path: Path) -> None:
+    """Was: "deleted" for objects that do not exist."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "model-volume",
+                           "--delete", "--volume", "imagekit-sweep-none", "--claim",
+                           "imagekit-sweep-none", "--namespace", "default"], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "deleted" not in done.stdout and done.stdout.count("not found") == 2, done.stdout
