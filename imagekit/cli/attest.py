@@ -83,19 +83,16 @@ def attest_cmd(
     from imagekit.attest.keys import default_private_key, load_private
     from imagekit.attest.run import attest_reference
     from imagekit.cli.app import evidence_store
-    from imagekit.inputs import existing_dir
     from imagekit.registry.interrupt import graceful
 
     unknown = set(kind) - {"test-result", "sbom"}
     if unknown:
         raise InvalidInput(f"unknown --type {', '.join(sorted(unknown))}", where="--type")
-    # every input before anything is signed: the image, the key, the evidence the statement
-    # is made of (a directory given must exist: a typo would sign "no attempt about …")
+    # every input before anything is signed: the image, the key, the evidence store the
+    # statement is made of (writable: the SBOM is recorded there; a file is refused)
     target = _ref(reference)
     key_path = key or default_private_key()
     load_private(key_path)
-    if evidence_dir is not None:
-        existing_dir(evidence_dir, "--evidence-dir")
     store = evidence_store(evidence_dir)
     engine = None
     if "sbom" in kind:
