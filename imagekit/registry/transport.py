@@ -24,7 +24,7 @@ from imagekit.registry.endpoint import api_host, is_loopback, is_verify_failure,
     ssl_context
 from imagekit.registry.interrupt import check as check_stop
 from imagekit.registry.retry import RETRY_STATUSES, Budget, RetryableStatus, RetryPolicy, \
-    _unresolvable
+    _unresolvable, wall_left
 
 T = TypeVar("T")
 MAX_REDIRECTS = 10
@@ -246,6 +246,10 @@ class Transport:
             return TransportError(f"redirect loop (more than {MAX_REDIRECTS} redirects)",
                                   where=where)
         except httpx.TimeoutException as exc:
+            wall = wall_left()
+            if wall is not None and wall < 0.5:  # cut by the operation's own wall clock
+                return TransportError(f"no answer before the operation's own deadline "
+                                      f"({type(exc).__name__})", where=where)
             return TransportError(f"no answer within the {self.policy.budget_s:g} s deadline "
                                   f"({type(exc).__name__})", where=where)
         except httpx.ConnectError as exc:
