@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from imagekit.cli import trustopts
 from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -114,8 +116,11 @@ def attest_cmd(
 @guarded
 def verify_cmd(
     reference: str = typer.Argument(..., help="The image at any endpoint (tag or @digest)."),
-    key: Path = typer.Option(..., "--key", exists=True, dir_okay=False,
-                             help="The project's PUBLIC key (imagekit.pub)."),
+    key: Path = typer.Option(None, "--key", dir_okay=False,
+                             help="A signer's PUBLIC key (imagekit.pub), trusted for every "
+                                  "type; or --trust-key/--trust-policy."),
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     kind: list[str] = typer.Option(["test-result", "promotion", "sbom"], "--type",
                                    help="Attestation types that must be there (repeatable)."),
     require: list[str] = typer.Option([], "--require", metavar="LINK",
@@ -125,18 +130,30 @@ def verify_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
 ) -> None:
-    """Verify every attestation of the digest REF serves. Exit 0 all PASS, 1 a FAIL, 2 error."""
+    """Verify every attestation of the digest REF serves. Bundles of keys that are not trusted
+    are named and ignored (as cosign does); per type the newest trusted statement, by the time
+    signed inside it, decides. Exit 0 all PASS, 1 a FAIL, 2 error."""
     from imagekit.attest.keys import load_public
     from imagekit.attest.verify import type_uri, verify_reference
     from imagekit.registry.interrupt import graceful
     from imagekit.results import Status
+    from imagekit.trust import TrustPolicy
+    from imagekit.trust.policy import single_key
 
-    target = _ref(reference)
-    load_public(key)  # P-384, a FIFO, /dev/zero: exit 2 before the registry is asked
+    ref = _ref(reference)
+    if key is not None:
+        load_public(key)  # P-384, a FIFO, /dev/zero: exit 2 before the registry is asked
     for name in kind:
         type_uri(name)
+    trust = trustopts.load(trust_key, trust_policy)
+    if key is not None:
+        extra = [k for k in single_key(key).keys if trust.by_fingerprint(k.fingerprint) is None]
+        trust = TrustPolicy(keys=[*trust.keys, *extra])
+    if not trust:
+        raise InvalidInput("give the signer's public key: --key PUB, --trust-key PUB, "
+                           "--trust-policy FILE or $IMAGEKIT_TRUST_KEYS")
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
-        report = verify_reference(target, key, types=kind, require=require, pool=pool)
+        report = verify_reference(ref, trust, types=kind, require=require, pool=pool)
     if json_output:
         print_json(report)
     else:
