@@ -97,7 +97,7 @@ def env_number(env: str, kind: type = float) -> float | int:
 ENV_KNOBS = (("IMAGEKIT_RETRY_ATTEMPTS", int), ("IMAGEKIT_RETRY_WAIT_INITIAL", float),
              ("IMAGEKIT_RETRY_WAIT_MAX", float), ("IMAGEKIT_RETRY_WAIT_JITTER", float),
              ("IMAGEKIT_RETRY_AFTER_MAX", float), ("IMAGEKIT_DEADLINE", float),
-             ("IMAGEKIT_RETRY_BROKEN_WINDOW", float))
+             ("IMAGEKIT_RETRY_BROKEN_WINDOW", float), ("IMAGEKIT_REFERRERS_DEADLINE", float))
 
 
 def check_env_knobs() -> None:

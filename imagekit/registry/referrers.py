@@ -22,6 +22,7 @@ import json
 import os
 
 from imagekit.errors import InvalidInput, NotFound, TransportError
+from imagekit.inputs import env_number
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.oci.referrers import MAX_LISTED, ReferrerDescriptor, RegistryDocumentError, \
@@ -111,7 +112,8 @@ def list_referrers(client: RegistryClient, repository: str, digest: Digest,
     """Descriptors of the manifests whose `subject` is `digest` (optionally of one type),
     each digest once, every document parsed by `imagekit.oci.referrers` (bounded, strict)."""
     where = f"{client.registry}/{repository} referrers of {digest}"
-    seconds = float(os.environ.get("IMAGEKIT_REFERRERS_DEADLINE") or LISTING_DEADLINE_S)
+    seconds = float(env_number("IMAGEKIT_REFERRERS_DEADLINE")) \
+        if os.environ.get("IMAGEKIT_REFERRERS_DEADLINE") else LISTING_DEADLINE_S
     with wall_clock(seconds):
         try:
             entries = _api(client, repository, digest)
