@@ -210,6 +210,9 @@ def rehearsal(
     store = evidence_store(evidence_dir)  # before infra up: a run that cannot be recorded
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = out or Path("rehearsal-reports") / stamp
+    from imagekit.inputs import writable_dir
+
+    writable_dir(out, "--out")  # /proc/x: refused before the first step, not after the last
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt, progress_for(json_output) as sink:
         runner = _Runner(attempt, json_output, sink)
