@@ -29,7 +29,8 @@ from _common import emit
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$", re.M)
-DEPRECATED = re.compile(r"deprecat", re.I)
+#: a deprecation warning line (not the usage text, which lists flags like --allow-deprecated-…)
+DEPRECATED = re.compile(r"is deprecated|deprecated and|will be removed|deprecation", re.I)
 LAUNCHERS = {"sglang": ["python3", "-m", "sglang.launch_server"], "vllm": ["vllm", "serve"]}
 
 
@@ -89,7 +90,9 @@ class Captured:
         said += [str(w.message) for w in self.warned]
         for line in (self.err + "\n" + self.out).splitlines():
             line = line.strip()
-            if DEPRECATED.search(line) and not any(line.endswith(s) or s in line for s in said):
+            if line.startswith(("[", "usage:")) or line.startswith("--"):
+                continue
+            if DEPRECATED.search(line) and not any(s in line for s in said):
                 said.append(line)
         return [s for s in dict.fromkeys(said) if s.strip()]
 
@@ -247,9 +250,11 @@ def main(engine, payload):
         if not command.get("switch"):
             expect.pop("prefill_graph_disabled", None)
         if got is None:
+            flags = [u for u in unknown if u.startswith("-")] or unknown
             if unknown:
-                detail = (f"{engine} {version} does not accept " + ", ".join(unknown)
-                          + f" (unrecognized arguments: removed or never a {engine} flag)")
+                detail = (f"{engine} {version} does not accept " + ", ".join(flags)
+                          + f" (unrecognized arguments: {' '.join(unknown)}; removed or never "
+                          f"a {engine} flag)")
             else:
                 detail = f"{engine} {version} rejected the command: {error}"
             status = "FAIL"
