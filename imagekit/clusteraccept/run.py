@@ -209,48 +209,52 @@ def serve_config(options: AcceptOptions, prefill_switch: str | None = None) -> S
                              extra_args=tuple(options.engine_args))
 
 
-def serve_args_record(store: EvidenceStore, digest: Digest
-                      ) -> tuple[ServeArgsReport, str] | None:
-    """The newest serve_args outcome of this image (images verify or `imagekit probe`, filed
-    under the digest), with its attempt's path."""
-    best: tuple[tuple, ServeArgsReport, str] | None = None
+def serve_args_records(store: EvidenceStore, digest: Digest
+                       ) -> list[tuple[ServeArgsReport, str]]:
+    """Every serve_args outcome of this image (images verify or `imagekit probe`, filed under
+    the digest), newest first, each with its attempt's path."""
+    found: list[tuple[tuple, ServeArgsReport, str]] = []
     for kind in ("images-verify", "probe"):
         for record in store.attempts(digest, kind):
-            result = store.result(record)
-            report = getattr(result, "serve_args", None)
-            if report is None:
-                continue
-            stamp = (record.started, record.attempt_id)
-            if best is None or stamp > best[0]:
-                best = (stamp, report, str(store.path_of(record)))
-    return (best[1], best[2]) if best else None
+            report = getattr(store.result(record), "serve_args", None)
+            if report is not None:
+                found.append(((record.started, record.attempt_id), report,
+                              str(store.path_of(record))))
+    return [(report, where) for _, report, where in sorted(found, key=lambda f: f[0],
+                                                           reverse=True)]
 
 
 def launch_parsed(store: EvidenceStore, digest: Digest, options: AcceptOptions
                   ) -> tuple[CheckResult, str | None]:
     """(the `launch_parsed` check, the prefill switch spelling to launch with). PASS only when
-    the image's own engine parser (serve_args, under this digest) parsed exactly the argv this
-    run launches, with the spelling it chose; FAIL otherwise (nothing is submitted), unless
-    `force_launch` gives a reason: then DEFERRED with it, and the launch goes ahead."""
+    the image's own engine parser (serve_args, under this digest: the image is immutable, so
+    any of its records counts) parsed exactly the argv this run launches, with the spelling it
+    chose; FAIL otherwise (nothing is submitted), unless `force_launch` gives a reason: then
+    DEFERRED with it, and the launch goes ahead."""
     from imagekit.launch.command import serve_argv
 
-    found = serve_args_record(store, digest)
-    report, where = found if found else (None, None)
-    switch = report.prefill_switch if report is not None else None
+    records = serve_args_records(store, digest)
+    for report, where in records:
+        switch = report.prefill_switch
+        argv = serve_argv(serve_config(options, switch))
+        hit = report.passed(argv)
+        if hit is not None:
+            return CheckResult(
+                name="launch_parsed", status=Status.PASS,
+                data={"argv": argv, "evidence": where, "prefill_switch": switch},
+                detail=f"the launch command was parsed by this image's own {report.engine} "
+                       f"{report.version} parser ({hit.label}: {hit.detail})"[:600]), switch
+    newest, where = records[0] if records else (None, None)
+    switch = newest.prefill_switch if newest is not None else None
     argv = serve_argv(serve_config(options, switch))
     data = {"argv": argv, "evidence": where, "prefill_switch": switch}
-    hit = report.passed(argv) if report is not None else None
-    if hit is not None:
-        return CheckResult(
-            name="launch_parsed", status=Status.PASS, data=data,
-            detail=f"the launch command was parsed by this image's own {report.engine} "
-                   f"{report.version} parser ({hit.label}: {hit.detail})"[:600]), switch
-    if report is None:
+    if newest is None:
         why = f"no serve_args evidence for {digest}: this image never parsed a serve command"
     else:
-        parsed = [f"{c.label} {c.status.value}" for c in report.commands]
-        why = (f"this image's {report.engine} {report.version} parser ({report.status.value}) "
-               f"never passed this exact command; it parsed: {', '.join(parsed) or 'nothing'}")
+        parsed = sorted({f"{c.label} {c.status.value}" for r, _ in records for c in r.commands})
+        why = (f"this image's {newest.engine} {newest.version} parser never passed this exact "
+               f"command ({len(records)} serve_args record(s); parsed: "
+               f"{', '.join(parsed) or 'nothing'})")
     shown = " ".join(argv)
     if options.force_launch:
         return CheckResult(

@@ -104,10 +104,15 @@ def test_cluster_accept_launches_only_an_argv_the_image_parsed(tmp_path: Path) -
     other = options.model_copy(update={"engine_args": ["--log-level", "info"]})
     check, _ = launch_parsed(store, Digest.parse(DIGEST), other)
     assert check.status is Status.FAIL and "never passed this exact command" in check.detail
-    # a FAILed parse of the same argv is no licence either
-    _record(store, [{"label": "gpu", "argv": argv, "status": "FAIL", "detail": "no"}], OLD)
+    # a later probe of other commands does not hide the record that passed this one
+    _record(store, [{"label": "given", "argv": ["x"], "status": "FAIL", "detail": "no"}], OLD)
     check, _ = launch_parsed(store, Digest.parse(DIGEST), options)
-    assert check.status is Status.FAIL
+    assert check.status is Status.PASS
+    # a FAILed parse of the same argv is no licence
+    fresh = EvidenceStore(tmp_path / "fresh")
+    _record(fresh, [{"label": "gpu", "argv": argv, "status": "FAIL", "detail": "no"}], OLD)
+    check, _ = launch_parsed(fresh, Digest.parse(DIGEST), options)
+    assert check.status is Status.FAIL and "gpu FAIL" in check.detail
 
 
 def test_a_serve_setting_names_only_launch_variables() -> None:
