@@ -45,8 +45,9 @@ def test_the_sglang_standin_is_the_real_sglang_cli(engine, standins) -> None:
     cli, found = checks
     assert versions["sglang"] == "0.5.23" and versions["torch"].endswith("+cpu")
     assert cli.status is Status.PASS, cli
-    # SGLang's own help (the tail of its 2,793 lines), not a stand-in's argparse
-    assert "sglang" in cli.data["stdout_tail"] and "--" in cli.data["stdout_tail"]
+    # SGLang 0.5.23's own help (the tail of its 2,793 lines), not a stand-in's argparse
+    assert "--enable-flashinfer-allreduce-fusion" in cli.data["stdout_tail"]
+    assert "Use --cuda-graph-" in cli.data["stdout_tail"]
     assert found.status is Status.PASS, found
 
 
@@ -88,7 +89,7 @@ def test_sglang_0_5_23_fails_the_old_flag_and_keeps_a_deprecation_warning(engine
     _, entries = verified
     plan = ProbePlan(engine="sglang", probes=["serve_args"], serve=_commands(
         "sglang", old=(OLD,), deprecated=("--disable-cuda-graph",), fine=()))
-    [check], _ = run_probes(engine, entries["sglang"].local_tag, plan)
+    [check], _ = run_probes(engine, entries["sglang"].image_id, plan)
     assert check.status is Status.FAIL
     commands = _by_label(check)
     old = commands["old"]
@@ -109,7 +110,7 @@ def test_vllm_0_32_fails_a_removed_flag_and_keeps_a_deprecation_warning(engine, 
     plan = ProbePlan(engine="vllm", probes=["serve_args"], serve=_commands(
         "vllm", removed=("--num-scheduler-steps", "8"),
         deprecated=("--log-config-file", "/dev/null")))
-    [check], _ = run_probes(engine, entries["vllm"].local_tag, plan)
+    [check], _ = run_probes(engine, entries["vllm"].image_id, plan)
     assert check.status is Status.FAIL
     commands = _by_label(check)
     removed = commands["removed"]
@@ -152,7 +153,7 @@ def test_the_report_shows_serve_args_in_the_check_by_phase_matrix(verified, sess
                                                                   ) -> None:
     _, entries = verified
     done = subprocess.run([sys.executable, "-m", "imagekit", "report", entries["sglang"].digest,
-                           "--format", "markdown", "--evidence-dir", str(session_store.root)],
+                           "--format", "md", "--evidence-dir", str(session_store.root)],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode in (0, 1), done.stderr
     matrix = done.stdout.split("## Checks × phase", 1)[1].split("\n## ", 1)[0]
