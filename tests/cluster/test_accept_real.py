@@ -208,7 +208,8 @@ def test_a_budget_shorter_than_the_observed_start_is_reported_before_submission(
                                                            "cluster-accept")[0]).reference)
     report = run_accept(kube, tag, digest, _options(accept_ns, model_claim, startup_seconds=5),
                         store, controller_image=lambda: pytest.fail("nothing is to be built"))
-    [check] = report.checks
+    parsed, check = report.checks        # the launch command passed serve_args; the budget not
+    assert parsed.name == "launch_parsed" and parsed.status is Status.PASS
     assert check.name == "startup_budget" and check.status is Status.FAIL
     assert "shorter than the last observed start" in check.detail and "not submitted" in \
         check.detail
