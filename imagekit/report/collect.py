@@ -52,8 +52,9 @@ from imagekit.report.models import (
 from imagekit.report.required import Requirement, parse_requirements
 from imagekit.results import Status
 
-#: Kinds that are about the gate or the report itself, not checks of the image.
-GATE_KINDS = frozenset({"gate-override", "report"})
+#: Kinds that are about the gate or the report itself, not checks of the image; and `attested`:
+#: statements another machine signed (imagekit.report.trusted decides from those, apart).
+GATE_KINDS = frozenset({"gate-override", "report", "attested"})
 #: Evidence kinds the gate does not judge (they are written by promotion itself).
 NOT_GATE_INPUT = frozenset({"promote", "gate-override"})
 #: A check line standing for an attempt that recorded no checks (e.g. it raised).
@@ -303,6 +304,7 @@ def preflight_of(store: EvidenceStore, reads: list[Read]) -> list[PreflightSumma
         backend=read.result.backend,
         sizes=[BandwidthPoint(bytes=s.bytes, algbw_GBps=s.algbw_GBps, busbw_GBps=s.busbw_GBps)
                for s in sorted(read.result.sizes, key=lambda s: s.bytes)],
+        timed=list(read.result.timed),
         evidence=_relpath(store, read.record), attempt_id=read.record.attempt_id)
         for read in reads
         if isinstance(read.result, GpuPreflightResult) and read.result.sizes]

@@ -45,6 +45,9 @@ def render(report: ImageReport) -> str:
     out.append("**Allowed**" if decision.allowed else "**Refused**")
     out += [f"- refused: {_cell(r)}" for r in decision.reasons]
     out += [f"- warning: {_cell(w)}" for w in decision.warnings]
+    out += [f"- source: {_cell(x)}" for x in decision.sources]
+    out += [f"- ignored: {_cell(x)}" for x in decision.ignored]
+    out += _chain_section(report)
 
     out.append("\n## Summary by evidence kind\n")
     out.append("| kind | PASS | FAIL | DEFERRED | ERROR | accepted | latest evidence |\n"
@@ -118,6 +121,21 @@ def render(report: ImageReport) -> str:
             for s in p.sizes:
                 out.append(f"| {_size(s.bytes)} | {_fmt(s.algbw_GBps)} | {_fmt(s.busbw_GBps)} |")
             out.append("")
+            if p.timed:
+                out.append("Timed checks, judged on the median of repeated cycles and its "
+                           "interval (FAIL only when the whole interval is past the bound):\n")
+                out.append("| check | item | verdict | median | interval | bound | repeats | "
+                           "every cycle |\n|---|---|---|---|---|---|---|---|")
+                for t in p.timed:
+                    span = f"[{_fmt(t.low)}, {_fmt(t.high)}]" if t.low is not None else \
+                        _cell(t.why or "none")
+                    ref = f" (vs {', '.join(_fmt(x) for x in t.baseline_samples)})" \
+                        if t.baseline_samples else ""
+                    out.append(f"| {_cell(t.check)} | {_cell(t.item)} | {t.band} | "
+                               f"{_fmt(t.statistic)} | {span} | {_fmt(t.bound)} | "
+                               f"{len(t.samples)} | {', '.join(_fmt(x) for x in t.samples)}"
+                               f"{_cell(ref)} |")
+                out.append("")
     else:
         out.append("No evidence.")
 
@@ -247,3 +265,30 @@ def _sbom_section(report: ImageReport) -> list[str]:
 
 def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.4g}"
+
+
+_PHASES = {"image": "Image phase", "hops": "Hops (promotion chain)", "cluster": "Cluster phase",
+           "other": "Other signed statements"}
+
+
+def _chain_section(report: ImageReport) -> list[str]:
+    """`## Signed chain (from the registry)`: every statement a trusted key signed, by phase,
+    each naming its signer — what other machines proved, apart from what this one measured."""
+    if not report.chain:
+        return []
+    out = ["\n## Signed chain (from the registry)\n"]
+    for phase, title in _PHASES.items():
+        mine = [s for s in report.chain if s.phase == phase]
+        out.append(f"### {title}\n")
+        if not mine:
+            out.append("no statement signed by a trusted key\n")
+            continue
+        for item in mine:
+            state = "" if item.current else " (superseded by a newer one)"
+            out.append(f"- **{_cell(item.name)}** signed by {_cell(item.signer)} at "
+                       f"{_cell(item.signed_at or 'an undated time')}, "
+                       f"{_cell(item.registry)}/{_cell(item.repository)} (referrer "
+                       f"`{item.referrer[:19]}…`, `{item.evidence}`){state}")
+            out += [f"  - {_cell(line)}" for line in item.summary]
+        out.append("")
+    return out
