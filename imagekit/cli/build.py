@@ -154,6 +154,32 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
                       f"(image ID {record.image_id.short}, {record.seconds:.0f} s)")
 
 
+def _given_serve(env_pairs: list[str], args: list[str], engine: str | None, where: str
+                 ) -> tuple[dict[str, str], list[str]]:
+    """--serve-env/--serve-arg, checked before anything runs (launch.sh's variables only)."""
+    from imagekit.launch.command import LAUNCH_VARIABLES
+
+    env: dict[str, str] = {}
+    for pair in env_pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in LAUNCH_VARIABLES or key == "ENGINE":
+            raise InvalidInput("--serve-env takes KEY=VALUE of launch.sh's variables "
+                               f"({', '.join(v for v in LAUNCH_VARIABLES if v != 'ENGINE')})",
+                               where=pair)
+        env[key] = value
+    return env, list(args)
+
+
+def _serve_for(given: tuple[dict[str, str], list[str]] | None, engine: str):  # noqa: ANN202
+    if given is None:
+        return None
+    from imagekit.launch.command import ServeCommand, ServeConfig
+
+    env, args = given
+    return [ServeCommand.of("given", ServeConfig.from_env({**env, "ENGINE": engine},
+                                                          extra_args=tuple(args)))]
+
+
 def _guess_engine(ref: str) -> str | None:
     from imagekit.spec import KNOWN_ENGINES
 
@@ -172,6 +198,12 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                                                    help="Run only these probes."),
                   find_spec: list[str] = typer.Option(None, "--find-spec",
                                                       help="Modules find_spec must resolve."),
+                  serve_env: list[str] = typer.Option(
+                      None, "--serve-env", help="KEY=VALUE of launch.sh (TP, MAX_CONTEXT, "
+                      "…): serve_args parses this one command instead of the spec's."),
+                  serve_arg: list[str] = typer.Option(
+                      None, "--serve-arg", help="An extra engine argument of that command "
+                      "(repeatable; as `imagekit serve-command -- ARG`)."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
     from imagekit.build import default_engine
@@ -186,13 +218,18 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     for probe in probes or []:
         if probe not in KNOWN_PROBES:
             raise InvalidInput(f"unknown probe {probe!r}", where=target)
+    given_serve = None
+    if serve_env or serve_arg:
+        given_serve = _given_serve(serve_env or [], serve_arg or [], engine_name, target)
     # one resolver for NAME and REF (a NAME: the build of what THIS spec and its lock say); a
     # REF in a spec image's repository gets that image's probes and find_spec list (the wrong
     # nixl fix must fail however it is named)
     resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
     if resolved.by_name:
         run_ref, shown, digest = resolved.local_tag, str(resolved.reference), resolved.digest
-        plan = plan_for(resolved.image, probes=probes, find_spec=find_spec)
+        plan = plan_for(resolved.image, probes=probes, find_spec=find_spec,
+                        serve=_serve_for(given_serve, resolved.image.engine),
+                        profile=resolved.profile)
     else:
         image = resolved.image
         engine_name = engine_name or (image.engine if image is not None else None) or \
@@ -201,7 +238,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
             raise InvalidInput("cannot tell the engine of this reference; pass --engine "
                                "sglang|vllm", where=target)
         plan = plan_for(image if image is not None and image.engine == engine_name else None,
-                        engine=engine_name, probes=probes, find_spec=find_spec)
+                        engine=engine_name, probes=probes, find_spec=find_spec,
+                        serve=_serve_for(given_serve, engine_name), profile=resolved.profile)
         run_ref, shown, digest = target, target, resolved.reference.digest
     engine = default_engine()
     if not resolved.by_name and not engine.exists(target):

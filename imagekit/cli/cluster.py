@@ -276,16 +276,16 @@ def _probe_plan(values: list[str] | None) -> list[tuple[str, list[str]]] | None:
     return plan
 
 
-def _plan_from_spec(found) -> list[tuple[str, list[str]]] | None:
-    """The spec's probes for that image, with find_spec's modules and cli_help's engine."""
+def _plan_from_spec(found, profile: str | None = None) -> list[tuple[str, list[str]]] | None:
+    """The spec's probes for that image, with the arguments `imagekit probe` gives them
+    (find_spec's modules, cli_help's engine, serve_args' engine and serve commands)."""
     if found is None:
         return None
-    from imagekit.spec.engines import engine_find_spec
+    from imagekit.probe.runner import plan_for
 
-    _, _, image = found
-    return [(probe, list(image.find_spec or engine_find_spec(image.engine))
-             if probe == "find_spec" else
-             [image.engine] if probe == "cli_help" else []) for probe in image.probes]
+    spec, _, image = found
+    plan = plan_for(image, profile=spec.profile(profile)[0])
+    return [(probe, plan.argv(probe)[1:]) for probe in image.probes]
 
 
 @cluster_app.command("probe")
@@ -348,7 +348,7 @@ def cluster_probe(
                            probes_dir=probes_dir, timeout_s=timeout,
                            docker_config_dir=docker_config, expect_digest=expected,
                            keep_pull_secret=keep_pull_secret,
-                           plan=_probe_plan(probe) or _plan_from_spec(found))
+                           plan=_probe_plan(probe) or _plan_from_spec(found, profile))
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, store)
     from imagekit.imagesverify.cluster import cluster_probe_exit

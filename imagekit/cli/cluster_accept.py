@@ -60,6 +60,9 @@ def cluster_accept(
     max_tokens: int = typer.Option(16, help="Output cap of the suites' requests."),
     timeout: float = typer.Option(1800, help="Seconds for the whole run."),
     keep: bool = typer.Option(False, "--keep", help="Leave the Pods, Service and ConfigMaps."),
+    force_launch: str = typer.Option(None, "--force-launch", metavar="REASON",
+                                     help="Launch even though this image's engine never parsed "
+                                          "the command (serve_args); the reason is recorded."),
     spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec"),
     profile: str = typer.Option(None, help="Spec profile."),
     trust_key: list[Path] = TrustKeyOpt,
@@ -98,6 +101,9 @@ def cluster_accept(
     timeout = positive(timeout, "--timeout", maximum=7 * 86400)
     if startup_seconds is not None:
         count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
+    if force_launch is not None and len(force_launch.strip()) < 3:
+        raise InvalidInput("--force-launch needs a reason (at least 3 characters)",
+                           where=repr(force_launch))
     for value, what in ((model_claim, "--model-claim"), (priority_class, "--priority-class")):
         if value is not None:
             dns_subdomain(value, what)
@@ -144,7 +150,8 @@ def cluster_accept(
         priority_class_name=priority_class, startup_seconds=startup_seconds,
         suites=list(dict.fromkeys(suite)), require=list(require), matrix_text=matrix_text,
         engine_config_text=config_text, max_tokens=max_tokens,
-        docker_config_dir=docker_config, timeout_s=timeout, keep=keep)
+        docker_config_dir=docker_config, timeout_s=timeout, keep=keep,
+        force_launch=force_launch.strip() if force_launch else None)
 
     def controller_image():
         from imagekit.clusteraccept.controller_image import ensure_controller_image

@@ -49,8 +49,8 @@ from imagekit.clusteraccept.phases import (PhaseTracker, container_started, engi
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.contract import model_for
-from imagekit.evidence.kinds import (ClusterAcceptResult, EngineStartupResult, StartupOutcome,
-                                     StartupPhase)
+from imagekit.evidence.kinds import (ClusterAcceptResult, EngineStartupResult, ServeArgsReport,
+                                     StartupOutcome, StartupPhase)
 from imagekit.evidence.store import AttemptRecord
 from imagekit.launch.budget import DEFAULT_MARGIN, DEFAULT_OVERHEAD_S, ProbeBudget
 from imagekit.launch.command import Engine, ServeConfig
@@ -94,6 +94,8 @@ class AcceptOptions(BaseModel):
     docker_config_dir: Path | None = None
     timeout_s: float = 3600
     keep: bool = False
+    #: launch although the image never parsed this command (serve_args), and why
+    force_launch: str | None = Field(None, min_length=3)
 
 
 class Hooks:
@@ -196,14 +198,80 @@ def startup_budget(store: EvidenceStore, options: AcceptOptions, model: str | No
                f"default budget {DEFAULT_STARTUP_S} s")
 
 
+def serve_config(options: AcceptOptions, prefill_switch: str | None = None) -> ServeConfig:
+    """The engine's serve settings of this run (what launch.sh in the Pod turns into argv)."""
+    return ServeConfig.build(engine=options.engine, model_path=options.model_path,
+                             tp=options.tp, max_context=options.max_context,
+                             max_requests=options.max_requests,
+                             disable_piecewise_cuda_graph=options.disable_piecewise_cuda_graph,
+                             served_model_name=options.served_model_name,
+                             prefill_switch=prefill_switch,
+                             extra_args=tuple(options.engine_args))
+
+
+def serve_args_records(store: EvidenceStore, digest: Digest
+                       ) -> list[tuple[ServeArgsReport, str]]:
+    """Every serve_args outcome of this image (images verify or `imagekit probe`, filed under
+    the digest), newest first, each with its attempt's path."""
+    found: list[tuple[tuple, ServeArgsReport, str]] = []
+    for kind in ("images-verify", "probe"):
+        for record in store.attempts(digest, kind):
+            report = getattr(store.result(record), "serve_args", None)
+            if report is not None:
+                found.append(((record.started, record.attempt_id), report,
+                              str(store.path_of(record))))
+    return [(report, where) for _, report, where in sorted(found, key=lambda f: f[0],
+                                                           reverse=True)]
+
+
+def launch_parsed(store: EvidenceStore, digest: Digest, options: AcceptOptions
+                  ) -> tuple[CheckResult, str | None]:
+    """(the `launch_parsed` check, the prefill switch spelling to launch with). PASS only when
+    the image's own engine parser (serve_args, under this digest: the image is immutable, so
+    any of its records counts) parsed exactly the argv this run launches, with the spelling it
+    chose; FAIL otherwise (nothing is submitted), unless `force_launch` gives a reason: then
+    DEFERRED with it, and the launch goes ahead."""
+    from imagekit.launch.command import serve_argv
+
+    records = serve_args_records(store, digest)
+    for report, where in records:
+        switch = report.prefill_switch
+        argv = serve_argv(serve_config(options, switch))
+        hit = report.passed(argv)
+        if hit is not None:
+            return CheckResult(
+                name="launch_parsed", status=Status.PASS,
+                data={"argv": argv, "evidence": where, "prefill_switch": switch},
+                detail=f"the launch command was parsed by this image's own {report.engine} "
+                       f"{report.version} parser ({hit.label}: {hit.detail})"[:600]), switch
+    newest, where = records[0] if records else (None, None)
+    switch = newest.prefill_switch if newest is not None else None
+    argv = serve_argv(serve_config(options, switch))
+    data = {"argv": argv, "evidence": where, "prefill_switch": switch}
+    if newest is None:
+        why = f"no serve_args evidence for {digest}: this image never parsed a serve command"
+    else:
+        parsed = sorted({f"{c.label} {c.status.value}" for r, _ in records for c in r.commands})
+        why = (f"this image's {newest.engine} {newest.version} parser never passed this exact "
+               f"command ({len(records)} serve_args record(s); parsed: "
+               f"{', '.join(parsed) or 'nothing'})")
+    shown = " ".join(argv)
+    if options.force_launch:
+        return CheckResult(
+            name="launch_parsed", status=Status.DEFERRED,
+            data={**data, "forced": options.force_launch},
+            detail=f"{why}; launched anyway, forced: {options.force_launch} ({shown})"[:800]
+        ), switch
+    return CheckResult(
+        name="launch_parsed", status=Status.FAIL, data=data,
+        detail=f"{why}; not submitted. Add it to the image's serve settings "
+               f"(dockerfiles/images.toml) and run `imagekit images verify`, or pass "
+               f"--force-launch REASON ({shown})"[:800]), switch
+
+
 def render(options: AcceptOptions, pinned: ImageReference, run: str, budget: int,
-           pull_secrets: list[str]) -> tuple[dict, dict]:
-    config = ServeConfig.build(engine=options.engine, model_path=options.model_path,
-                               tp=options.tp, max_context=options.max_context,
-                               max_requests=options.max_requests,
-                               disable_piecewise_cuda_graph=options.disable_piecewise_cuda_graph,
-                               served_model_name=options.served_model_name,
-                               extra_args=tuple(options.engine_args))
+           pull_secrets: list[str], prefill_switch: str | None = None) -> tuple[dict, dict]:
+    config = serve_config(options, prefill_switch)
     return engine_pod(config, pinned, ProbeBudget.covering(budget), name=f"{run}-engine",
                       namespace=options.namespace, node_selector=options.node_selector,
                       tolerations=options.tolerations,
@@ -323,20 +391,26 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                                                           str(reference))],
                        reference=str(reference), namespace=options.namespace, run=run,
                        engine=options.engine.value, model=model) as attempt:
+        hooks.stage("launch command", "parsed by this image's engine (serve_args)?")
+        parsed_check, switch = launch_parsed(store, digest, options)
+        checks.append(parsed_check)
+        hooks.step(f"{parsed_check.status.value} launch_parsed: {parsed_check.detail}")
         hooks.stage("startup budget")
         budget, source, budget_check = startup_budget(store, options, model)
         checks.append(budget_check)
         hooks.step(f"{budget_check.status.value} startup_budget: {budget_check.detail}")
-        engine_pod_doc, launch_cm = render(options, pinned, run, budget, [])
+        engine_pod_doc, launch_cm = render(options, pinned, run, budget, [], switch)
         result = dict(reference=str(reference), pinned=str(pinned), engine=options.engine.value,
                       model=model, namespace=options.namespace,
                       engine_pod=engine_pod_doc["metadata"]["name"],
                       startup_budget_seconds=budget, budget_source=source)
-        if budget_check.status is not Status.PASS:
-            hooks.end(budget_check.detail[:200])
+        refused = next((c for c in (parsed_check, budget_check) if c.status is Status.FAIL),
+                       None)
+        if refused is not None:
+            hooks.end(refused.detail[:200])
             attempt.write_json("engine-pod.json", engine_pod_doc)
             attempt.write_result(ClusterAcceptResult(**result, seconds=0.0))
-            attempt.finish(Status.FAIL, summary="not submitted: " + budget_check.detail[:300],
+            attempt.finish(Status.FAIL, summary="not submitted: " + refused.detail[:300],
                            checks=checks)
             return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
         # the exact spec the API will see, prechecked before anything is created
@@ -364,7 +438,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
         secret = pull_secret_for(kube, options.namespace, reference.registry,
                                  options.docker_config_dir, name=f"{run}-pull")
         engine_pod_doc, launch_cm = render(options, pinned, run, budget,
-                                           [secret] if secret else [])
+                                           [secret] if secret else [], switch)
         port = int(engine_pod_doc["spec"]["containers"][0]["ports"][0]["containerPort"])
         service = service_for(run, options.namespace, port)
         created: list[tuple[str, str]] = []   # (kind, name) for cleanup, in creation order

@@ -41,6 +41,74 @@ class BuildResult(EvidenceResult):
     cached: bool = False
 
 
+class ServeArgsEffective(BaseModel):
+    """What the engine's own parser made of a serve command (its effective configuration)."""
+
+    model_config = _FACT
+
+    tp: int | None = None
+    context_length: int | None = None
+    max_requests: int | None = None
+    prefill_graph: str | None = Field(default=None, description="sglang "
+                                      "cuda_graph_backend_prefill; vllm cudagraph_mode")
+    prefill_graph_disabled: bool | None = None
+    model: str | None = None
+
+
+class ServeArgsCommand(BaseModel):
+    """One serve command as the image's engine parsed it: the exact argv, its verdict, the
+    engine's own warnings (a deprecated flag that still maps) or the flags it does not know."""
+
+    model_config = _FACT
+
+    label: str
+    argv: list[str]
+    status: Status
+    detail: str
+    warnings: list[str] = []
+    effective: ServeArgsEffective | None = None
+    unknown: list[str] = Field(default=[], description="flags the engine did not recognize")
+    error: str | None = None
+
+
+class PrefillSwitchTry(BaseModel):
+    model_config = _FACT
+
+    arg: str
+    accepted: bool
+    warnings: list[str] = []
+    error: str | None = None
+    unknown: list[str] = []
+    prefill_graph: str | None = None
+
+
+class ServeArgsReport(BaseModel):
+    """The `serve_args` probe's outcome in one image: which engine version parsed which exact
+    serve commands, and the prefill switch spelling it accepts (what launches of this image
+    pass as PREFILL_SWITCH). `cluster accept` launches only an argv found here with PASS."""
+
+    model_config = _FACT
+
+    status: Status
+    detail: str
+    engine: str | None = None
+    version: str | None = None
+    parser: str | None = Field(default=None, description="the engine's parser that judged")
+    prefill_switch: str | None = None
+    prefill_tried: list[PrefillSwitchTry] = []
+    commands: list[ServeArgsCommand] = []
+
+    @classmethod
+    def of(cls, check) -> "ServeArgsReport":  # noqa: ANN001 - a CheckResult named serve_args
+        return cls.model_validate({**check.data, "status": check.status,
+                                   "detail": check.detail})
+
+    def passed(self, argv: list[str]) -> ServeArgsCommand | None:
+        """The PASS entry for exactly this argv, if the image's engine parsed it."""
+        return next((c for c in self.commands if c.argv == list(argv)
+                     and c.status is Status.PASS), None)
+
+
 @register
 class ProbeResult(EvidenceResult):
     """`imagekit probe` / the probe step of images verify: in-image checks and the versions
@@ -52,6 +120,7 @@ class ProbeResult(EvidenceResult):
     image: str = Field(description="the reference or local tag the probes ran in")
     probes: list[str] = []
     versions: dict[str, str | None] = {}
+    serve_args: ServeArgsReport | None = None
 
 
 @register
@@ -75,6 +144,7 @@ class ImagesVerifyResult(EvidenceResult):
     verdict: Status
     accepted: list[str] = Field(default=[], description="probe names the profile accepts")
     cached: bool = False
+    serve_args: ServeArgsReport | None = None
 
 
 class ManifestImage(BaseModel):

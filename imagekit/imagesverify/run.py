@@ -27,6 +27,7 @@ from imagekit.evidence.kinds import (
     ImagesManifestResult, ImagesVerifyResult, ManifestImage, ProbeResult)
 from imagekit.imagesverify.models import AcceptedCheck, ImageEntry, ImagesVerifyReport
 from imagekit.probe import ProbePlan, probes_version, run_probes
+from imagekit.probe.runner import serve_args_report, serve_commands_of
 from imagekit.results import CheckResult, Status, overall
 from imagekit.spec import ImagesSpec, ResolvedImage, resolve_image
 
@@ -145,7 +146,8 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
     image = resolve_image(spec, name, profile)
     _, prof = spec.profile(profile)
     image_spec = spec.image(name)
-    plan = ProbePlan(engine=image.engine, probes=image.probes, find_spec=image.find_spec)
+    plan = ProbePlan(engine=image.engine, probes=image.probes, find_spec=image.find_spec,
+                     serve=serve_commands_of(image))
     accept = {k: v for k, v in prof.accept.items() if k.startswith(f"{name}.")}
     key = verify_key(image, plan, {k: v.model_dump(mode="json") for k, v in accept.items()})
     if not no_cache:
@@ -228,7 +230,8 @@ def entry_result(entry: ImageEntry) -> ImagesVerifyResult:
         reference=entry.reference, digest=entry.digest, image_id=entry.image_id,
         base=entry.base, base_digest=entry.base_digest, fix_layers=list(entry.fix_layers),
         versions=dict(entry.versions), verdict=entry.verdict,
-        accepted=[a.check for a in entry.accepted], cached=entry.cached)
+        accepted=[a.check for a in entry.accepted], cached=entry.cached,
+        serve_args=serve_args_report(entry.checks))
 
 
 def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,

@@ -22,6 +22,8 @@ def serve_env(config: ServeConfig) -> list[dict[str, str]]:
            "HOST": config.host, "PORT": str(config.effective_port)}
     if config.served_model_name:
         env["SERVED_MODEL_NAME"] = config.served_model_name
+    if config.prefill_switch:   # the spelling the image's own parser chose (serve_args)
+        env["PREFILL_SWITCH"] = config.prefill_switch
     return [{"name": k, "value": v} for k, v in env.items()]
 
 

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit.engine import Engine, RunOutcome
 from imagekit.evidence import EvidenceStore, Role
-from imagekit.evidence.kinds import ProbeResult
+from imagekit.evidence.kinds import ProbeResult, ServeArgsReport
+from imagekit.launch.command import Engine as ServeEngine
+from imagekit.launch.command import ServeCommand, ServeConfig, serve_probe_input
 from imagekit.oci import Digest
 from imagekit.progress import current as current_progress
 from imagekit.results import CheckResult, Status, overall
@@ -49,6 +51,14 @@ class ProbePlan(BaseModel):
     engine: str
     probes: list[str]
     find_spec: list[str] = []
+    #: the serve commands serve_args parses (empty: launch.sh's defaults for the engine)
+    serve: list[ServeCommand] = []
+
+    def serve_commands(self) -> list[ServeCommand]:
+        if self.serve:
+            return list(self.serve)
+        return [ServeCommand.of("launch.sh defaults",
+                                ServeConfig.build(engine=ServeEngine(self.engine)))]
 
     def argv(self, probe: str) -> list[str]:
         args = [f"{MOUNT}/{probe}.py"]
@@ -56,11 +66,23 @@ class ProbePlan(BaseModel):
             args += self.find_spec
         elif probe == "cli_help":
             args.append(self.engine)
+        elif probe == "serve_args":
+            args += [self.engine, serve_probe_input(self.engine, self.serve_commands())]
         return args
 
 
+def serve_commands_of(image, profile: str | None = None) -> list[ServeCommand]:  # noqa: ANN001
+    """The spec image's serve settings (ImageSpec: those of `profile`; ResolvedImage: already
+    its profile's) as serve_args commands, in the spec's order."""
+    settings = image.serve_for(profile) if hasattr(image, "serve_for") else \
+        dict(getattr(image, "serve", {}) or {})
+    return [ServeCommand.of(label, setting.config(image.engine))
+            for label, setting in settings.items()]
+
+
 def plan_for(image=None, *, engine: str | None = None, probes: list[str] | None = None,  # noqa: ANN001
-             find_spec: list[str] | None = None) -> ProbePlan:
+             find_spec: list[str] | None = None, serve: list[ServeCommand] | None = None,
+             profile: str | None = None) -> ProbePlan:
     """The probes for an image: explicit choices first, then the spec image's own (its probes
     and find_spec list — also when it was given by reference, see `imagekit.names`), then the
     engine's built-ins (`imagekit.spec.engines`: SGLang's include nixl and nixl._api)."""
@@ -73,8 +95,17 @@ def plan_for(image=None, *, engine: str | None = None, probes: list[str] | None 
     own_probes = list(image.probes) if image is not None else list(KNOWN_PROBES)
     own_find_spec = list(image.find_spec) if image is not None and image.find_spec else \
         engine_find_spec(engine)
+    own_serve = serve_commands_of(image, profile) if image is not None else []
     return ProbePlan(engine=engine, probes=list(probes or own_probes),
-                     find_spec=list(find_spec or own_find_spec))
+                     find_spec=list(find_spec or own_find_spec), serve=list(serve or own_serve))
+
+
+def serve_args_report(checks: list[CheckResult]) -> ServeArgsReport | None:
+    """The typed serve_args outcome of a probe run (None when serve_args did not run or broke)."""
+    for check in checks:
+        if check.name == "serve_args" and check.status is not Status.ERROR:
+            return ServeArgsReport.of(check)
+    return None
 
 
 class ProbeReport(BaseModel):
@@ -158,7 +189,8 @@ def probe_image(engine: Engine, store: EvidenceStore, image: str, plan: ProbePla
         if digest is not None and info is not None:
             attempt.add_subject(info.id, Role.ALIAS)       # the image ID of the same image
         attempt.write_result(ProbeResult(image=image, probes=list(plan.probes),
-                                         versions=versions))
+                                         versions=versions,
+                                         serve_args=serve_args_report(checks)))
         for check in checks:
             attempt.add_check(check)
     return ProbeReport(image=image, digest=str(digest) if digest else None,

@@ -97,4 +97,4 @@ def resolve_image(spec: ImagesSpec, name: str, profile: str | None = None) -> Re
         else None,
         build_args=dict(image.build_args.get(profile_name, {})),
         pip_index_url=prof.pip_index_url, staging=prof.staging, probes=list(image.probes),
-        find_spec=list(image.find_spec))
+        find_spec=list(image.find_spec), serve=image.serve_for(profile_name))

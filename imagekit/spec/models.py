@@ -15,7 +15,7 @@ from imagekit.oci import Digest, ImageReference
 from imagekit.results import Status
 
 KNOWN_ENGINES = ("sglang", "vllm")
-KNOWN_PROBES = ("pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arch")
+KNOWN_PROBES = ("pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arch", "serve_args")
 REGISTRY_ROLES = ("staging", "production", "target")
 
 
@@ -49,6 +49,35 @@ class Profile(BaseModel):
         return getattr(self, role)
 
 
+class ServeSetting(BaseModel):
+    """One serve command the image will be launched with: launch.sh's variables (ENGINE is the
+    image's) and the extra engine arguments, for the profiles named (none: every profile). The
+    `serve_args` probe parses each with the engine's own parser."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: dict[str, str] = {}
+    args: list[str] = []
+    profiles: list[str] = []
+
+    @field_validator("env")
+    @classmethod
+    def _launch_variables(cls, value: dict[str, str]) -> dict[str, str]:
+        from imagekit.launch.command import LAUNCH_VARIABLES
+
+        unknown = sorted(k for k in value if k not in LAUNCH_VARIABLES or k == "ENGINE")
+        if unknown:
+            raise ValueError(f"serve env: not launch.sh variable(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(v for v in LAUNCH_VARIABLES if v != 'ENGINE')};"
+                             " ENGINE is the image's)")
+        return value
+
+    def config(self, engine: str):  # noqa: ANN201 - a launch ServeConfig
+        from imagekit.launch.command import ServeConfig
+
+        return ServeConfig.from_env({**self.env, "ENGINE": engine}, extra_args=tuple(self.args))
+
+
 class ImageSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -61,6 +90,23 @@ class ImageSpec(BaseModel):
     base: dict[str, ImageReference]
     mirror: dict[str, ImageReference] = {}
     build_args: dict[str, dict[str, str]] = {}
+    #: label -> a serve command the serve_args probe parses (none: launch.sh's defaults)
+    serve: dict[str, ServeSetting] = {}
+
+    @model_validator(mode="after")
+    def _serve_settings_build(self) -> "ImageSpec":
+        from imagekit.errors import InvalidInput
+
+        for label, setting in self.serve.items():
+            try:
+                setting.config(self.engine)
+            except InvalidInput as exc:
+                raise ValueError(f"serve {label!r}: {exc.message}") from None
+        return self
+
+    def serve_for(self, profile: str | None) -> dict[str, ServeSetting]:
+        return {label: s for label, s in self.serve.items()
+                if not s.profiles or profile is None or profile in s.profiles}
 
     @field_validator("engine")
     @classmethod
@@ -206,6 +252,7 @@ class ResolvedImage(BaseModel):
     staging: str
     probes: list[str]
     find_spec: list[str]
+    serve: dict[str, ServeSetting] = {}
 
     @property
     def base_pinned(self) -> ImageReference:

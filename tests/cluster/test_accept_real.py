@@ -173,6 +173,9 @@ def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_
                                                          exec_kube) -> None:
     report, hooks, store, digest, seconds = accepted
     checks = {c.name: c for c in report.checks}
+    # the launch command is one the image's own vLLM parsed (images verify's serve_args)
+    assert checks["launch_parsed"].status is Status.PASS, checks["launch_parsed"]
+    assert "vllm 0.32.0" in checks["launch_parsed"].detail
     assert checks["engine_start"].status is Status.PASS, "\n".join(hooks.lines)
     assert checks["controller"].status is Status.PASS, checks["controller"]
     [record] = store.attempts(str(digest), "cluster-accept")
@@ -229,7 +232,8 @@ def test_a_budget_shorter_than_the_observed_start_is_reported_before_submission(
                                                            "cluster-accept")[0]).reference)
     report = run_accept(kube, tag, digest, _options(accept_ns, model_claim, startup_seconds=5),
                         store, controller_image=lambda: pytest.fail("nothing is to be built"))
-    [check] = report.checks
+    parsed, check = report.checks        # the launch command passed serve_args; the budget not
+    assert parsed.name == "launch_parsed" and parsed.status is Status.PASS
     assert check.name == "startup_budget" and check.status is Status.FAIL
     assert "shorter than the last observed start" in check.detail and "not submitted" in \
         check.detail
@@ -270,9 +274,13 @@ def test_a_broken_engine_is_a_failed_start_not_a_model_failure(
     tag, digest, store = vllm_image
     before = len(store.attempts(str(digest), "accept-functional"))
     report = run_accept(kube, tag, digest, _options(
-        accept_ns, model_claim, engine_args=["--no-such-engine-flag"]), store,
+        accept_ns, model_claim, engine_args=["--no-such-engine-flag"],
+        force_launch="test: the crash path of an engine start"), store,
         controller_image=_controller_image)
     checks = {c.name: c for c in report.checks}
+    # never parsed by this image (serve_args): launched only because it was forced, and said so
+    assert checks["launch_parsed"].status is Status.DEFERRED
+    assert "forced: test: the crash path" in checks["launch_parsed"].detail
     start = checks["engine_start"]
     assert start.status is Status.FAIL and start.detail.startswith("startup failed (crashed)")
     assert "--no-such-engine-flag" in start.detail, start.detail     # vLLM's own error line
@@ -283,6 +291,21 @@ def test_a_broken_engine_is_a_failed_start_not_a_model_failure(
               store.result(r).startup.state == "crashed"]
     assert failed and "--no-such-engine-flag" in (store.path_of(failed[-1]) /
                                                  "engine.log").read_text()
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+
+
+def test_a_launch_command_the_image_never_parsed_is_refused_before_submission(
+        kube, accept_ns, model_claim, vllm_image) -> None:
+    tag, digest, store = vllm_image
+    report = run_accept(kube, tag, digest, _options(
+        accept_ns, model_claim, engine_args=["--num-scheduler-steps", "8"]), store,
+        controller_image=_controller_image)
+    checks = {c.name: c for c in report.checks}
+    refused = checks["launch_parsed"]
+    assert refused.status is Status.FAIL and "not submitted" in refused.detail
+    assert "never passed this exact command" in refused.detail and "--force-launch" in \
+        refused.detail
+    assert "engine_start" not in checks                     # nothing was created
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
 
 
@@ -300,8 +323,10 @@ def test_a_startup_probe_that_runs_out_is_a_probe_timeout_not_a_crash(
     """No observed start in this store, so a 10 s budget is submitted; the kubelet stops the
     engine after its failed startup probes: probe-timeout, with the engine's last lines."""
     tag, digest, _ = vllm_image
-    report = run_accept(kube, tag, digest, _options(accept_ns, model_claim, startup_seconds=10),
-                        EvidenceStore(tmp_path), controller_image=_controller_image)
+    report = run_accept(kube, tag, digest, _options(
+        accept_ns, model_claim, startup_seconds=10,
+        force_launch="test: a fresh store holds no serve_args record"),
+        EvidenceStore(tmp_path), controller_image=_controller_image)
     start = {c.name: c for c in report.checks}["engine_start"]
     assert start.status is Status.FAIL and "startup failed (probe-timeout)" in start.detail
     assert start.data["last_lines"], start.data

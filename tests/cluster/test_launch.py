@@ -36,6 +36,10 @@ def launch_sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
      "MODEL_PATH": "/models/MiniMax-M3", "SERVED_MODEL_NAME": "m3"},
     {"ENGINE": "vllm", "MAX_CONTEXT": "32768", "TP": "8", "PORT": "8001"},
     {"ENGINE": "vllm", "DISABLE_PIECEWISE_CUDA_GRAPH": "0"},
+    # the spelling an image's own parser chose (serve_args), passed by cluster accept
+    {"ENGINE": "sglang", "PREFILL_SWITCH": "--disable-piecewise-cuda-graph"},
+    {"ENGINE": "sglang", "PREFILL_SWITCH": "--disable-piecewise-cuda-graph",
+     "DISABLE_PIECEWISE_CUDA_GRAPH": "0"},
 ])
 def test_launch_sh_and_serve_command_agree(env: dict[str, str]) -> None:
     result = launch_sh(env, "--log-level", "info")
@@ -63,6 +67,7 @@ def test_record_launch_line_uses_current_prefill_flag() -> None:
     ({"MAX_CONTEXT": "32k"}, "MAX_CONTEXT must be a positive integer"),
     ({"MODEL_PATH": "models/m"}, "MODEL_PATH must be an absolute path"),
     ({"DISABLE_PIECEWISE_CUDA_GRAPH": "yes"}, "DISABLE_PIECEWISE_CUDA_GRAPH must be 0 or 1"),
+    ({"PREFILL_SWITCH": "--a b"}, "PREFILL_SWITCH must be one --argument"),
 ])
 def test_bad_settings_refused_by_both(env: dict[str, str], message: str) -> None:
     result = launch_sh(env)

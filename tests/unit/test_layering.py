@@ -26,9 +26,12 @@ CLI = {"cli", "__main__"}
 #: promotion is handed its gate and never imports the report; the schema exporter lists every
 #: model, so it comes last.
 OPERATION_ORDER: tuple[frozenset[str], ...] = (
+    # launch: the serve command's rules (pure); the spec's serve settings and the serve_args
+    # probe's plan are built from them (issue 29)
+    frozenset({"launch"}),
     # trust: whose signed statements count (keys, policy); read by names, report, attest
     frozenset({"spec", "infra", "trust"}),
-    frozenset({"standins", "probe", "verify", "launch", "gpu", "acceptance", "promote",
+    frozenset({"standins", "probe", "verify", "gpu", "acceptance", "promote",
                "sbom"}),
     frozenset({"build", "clusteraccept"}),  # clusteraccept: `cluster accept` (issue 15)
     frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
@@ -178,7 +181,7 @@ def test_a_planted_importlib_bounce_fails_the_check(tmp_path: Path) -> None:
     })
     problems = violations(root)
     assert any("promote/run.py" in p and "import importlib" in p for p in problems), problems
-    assert any("promote/run.py (operation rank 1) imports imagekit.report" in p
+    assert any("promote/run.py (operation rank 2) imports imagekit.report" in p
                for p in problems), problems
 
 
