@@ -32,7 +32,11 @@ EMPTY = "application/vnd.oci.empty.v1+json"
 
 @pytest.fixture(scope="module")
 def api(infra) -> str:
-    return infra.registries["referrers"].address
+    """The layout's endpoint (what `infra up` starts; the state file says the same)."""
+    from imagekit.infra.registries import endpoints
+    from imagekit.infra.state import StatePaths
+
+    return endpoints(StatePaths(infra.state_dir))["referrers"].address
 
 
 def _env(infra, tmp_path) -> dict[str, str]:
@@ -116,7 +120,7 @@ def test_a_filter_by_artifact_type_misses_bundles_there(pool, api):
 def test_promote_carries_attestations_api_then_tag_schema_then_api(
         infra, pool, api, keypair, peers, tmp_path):
     private, public = keypair
-    reg = {name: e.address for name, e in infra.registries.items()}
+    staging = infra.registries["staging"].address
     repo = f"attest/{uuid.uuid4().hex[:10]}"
     env = _env(infra, tmp_path)
     image = push_image(pool.get(api), repo, "v1", [layer_tar(303, 200_000),
@@ -128,19 +132,18 @@ def test_promote_carries_attestations_api_then_tag_schema_then_api(
     assert done.returncode == 0, done.stderr
     drop_fallback_tag(api, repo, image.digest)      # the source lists through the API only
     final = f"{uuid.uuid4().hex[:10]}/again"
-    done = imagekit("promote", source, "--via", f"{reg['staging']}/{repo}:v1",
+    done = imagekit("promote", source, "--via", f"{staging}/{repo}:v1",
                     "--to", f"{api}/{final}:v1", "--key", str(private), "--json", env=env)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert [h["endpoint"] for h in result["hops"]] == [f"{reg['staging']}/{repo}:v1",
+    assert [h["endpoint"] for h in result["hops"]] == [f"{staging}/{repo}:v1",
                                                        f"{api}/{final}:v1"]
     for hop in result["hops"]:
         assert len(hop["referrers"]) == 1 and "1 referrers listed and served" in \
             hop["read_back"], hop
     # distribution 2.8 in the middle: the tag schema, no API
-    staging = httpx.get(f"http://{reg['staging']}/v2/{repo}/referrers/{image.digest}",
-                        timeout=10)
-    assert staging.status_code == 404
+    middle = httpx.get(f"http://{staging}/v2/{repo}/referrers/{image.digest}", timeout=10)
+    assert middle.status_code == 404
     # the last hop: its API lists the carried test-result and the promotion attached there
     drop_fallback_tag(api, final, image.digest)
     listed = api_list(api, final, image.digest)
