@@ -48,6 +48,8 @@ class Target:
     #: for a NAME: the docker daemon's local tag of that build (probes run it without a pull)
     local_tag: str | None = None
     profile: str | None = None
+    #: how a NAME was resolved from the registry (signed statements), when it was
+    note: str = ""
 
     @property
     def by_name(self) -> bool:
@@ -82,9 +84,16 @@ def spec_image_for(reference: ImageReference, spec) -> tuple[str, object] | None
 
 
 def resolve_target(text: str, *, spec=None, spec_path: Path | None = None,  # noqa: ANN001
-                   store: EvidenceStore | None = None, profile: str | None = None) -> Target:
+                   store: EvidenceStore | None = None, profile: str | None = None,
+                   remote=None) -> Target:  # noqa: ANN001
     """NAME or REF -> Target. A NAME unknown to the spec, or without a build yet, is bad input
-    (exit 2) that says what to do; it is never looked up as `docker.io/library/NAME`."""
+    (exit 2) that says what to do; it is never looked up as `docker.io/library/NAME`.
+
+    `remote(reference) -> (digest, note)`: where this store has no build of the NAME, the tag
+    the profile's build pushes to staging (`<staging>/<repository>:<build key[:16]>`, the
+    same for this spec and lock on any machine) is resolved at the registry and verified by
+    the statements trusted keys signed about it (the CLI hands imagekit.cli.trustopts'
+    resolver in: verification sits above this layer)."""
     given = text
     text = text.strip()
     if not text:
@@ -104,6 +113,14 @@ def resolve_target(text: str, *, spec=None, spec_path: Path | None = None,  # no
         # whatever was built last under that name
         wanted = build_key(resolve_image(spec, text, profile_name))
         record = latest_build(text, profile_name, store or EvidenceStore(), cache_key=wanted)
+        if (record is None or record.reference is None or record.digest is None) and \
+                remote is not None:
+            resolved = resolve_image(spec, text, profile_name)
+            tag = ImageReference.parse(f"{resolved.staging_repository}:{wanted[:16]}")
+            digest, note = remote(tag)
+            return Target(given=given, reference=tag.with_digest(digest), name=text,
+                          image=spec.images[text], spec=spec, digest=digest, local_tag=None,
+                          profile=profile_name, note=note)
         if record is None or record.reference is None or record.digest is None:
             raise InvalidInput(f"image {text!r} has no verified (built and pushed) build of this "
                                f"spec and lock in profile {profile_name!r} yet; run `imagekit "

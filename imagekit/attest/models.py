@@ -61,6 +61,9 @@ class PromotionPredicate(BaseModel):
     hops: list[HopLink] = []
     required: list[str]
     generated: str
+    #: set when the chain was signed past a refusing gate (`promote --force --reason`): the
+    #: reason and what the gate refused for; `imagekit verify` fails such a chain
+    forced: str | None = None
 
 
 class Attached(BaseModel):

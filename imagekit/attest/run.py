@@ -13,6 +13,7 @@ from imagekit.attest.statements import (
     SBOM_TYPE,
     TEST_RESULT_TYPE,
     promotion_predicate,
+    signed_now,
     statement,
     test_result_statement,
 )
@@ -39,7 +40,8 @@ def test_result_for(store: EvidenceStore, digest: Digest, name: str) -> dict:
     if report is None:  # an honest FAILED: nothing was tested
         return statement(digest, name, TEST_RESULT_TYPE, {
             "result": "FAILED", "configuration": [], "passedTests": [], "warnedTests": [],
-            "failedTests": [f"evidence: no attempt about {digest}"]})
+            "failedTests": [f"evidence: no attempt about {digest}"],
+            "timestamp": signed_now(), "acceptances": []})
     return test_result_statement(report, digest, name)
 
 
@@ -93,10 +95,26 @@ def _identity(client: RegistryClient, repository: str, root: ManifestBlob
     return str(parsed.config.digest), [str(d) for d in config.diff_ids]
 
 
+def signed_lines_for(store: EvidenceStore, digest: Digest, report, trust) -> list:  # noqa: ANN001
+    """Where this store measured nothing of the image itself: the lines of the newest test-result
+    a trusted key signed about it (imagekit.report.trusted), each naming its signer."""
+    from imagekit.report.gate import _image_phase
+    from imagekit.report.trusted import TEST_RESULT_TYPE as TR, lines_of, signed_statements
+
+    if not trust or (report is not None and _image_phase(report.checks)):
+        return []
+    newest = (signed_statements(store, digest, trust)[0].get(TR) or [None])[0]
+    return [line for line in lines_of(newest) if not line.accepted or newest.key.acceptances] \
+        if newest is not None else []
+
+
 def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: ClientPool,
-                     evidence: str | None = None, required=None) -> list[Attached]:
+                     evidence: str | None = None, required=None, trust=None  # noqa: ANN001
+                     ) -> list[Attached]:
     """The promotion chain for `result` (a PromoteResult): one statement whose subjects are the
-    digest at every endpoint, signed and attached as a referrer at each endpoint."""
+    digest at every endpoint, signed and attached as a referrer at each endpoint. Its links
+    come from this store, or from the statements trusted keys signed where it has none; a
+    promotion forced past the gate is marked `forced` with the reason (verify fails it)."""
     key = load_private(key_path)
     digest = Digest.parse(result.digest)
     last = ImageReference.parse(result.hops[-1].endpoint)
@@ -106,10 +124,18 @@ def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: Clie
     hops = [HopLink(endpoint=h.endpoint, digest=h.digest, verified=h.verified,
                     read_back=h.read_back, referrers=list(getattr(h, "referrers", []) or []))
             for h in result.hops]
-    predicate = promotion_predicate(digest, result.media_type, report=report_of(store, digest),
+    report = report_of(store, digest)
+    gate = result.gate if isinstance(getattr(result, "gate", None), dict) else {}
+    forced = None
+    if gate.get("overridden"):
+        forced = f"{gate.get('override_reason')} (refused for: " \
+                 f"{'; '.join(gate.get('reasons') or [])[:600]})"
+    predicate = promotion_predicate(digest, result.media_type, report=report,
                                     hops=hops, source=result.source,
                                     config_digest=config_digest, diff_ids=diff_ids,
-                                    required=required, promote_evidence=evidence)
+                                    required=required, promote_evidence=evidence,
+                                    signed_lines=signed_lines_for(store, digest, report, trust),
+                                    root=str(store.root), forced=forced)
     endpoints = [ImageReference.parse(hop.endpoint) for hop in result.hops]
     signed = statement(digest, f"{endpoints[0].registry}/{endpoints[0].repository}",
                        PROMOTION_TYPE, predicate.model_dump(mode="json"))

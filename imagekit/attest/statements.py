@@ -12,6 +12,7 @@ from pathlib import Path
 
 from imagekit.attest.models import ChainLink, EvidenceRef, HopLink, PromotionPredicate
 from imagekit.oci.digest import Digest
+from imagekit.report.links import LINK_KINDS, OPTIONAL_LINKS  # noqa: F401 - re-exported
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
@@ -35,16 +36,7 @@ REQUIRED_LINKS_ENV = "IMAGEKIT_REQUIRED_LINKS"
 #: imageID. GPU preflight and acceptance are links only when their evidence exists.
 DEFAULT_REQUIRED_LINKS = ("base-identity", "build", "probes", "hops", "cluster-imageid")
 
-#: link name -> evidence kinds it is read from
-LINK_KINDS: dict[str, tuple[str, ...]] = {
-    "base-identity": ("images-verify", "verify-copy"),
-    "build": ("build",),
-    "probes": ("probe",),
-    "cluster-imageid": ("cluster-probe",),
-    "gpu-preflight": ("gpu-preflight",),
-    "acceptance": ("accept-",),
-}
-OPTIONAL_LINKS = ("gpu-preflight", "acceptance")
+#: link name -> evidence kinds it is read from (imagekit.report.links)
 
 
 def required_links(given: Iterable[str] | None = None) -> list[str]:
@@ -69,7 +61,32 @@ def test_result_statement(report, digest: Digest, name: str) -> dict:
     wanted = {"name": name, "digest": {digest.algorithm: digest.hex}}
     if not any(s.get("digest") == wanted["digest"] for s in built["subject"]):
         built["subject"].append(wanted)
+    # signed facts a consumer decides from (issue 24): when, and the acceptances the signer's
+    # profile applied (its trust policy says whether to honour them)
+    built["predicate"]["timestamp"] = signed_now()
+    built["predicate"]["acceptances"] = acceptances_of(report)
     return built
+
+
+def signed_now() -> str:
+    """The time put inside every statement imagekit signs (freshness is decided by it)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def acceptances_of(report) -> list[dict]:  # noqa: ANN001 - an ImageReport
+    """`{test, status, reason, profile, spec_digest}` for every line the profile accepted."""
+    from imagekit.report.accepted import match
+
+    found = []
+    for line in report.checks:
+        if not line.accepted:
+            continue
+        entry = match(line.kind, line.name, line.status, list(report.accepted))
+        found.append({"test": line.test_name, "status": line.status.value,
+                      "reason": entry.reason if entry else line.accepted,
+                      "profile": (entry.profile if entry else None) or report.profile,
+                      "spec_digest": entry.spec_digest if entry else None})
+    return found
 
 
 def _worst(statuses: list[str]) -> str:
@@ -88,11 +105,16 @@ def _ref(root: str, evidence: str) -> EvidenceRef | None:
         return None
 
 
-def links_of_report(report) -> list[ChainLink]:
+def links_of_report(report, signed_lines=None, root: str | None = None) -> list[ChainLink]:
     """One link per chain part from the report's current lines; a line the profile accepts
-    (its reason is kept) counts as PASS; no evidence = ABSENT."""
+    (its reason is kept) counts as PASS; no evidence = ABSENT. `signed_lines`: lines read from
+    statements trusted keys signed (imagekit.report.trusted; their detail names the signer),
+    used where this store measured nothing of the image itself."""
     links: list[ChainLink] = []
     lines = list(report.checks) if report is not None else []
+    if signed_lines:
+        lines = [*signed_lines, *lines]
+    evidence_root = report.evidence_root if report is not None else (root or "")
     for name, kinds in LINK_KINDS.items():
         mine = [line for line in lines if any(
             line.kind == k or (k.endswith("-") and line.kind.startswith(k)) for k in kinds)]
@@ -105,7 +127,10 @@ def links_of_report(report) -> list[ChainLink]:
         failing = [f"{line.kind}:{line.name} {line.status.value}" for line in mine
                    if not line.accepted and line.status.value != "PASS"]
         detail = ", ".join(failing) or f"{len(mine)} check(s) PASS"
-        refs = {line.evidence: _ref(report.evidence_root, line.evidence) for line in mine}
+        sources = sorted({line.detail for line in mine if line.detail.startswith("signed by")})
+        if sources:
+            detail += f" ({'; '.join(sources)})"
+        refs = {line.evidence: _ref(evidence_root, line.evidence) for line in mine}
         links.append(ChainLink(name=name, status=_worst(statuses), detail=detail[:500],
                                accepted=accepted, evidence=[r for r in refs.values() if r]))
     if report is not None and report.facts.fix_layers:
@@ -118,8 +143,10 @@ def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: l
                         source: str | None = None, config_digest: str | None = None,
                         diff_ids: list[str] | None = None,
                         required: Iterable[str] | None = None,
-                        promote_evidence: str | None = None) -> PromotionPredicate:
-    links = links_of_report(report)
+                        promote_evidence: str | None = None, signed_lines=None,
+                        root: str | None = None, forced: str | None = None
+                        ) -> PromotionPredicate:
+    links = links_of_report(report, signed_lines, root)
     hop_ok = bool(hops) and all(h.verified and h.digest == str(digest) for h in hops)
     hop_refs = []
     if promote_evidence:
@@ -138,5 +165,5 @@ def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: l
         config_digest=config_digest, diff_ids=list(diff_ids or []),
         base_digest=facts.base_digest if facts else None,
         fix_layers=list(facts.fix_layers) if facts else [],
-        links=links, hops=hops, required=required_links(required),
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        links=links, hops=hops, required=required_links(required), forced=forced,
+        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"))

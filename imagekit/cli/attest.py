@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from imagekit.cli import trustopts
 from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -102,8 +104,11 @@ def attest_cmd(
 @guarded
 def verify_cmd(
     reference: str = typer.Argument(..., help="The image at any endpoint (tag or @digest)."),
-    key: Path = typer.Option(..., "--key", exists=True, dir_okay=False,
-                             help="The project's PUBLIC key (imagekit.pub)."),
+    key: Path = typer.Option(None, "--key", dir_okay=False,
+                             help="A signer's PUBLIC key (imagekit.pub), trusted for every "
+                                  "type; or --trust-key/--trust-policy."),
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     kind: list[str] = typer.Option(["test-result", "promotion", "sbom"], "--type",
                                    help="Attestation types that must be there (repeatable)."),
     require: list[str] = typer.Option([], "--require", metavar="LINK",
@@ -113,12 +118,24 @@ def verify_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
 ) -> None:
-    """Verify every attestation of the digest REF serves. Exit 0 all PASS, 1 a FAIL, 2 error."""
+    """Verify every attestation of the digest REF serves. Bundles of keys that are not trusted
+    are named and ignored (as cosign does); per type the newest trusted statement, by the time
+    signed inside it, decides. Exit 0 all PASS, 1 a FAIL, 2 error."""
     from imagekit.attest.verify import verify_reference
     from imagekit.results import Status
+    from imagekit.trust import TrustPolicy
+    from imagekit.trust.policy import single_key
 
+    ref = _ref(reference)
+    trust = trustopts.load(trust_key, trust_policy)
+    if key is not None:
+        extra = [k for k in single_key(key).keys if trust.by_fingerprint(k.fingerprint) is None]
+        trust = TrustPolicy(keys=[*trust.keys, *extra])
+    if not trust:
+        raise InvalidInput("give the signer's public key: --key PUB, --trust-key PUB, "
+                           "--trust-policy FILE or $IMAGEKIT_TRUST_KEYS")
     with _pool(insecure, ca_file) as pool:
-        report = verify_reference(_ref(reference), key, types=kind, require=require, pool=pool)
+        report = verify_reference(ref, trust, types=kind, require=require, pool=pool)
     if json_output:
         print_json(report)
     else:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from imagekit.cli import trustopts
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.cli.app import app, console, evidence_store, guarded, print_json
 from imagekit.errors import InvalidInput
 
@@ -330,6 +332,8 @@ def cluster_probe(
     keep_pull_secret: bool = typer.Option(False, help="Keep the run's pull Secret (default: "
                                                       "deleted with the Pod)."),
     key: Path = SignKeyOpt,
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
@@ -351,9 +355,13 @@ def cluster_probe(
     existing_dir(probes_dir, "--probes-dir")
     if not any(probes_dir.glob("*.py")):
         raise InvalidInput("--probes-dir holds no probe (*.py)", where=str(probes_dir))
+    trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
     # NAME or REF, one resolver: `sglang` is the spec's image, never docker.io/library/sglang
-    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile)
+    # (with --trust-key, a NAME this store has no build of: the profile's staging tag,
+    # verified by the statements trusted keys signed about it)
+    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
+                              remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
     found = (resolved.spec, resolved.name, resolved.image) if resolved.image is not None \
         else None
@@ -493,6 +501,8 @@ def cluster_gpu_preflight(
     preflight_arg: list[str] = typer.Option(None, "--preflight-arg", help="With --each-node: "
                                             "an argument for the script (repeatable)."),
     key: Path = SignKeyOpt,
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
@@ -527,8 +537,10 @@ def cluster_gpu_preflight(
     if (cordon_failed or taint_failed or preflight_arg) and not each_node:
         raise InvalidInput("--cordon-failed, --taint-failed and --preflight-arg need "
                            "--each-node")
+    trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    ref = resolve_target(reference, store=store).reference
+    ref = resolve_target(reference, store=store,
+                         remote=trustopts.name_resolver(trust, store)).reference
     client, docker_config = _registry_client(ref.registry)
     with client:
         digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")

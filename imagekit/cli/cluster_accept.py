@@ -12,6 +12,8 @@ from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorO
                                   _finish, _kubeconfig, _parse_pairs, _parse_selector,
                                   _parse_tolerations, _registry_client, _say, _sign_phase,
                                   cluster_app)
+from imagekit.cli import trustopts
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 
@@ -60,11 +62,14 @@ def cluster_accept(
     spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec"),
     profile: str = typer.Option(None, help="Spec profile."),
     key: Path = SignKeyOpt,
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
 ) -> None:
-    """Accept an image on the cluster by tag: pin the digest, gate on its image-phase evidence,
+    """Accept an image on the cluster by tag: pin the digest, gate on its image-phase evidence
+    (with --trust-key, where this store has none: the statements trusted keys signed there),
     precheck the engine Pod, start it (phases live from its log), run the suites from a
     controller Pod through a Service, file everything under the digest, delete it all."""
     from imagekit.acceptance.capabilities import Requirements
@@ -108,13 +113,19 @@ def cluster_accept(
     if platform == "cpu":
         env = {**CPU_ENGINE_ENV, **env}
         args = [*CPU_ENGINE_ARGS, *args]
+    trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile)
+    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
+                              remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
     client, docker_config = _registry_client(ref.registry)
     with client:
         digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
-    image_phase_gate(store, digest, profile=profile)   # exit 1 with the reasons
+    from imagekit.registry import ClientPool
+
+    with ClientPool(trustopts.registry_options(ref.registry)) as reader:
+        image_phase_gate(store, digest, profile=profile, trust=trust,   # exit 1: the reasons
+                         pull=trustopts.puller(trust, ref, reader))
     options = AcceptOptions(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,
         served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,

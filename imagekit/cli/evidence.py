@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
+from imagekit.cli import trustopts
 from imagekit.cli.app import app, console, evidence_store, guarded, print_json
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 evidence_app = typer.Typer(help="Read the evidence store (records keyed by image digest).",
@@ -61,3 +63,53 @@ def list_attempts(
         table.add_row(row["key"][:19], row["kind"], row["attempt_id"], row["status"],
                       row["summary"][:60])
     console.print(table)
+
+
+@evidence_app.command("pull")
+@guarded
+def pull_attested(
+    reference: str = typer.Argument(..., help="The image at a registry (tag or @digest)."),
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
+    evidence_dir: Path = EvidenceDir,
+    insecure: list[str] = typer.Option([], "--insecure", metavar="REGISTRY",
+                                       help="Allow plain HTTP / unverified TLS here."),
+    ca_file: Path = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
+                                 help="Extra CA certificate (PEM) to trust."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Import the statements trusted keys signed about the digest REF serves: each bundle
+    verified (trusted key, subject = served digest, every blob re-hashed) and filed as kind
+    `attested` with its provenance. Other signers' bundles are named and ignored. Exit 1 when
+    a referrer was refused (changed at the registry, about another digest) or unreadable."""
+    import typer as _typer
+
+    from imagekit.attest.pull import pull_attestations
+    from imagekit.oci import ImageReference
+    from imagekit.registry import ClientPool, RegistryOptions
+
+    ref = ImageReference.parse(reference)
+    trust = trustopts.load(trust_key, trust_policy)
+    if not trust:
+        raise InvalidInput("give the keys to trust: --trust-key PUB, --trust-policy FILE or "
+                           "$IMAGEKIT_TRUST_KEYS")
+    store = evidence_store(evidence_dir)
+    options = trustopts.registry_options(ref.registry) if not insecure and ca_file is None \
+        else RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
+    with ClientPool(options) as pool:
+        client = pool.get(ref.registry)
+        digest = ref.digest or client.get_manifest(ref.repository, ref.identifier).digest
+        outcome = pull_attestations(client, ref.repository, digest, trust, store)
+    if json_output:
+        print_json(outcome)
+    else:
+        console.print(f"{ref} -> {digest}: {len(outcome.filed)} filed, "
+                      f"{len(outcome.already)} already here, {len(outcome.ignored)} ignored, "
+                      f"{len(outcome.problems)} unusable", markup=False, soft_wrap=True)
+        for check in outcome.checks:
+            console.print(f"  {check.status.value:8} {check.name}: {check.detail}",
+                          markup=False, soft_wrap=True)
+        for where in outcome.filed:
+            console.print(f"  filed {where}", markup=False, soft_wrap=True)
+    if outcome.problems:
+        raise _typer.Exit(1)

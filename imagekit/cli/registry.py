@@ -6,6 +6,7 @@ password flag on purpose. Plain HTTP is used without flags only for loopback reg
 
 from __future__ import annotations
 
+import functools
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ from typer.core import TyperCommand
 from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
                               show_progress)
 from imagekit.cli.app import progress_for as app_progress
+from imagekit.cli import trustopts
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -241,19 +244,21 @@ class _HopOrderCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _image(text: str, what: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+def _image(text: str, what: str, store, *, trust=None, pool=None) -> ImageReference:  # noqa: ANN001
     """A spec image NAME (its verified build of this spec and lock, pinned by digest:
-    `imagekit.names`, the one resolver) or a REF."""
+    `imagekit.names`, the one resolver; with trust, the profile's staging tag verified by its
+    signed statements when this store has no build) or a REF."""
     from imagekit.names import looks_like_name, resolve_target
 
     if looks_like_name(text):
-        return resolve_target(text, store=store).reference
+        return resolve_target(text, store=store,
+                              remote=trustopts.name_resolver(trust, store, pool)).reference
     return _ref(text, what)
 
 
-def _source(text: str, store) -> ImageReference:  # noqa: ANN001 - an EvidenceStore
+def _source(text: str, store, *, trust=None, pool=None) -> ImageReference:  # noqa: ANN001
     """SOURCE as a spec image NAME or a REF."""
-    return _image(text, "SOURCE", store)
+    return _image(text, "SOURCE", store, trust=trust, pool=pool)
 
 
 def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
@@ -318,6 +323,8 @@ def promote_cmd(
     force: bool = typer.Option(False, "--force", help="Promote despite the evidence gate "
                                                       "(needs --reason; recorded)."),
     reason: str = typer.Option(None, "--reason", help="Why --force (recorded in evidence)."),
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
@@ -326,7 +333,9 @@ def promote_cmd(
     verbose: bool = VerboseOpt,
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
-    --await hops are not copied to but polled until they serve the digest."""
+    --await hops are not copied to but polled until they serve the digest. Where the local
+    evidence has nothing about the digest, --trust-key lets the statements signed at the
+    source decide the gate (named in its reasons)."""
     from imagekit.inputs import positive
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
@@ -347,22 +356,33 @@ def promote_cmd(
     to_ref = _ref(to, "--to") if to is not None else None
     wanted = Platform.parse(platform) if platform else None
     options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
+    trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    source_ref = _source(source, store)
-    gate = _final_hop_gate(enforce, to_ref)
-    with progress_sink(json_output, verbose, "promote") as sink:
-        result, where = run_promote(
-            source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
-            platform=wanted, options=options, progress=sink, gate=gate, force=force,
-            reason=reason,
-            await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval))
+    from imagekit.registry import ClientPool
+
+    with ClientPool(options) as reader:
+        source_ref = _source(source, store, trust=trust, pool=reader)
+        gate = functools.partial(_final_hop_gate(enforce, to_ref), trust=trust,
+                                 pull=trustopts.puller(trust, source_ref, reader))
+        if key is not None:   # the chain will be signed: only over links the evidence holds
+            from imagekit.attest.statements import required_links
+
+            gate = functools.partial(gate, sign_links=required_links())
+        with progress_sink(json_output, verbose, "promote") as sink:
+            result, where = run_promote(
+                source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
+                platform=wanted, options=options, progress=sink, gate=gate, force=force,
+                reason=reason,
+                await_policy=AwaitPolicy(deadline_s=await_deadline,
+                                         interval_s=await_interval))
     attached = []
     if key is not None:
         from imagekit.attest.run import attest_promotion
         from imagekit.registry import ClientPool
 
         with ClientPool(options) as pool:
-            attached = attest_promotion(result, key, store=store, pool=pool, evidence=where)
+            attached = attest_promotion(result, key, store=store, pool=pool, evidence=where,
+                                        trust=trust)
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
 import typer
 
+from imagekit.cli import trustopts
 from imagekit.cli.app import app, console, err_console, guarded, print_json
+from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import CheckFailed, InvalidInput
 
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
@@ -34,6 +37,42 @@ def _check_profile(profile: str | None) -> None:
     load_spec(path).profile(profile)
 
 
+@contextlib.contextmanager
+def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust):  # noqa: ANN001, ANN202
+    """(store, resolution, pull) for a command that reads one image's evidence; with trust, a
+    pull of the statements at REF's registry (a bare DIGEST: the store's own only)."""
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import ImageReference
+    from imagekit.names import looks_like_name
+    from imagekit.registry import ClientPool
+    from imagekit.report.resolve import resolve
+
+    store = EvidenceStore(evidence_dir)
+    text = subject.strip()
+    reference = None
+    if trust and text and not text.startswith(("sha256:", "sha512:")):
+        if looks_like_name(text):
+            from imagekit.names import resolve_target
+
+            target = resolve_target(text, store=store, profile=profile,
+                                    remote=trustopts.name_resolver(trust, store))
+            reference = target.reference
+        else:
+            reference = ImageReference.parse(text)
+    options = trustopts.registry_options(reference.registry) if reference else None
+    with ClientPool(options) as pool:
+        if reference is not None and looks_like_name(text):
+            from imagekit.report.resolve import Resolution
+
+            resolved = Resolution(requested=text, digest=reference.digest, name=text,
+                                  how="name", note=f"{text}: {reference}")
+        else:
+            resolved = resolve(subject, store, profile=profile)
+        if resolved.note:
+            err_console.print(resolved.note, markup=False, soft_wrap=True)
+        yield store, resolved, trustopts.puller(trust, reference, pool)
+
+
 @app.command("report")
 @guarded
 def report_command(
@@ -51,6 +90,8 @@ def report_command(
     profile: str = Profile,
     record: bool = typer.Option(False, "--record", help="Also archive every format as an "
                                 "evidence attempt of kind `report` (append-only)."),
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Report everything the evidence says about one image: versions, base, fix layers, each
@@ -71,6 +112,7 @@ def report_command(
 
         (writable_dir if fmt == "all" or all_images else writable_file)(out, "--out")
     _check_profile(profile)
+    trust = trustopts.load(trust_key, trust_policy)
     store = EvidenceStore(evidence_dir)
     if all_images:
         from imagekit.report.batch import reports_for_spec
@@ -86,12 +128,21 @@ def report_command(
         if any(item.missing for item in results):
             raise typer.Exit(CheckFailed.exit_code)
         return
-    resolved = resolve(subject, store, profile=profile)
-    if resolved.note:
-        err_console.print(resolved.note, markup=False, soft_wrap=True)
-    report = build_report(store, resolved.digest, required=require or None, requested=subject,
-                          name=resolved.name, profile=profile,
-                          resolution=resolved.note or None)
+    if trust:
+        from imagekit.report.chain import report_with_trust
+
+        with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
+            report = report_with_trust(store, resolved.digest, trust, pull,
+                                       required=require or None, requested=subject,
+                                       name=resolved.name, profile=profile,
+                                       resolution=resolved.note or None)
+    else:
+        resolved = resolve(subject, store, profile=profile)
+        if resolved.note:
+            err_console.print(resolved.note, markup=False, soft_wrap=True)
+        report = build_report(store, resolved.digest, required=require or None,
+                              requested=subject, name=resolved.name, profile=profile,
+                              resolution=resolved.note or None)
     if record:
         from imagekit.report.render import record_report
 
@@ -120,20 +171,21 @@ def gate_command(
     subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST"),
     require: list[str] = Require,
     profile: str = Profile,
+    trust_key: list[Path] = TrustKeyOpt,
+    trust_policy: Path = TrustPolicyOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
 ) -> None:
-    """Would the promotion gate let this digest through? Exit 0 yes, 1 no (reasons listed)."""
-    from imagekit.evidence import EvidenceStore
+    """Would the promotion gate let this digest through? Exit 0 yes, 1 no (reasons listed).
+    With --trust-key, a digest this store has no evidence of is decided from the statements
+    trusted keys signed at REF's registry (each reason names its signer and registry)."""
     from imagekit.report import check_promotable
-    from imagekit.report.resolve import resolve
 
     _check_profile(profile)
-    store = EvidenceStore(evidence_dir)
-    resolved = resolve(subject, store, profile=profile)
-    if resolved.note:
-        err_console.print(resolved.note, markup=False, soft_wrap=True)
-    decision = check_promotable(store, resolved.digest, require or None, profile=profile)
+    trust = trustopts.load(trust_key, trust_policy)
+    with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
+        decision = check_promotable(store, resolved.digest, require or None, profile=profile,
+                                    trust=trust, pull=pull)
     if json_output:
         print_json(decision)
     else:
@@ -143,6 +195,10 @@ def gate_command(
             console.print(f"  refused: {reason}", markup=False, soft_wrap=True)
         for warning in decision.warnings:
             console.print(f"  warning: {warning}", markup=False, soft_wrap=True)
+        for source in decision.sources:
+            console.print(f"  source: {source}", markup=False, soft_wrap=True)
+        for ignored in decision.ignored:
+            console.print(f"  ignored: {ignored}", markup=False, soft_wrap=True)
     if not decision.allowed:
         raise typer.Exit(CheckFailed.exit_code)
 

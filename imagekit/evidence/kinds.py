@@ -350,6 +350,11 @@ class GateDecision(BaseModel):
     overridden: bool = False
     override_reason: str | None = None
     override_evidence: str | None = None
+    sources: list[str] = Field(default=[], description="where each fact the decision rests "
+                               "on came from, when it was not measured here: `test-result "
+                               "PASSED, signed by ci 3f2a91c0…, 127.0.0.1:5001/imagekit/x`")
+    ignored: list[str] = Field(default=[], description="signed statements not counted: "
+                               "signed by a key that is not trusted, superseded by a newer one")
 
 
 @register
@@ -451,3 +456,27 @@ class GpuJobResult(EvidenceResult):
     pod_ips: dict[str, str] = {}
     endpoints: list[str] = []
     record_found: bool = False
+
+
+@register
+class AttestedResult(EvidenceResult):
+    """A signed statement read from a registry and verified HERE with a trusted key
+    (`imagekit evidence pull`, or the gate/report when the store lacks evidence of its own):
+    what another machine signed, never what this one measured — no check line of the report
+    and no local gate input comes from it; the gate decides from it only where the store has
+    no evidence of its own, naming the signer in every reason. Subject: the digest the
+    statement is about (= the digest the registry served)."""
+
+    KIND: ClassVar[str] = "attested"
+    kind: Literal["attested"] = "attested"
+    schema_version: Literal[1] = 1
+    registry: str = Field(description="host:port the referrer was read from")
+    repository: str
+    referrer: str = Field(description="digest of the referrer manifest")
+    bundle: str = Field(description="digest of the Sigstore bundle blob (re-hashed)")
+    fingerprint: str = Field(description="sha256:<hex> of the verifying key's SPKI DER")
+    signer: str = Field(description="the trust policy's name for that key when imported")
+    predicate_type: str
+    signed_at: str | None = Field(default=None, description="the time inside the signed "
+                                  "statement (UTC ISO 8601); freshness is decided by it")
+    statement: dict = Field(description="the in-toto statement itself, as signed")

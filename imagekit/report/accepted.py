@@ -27,6 +27,8 @@ class Accepted(BaseModel):
     status: Status
     reason: str
     source: str
+    profile: str | None = None
+    spec_digest: str | None = None
 
 
 def _spec_name(value: object) -> str | None:
@@ -71,13 +73,16 @@ def from_spec(image: str | None, profile: str | None) -> list[Accepted]:
     spec = load_spec(path)
     if profile not in spec.profiles:
         return []
+    import hashlib
+    spec_digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     found = []
     for key, acceptance in spec.profiles[profile].accept.items():
         name, _, check = key.partition(".")
         if name == image:
             found.append(Accepted(check=check, status=Status(acceptance.status),
                                   reason=acceptance.reason,
-                                  source=f"profile {profile} of {path}"))
+                                  source=f"profile {profile} of {path}", profile=profile,
+                                  spec_digest=spec_digest))
     return found
 
 

@@ -52,8 +52,9 @@ from imagekit.report.models import (
 from imagekit.report.required import Requirement, parse_requirements
 from imagekit.results import Status
 
-#: Kinds that are about the gate or the report itself, not checks of the image.
-GATE_KINDS = frozenset({"gate-override", "report"})
+#: Kinds that are about the gate or the report itself, not checks of the image; and `attested`:
+#: statements another machine signed (imagekit.report.trusted decides from those, apart).
+GATE_KINDS = frozenset({"gate-override", "report", "attested"})
 #: Evidence kinds the gate does not judge (they are written by promotion itself).
 NOT_GATE_INPUT = frozenset({"promote", "gate-override"})
 #: A check line standing for an attempt that recorded no checks (e.g. it raised).

@@ -30,21 +30,96 @@ def decide(report: ImageReport) -> GateDecision:
 
 def check_promotable(store: EvidenceStore, digest: Digest | str,
                      required: Iterable[str] | None = None, *,
-                     profile: str | None = None) -> GateDecision:
+                     profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
+                     sign_links: Iterable[str] | None = None) -> GateDecision:
     """Whether `digest` may be promoted. Never raises for a refusal: read `.allowed`.
 
-    A digest the store knows nothing about is refused (no evidence is not a pass). A non-PASS
+    A digest the store knows nothing about is refused (no evidence is not a pass) — unless
+    `trust` (an imagekit.trust.TrustPolicy) is given: then the registry's signed statements
+    decide (`pull(store, digest, trust)` imports them first, imagekit.attest.pull; the
+    decision names the signer and registry of each fact: imagekit.report.trusted). A non-PASS
     status the images spec accepts for this image in its profile (the profile named by the
-    evidence, or `profile`) is a warning with its reason, not a refusal.
+    evidence, or `profile`) is a warning with its reason, not a refusal. `sign_links`: the
+    promotion will be signed over these chain links; each must be held (local or trusted
+    evidence), or the gate refuses (a forced promotion records why and marks the chain).
     """
     digest = Digest.parse(str(digest))
     requirements = [str(r) for r in parse_requirements(required)]
     try:
         report = build_report(store, digest, required=requirements, profile=profile)
     except NotFound:
+        report = None
+    local = list(report.checks) if report is not None else []
+    if _image_phase(local) or (local and not trust):
+        decision, lines = report.gate, local
+    elif trust:
+        decision, lines = _from_registry(store, digest, trust, pull, requirements,
+                                         local=local)
+    else:
+        hint = " (give --trust-key to decide from the statements signed at the registry)" \
+            if trust is None or not trust else ""
         return GateDecision(digest=str(digest), allowed=False, required=requirements,
-                            reasons=[f"no evidence for {digest} in {store.root}"])
-    return report.gate
+                            reasons=[f"no evidence for {digest} in {store.root}{hint}"])
+    if sign_links is not None:
+        decision = _signable(decision, lines, sign_links)
+    return decision
+
+
+#: kinds measured after the image phase (on a cluster, by promotion): a store holding only
+#: these lacks the image's own evidence, which then comes from the registry's statements
+LATER_KIND_PREFIXES = ("cluster-", "accept-", "bench", "engine-startup", "gpu-", "promote",
+                       "gate-override")
+
+
+def _image_phase(lines) -> bool:  # noqa: ANN001
+    return any(not line.kind.startswith(LATER_KIND_PREFIXES) for line in lines)
+
+
+def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requirements,  # noqa: ANN001
+                   exclude_prefixes: tuple[str, ...] = (), local=()):  # noqa: ANN001, ANN202
+    """(decision, the lines it rests on) from the trusted statements about `digest`, beside
+    what this store measured later (`local`: cluster probes…, each line naming its source)."""
+    from imagekit.errors import ImagekitError
+    from imagekit.report.trusted import TEST_RESULT_TYPE, attested_decision, lines_of, \
+        signed_statements
+
+    problems, pulled = [], ""
+    if pull is not None:
+        try:
+            outcome = pull(store, digest, trust)
+            problems, pulled = outcome.problems, f"{outcome.registry}/{outcome.repository}"
+        except ImagekitError as exc:
+            return GateDecision(digest=str(digest), allowed=False, required=requirements,
+                                reasons=[f"no evidence for {digest} in {store.root}, and the "
+                                         f"registry's statements could not be read: "
+                                         f"{exc.one_line()}"]), []
+    local = [line for line in local if not line.kind.startswith(exclude_prefixes)] \
+        if exclude_prefixes else list(local)
+    decision = attested_decision(store, digest, trust, parse_requirements(requirements),
+                                 problems=problems, pulled=pulled,
+                                 exclude_prefixes=exclude_prefixes, local=local)
+    newest = (signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or [None])[0]
+    return decision, (lines_of(newest) if newest is not None else []) + local
+
+
+def _signable(decision: GateDecision, lines, sign_links: Iterable[str]) -> GateDecision:  # noqa: ANN001
+    """Refuse to sign a promotion chain over an image-phase link the evidence does not hold
+    (issue 28: `IMAGEKIT_REQUIRED_LINKS=''` or no evidence must not give a passing chain)."""
+    from imagekit.report.links import LATER_LINKS, of_link
+
+    wanted = [link for link in dict.fromkeys(sign_links) if link not in LATER_LINKS]
+    reasons = []
+    if not list(sign_links):
+        reasons.append("the promotion chain would be signed with no required link "
+                       "(IMAGEKIT_REQUIRED_LINKS is empty): it would prove nothing")
+    for link in wanted:
+        if not any(of_link(line.kind, link) for line in lines):
+            reasons.append(f"cannot sign the promotion chain over link {link}: the evidence "
+                           "holds nothing of it")
+    if not reasons:
+        return decision
+    return decision.model_copy(update={"allowed": False,
+                                       "reasons": [*decision.reasons, *reasons]})
 
 
 def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
@@ -81,19 +156,24 @@ def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
 
 def enforce(store: EvidenceStore, digest: Digest | str, *, force: bool = False,
             reason: str | None = None, required: Iterable[str] | None = None,
-            profile: str | None = None, **context: object) -> GateDecision:
+            profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
+            sign_links: Iterable[str] | None = None, **context: object) -> GateDecision:
     """What `imagekit promote` calls before copying: returns the decision when promotion may go
     ahead (allowed, or refused but forced with a reason — then recorded), raises CheckFailed
-    (exit 1) with every reason on one line when refused and not forced."""
+    (exit 1) with every reason on one line when refused and not forced. `trust`/`pull`: decide
+    from the registry's signed statements where the store has none (check_promotable)."""
     if force and not " ".join((reason or "").split()):
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
-    decision = check_promotable(store, digest, required, profile=profile)
+    decision = check_promotable(store, digest, required, profile=profile, trust=trust,
+                                pull=pull, sign_links=sign_links)
     if decision.allowed:
         return decision
     if force:
         return record_override(store, digest, reason or "", decision=decision, **context)
+    ignored = f" [ignored: {'; '.join(decision.ignored)[:300]}]" if decision.ignored else ""
     raise CheckFailed("promotion refused by the gate: " + "; ".join(decision.reasons)[:1500]
-                      + " — fix the evidence, or --force --reason \"…\"", where=str(digest))
+                      + ignored + " — fix the evidence, or --force --reason \"…\"",
+                      where=str(digest))
 
 
 def _user() -> str:
@@ -110,10 +190,12 @@ ACCEPTANCE_KINDS_PREFIXES = ("accept-", "cluster-accept", "bench", "engine-start
 
 def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
                      required: Iterable[str] | None = None,
-                     profile: str | None = None) -> GateDecision:
+                     profile: str | None = None, trust=None, pull=None  # noqa: ANN001
+                     ) -> GateDecision:
     """What `imagekit cluster accept` asks before it starts an engine: does the image-phase
     evidence (build, probes, images verify, copies — everything but acceptance and load)
-    pass the gate? Raises CheckFailed (exit 1) with every reason when it does not."""
+    pass the gate? Raises CheckFailed (exit 1) with every reason when it does not. Where the
+    store has none and `trust` is given, the registry's trusted statements decide."""
     from imagekit.report.collect import decide as decide_lines
 
     digest = Digest.parse(str(digest))
@@ -121,9 +203,20 @@ def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
     try:
         report = build_report(store, digest, required=requirements, profile=profile)
     except NotFound:
-        raise CheckFailed(f"no image-phase evidence for {digest} in {store.root}: it is not "
-                          "accepted on a cluster before `images verify`", where=str(digest)) \
-            from None
+        report = None
+    if report is None or not _image_phase(report.checks):
+        if not trust:
+            raise CheckFailed(f"no image-phase evidence for {digest} in {store.root}: it is "
+                              "not accepted on a cluster before `images verify` (or give "
+                              "--trust-key to decide from the registry's signed statements)",
+                              where=str(digest))
+        decision, _ = _from_registry(store, digest, trust, pull, requirements,
+                                     exclude_prefixes=ACCEPTANCE_KINDS_PREFIXES,
+                                     local=report.checks if report is not None else ())
+        if not decision.allowed:
+            raise CheckFailed("image-phase evidence does not pass the gate: "
+                              + "; ".join(decision.reasons)[:1500], where=str(digest))
+        return decision
     lines = [line for line in report.checks
              if not line.kind.startswith(ACCEPTANCE_KINDS_PREFIXES)]
     required_here = [o for o in report.required

@@ -45,6 +45,9 @@ def render(report: ImageReport) -> str:
     out.append("**Allowed**" if decision.allowed else "**Refused**")
     out += [f"- refused: {_cell(r)}" for r in decision.reasons]
     out += [f"- warning: {_cell(w)}" for w in decision.warnings]
+    out += [f"- source: {_cell(x)}" for x in decision.sources]
+    out += [f"- ignored: {_cell(x)}" for x in decision.ignored]
+    out += _chain_section(report)
 
     out.append("\n## Summary by evidence kind\n")
     out.append("| kind | PASS | FAIL | DEFERRED | ERROR | accepted | latest evidence |\n"
@@ -247,3 +250,30 @@ def _sbom_section(report: ImageReport) -> list[str]:
 
 def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.4g}"
+
+
+_PHASES = {"image": "Image phase", "hops": "Hops (promotion chain)", "cluster": "Cluster phase",
+           "other": "Other signed statements"}
+
+
+def _chain_section(report: ImageReport) -> list[str]:
+    """`## Signed chain (from the registry)`: every statement a trusted key signed, by phase,
+    each naming its signer — what other machines proved, apart from what this one measured."""
+    if not report.chain:
+        return []
+    out = ["\n## Signed chain (from the registry)\n"]
+    for phase, title in _PHASES.items():
+        mine = [s for s in report.chain if s.phase == phase]
+        out.append(f"### {title}\n")
+        if not mine:
+            out.append("no statement signed by a trusted key\n")
+            continue
+        for item in mine:
+            state = "" if item.current else " (superseded by a newer one)"
+            out.append(f"- **{_cell(item.name)}** signed by {_cell(item.signer)} at "
+                       f"{_cell(item.signed_at or 'an undated time')}, "
+                       f"{_cell(item.registry)}/{_cell(item.repository)} (referrer "
+                       f"`{item.referrer[:19]}…`, `{item.evidence}`){state}")
+            out += [f"  - {_cell(line)}" for line in item.summary]
+        out.append("")
+    return out

@@ -238,6 +238,28 @@ class PreviousBuild(BaseModel):
         return [c for c in self.checks if c.before is None]
 
 
+class SignedStatement(BaseModel):
+    """One statement a trusted key signed about the image, read from a registry (an
+    `attested` attempt): the auditor's chain, phase by phase, each naming its signer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    phase: str = Field(description="image (test-result, sbom), hops (promotion), cluster "
+                       "(cluster-* types), other")
+    predicate_type: str
+    name: str = Field(description="short name: test-result, promotion, sbom, cluster-probe…")
+    signer: str
+    fingerprint: str
+    registry: str
+    repository: str
+    referrer: str
+    signed_at: str | None = None
+    current: bool = Field(default=True, description="False: a newer statement of the same "
+                          "type (by its signed time) supersedes it")
+    summary: list[str] = Field(default=[], description="what it says, one line per fact")
+    evidence: str = Field(description="the attested attempt directory")
+
+
 class ImageReport(BaseModel):
     """Everything the evidence store knows about one image digest, condensed."""
 
@@ -268,6 +290,9 @@ class ImageReport(BaseModel):
     acceptance: list[AcceptanceVerdict] = []
     goodput: list[GoodputPoint] = []
     cluster_starts: list[ClusterStart] = []
+    chain: list[SignedStatement] = Field(default=[], description="statements trusted keys "
+                                         "signed about the image (from the registry), "
+                                         "never what this machine measured")
     previous: PreviousBuild | None = Field(default=None, description="the difference against "
                                            "the previous build of the same image; None when "
                                            "the evidence holds no earlier build of it")

@@ -48,6 +48,10 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.StandinRootfsResult",
     "imagekit.evidence.kinds.StandinBuildResult",
     "imagekit.evidence.kinds.SbomResult",
+    "imagekit.evidence.kinds.AttestedResult",
+    # the trust policy: whose signed statements count (issue 24)
+    "imagekit.trust.policy.TrustedKey",
+    "imagekit.trust.policy.PolicyFile",
     # OCI nouns
     "imagekit.oci.descriptor.Descriptor",
     "imagekit.oci.platform.Platform",

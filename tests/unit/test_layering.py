@@ -26,7 +26,8 @@ CLI = {"cli", "__main__"}
 #: promotion is handed its gate and never imports the report; the schema exporter lists every
 #: model, so it comes last.
 OPERATION_ORDER: tuple[frozenset[str], ...] = (
-    frozenset({"spec", "infra"}),
+    # trust: whose signed statements count (keys, policy); read by names, report, attest
+    frozenset({"spec", "infra", "trust"}),
     frozenset({"standins", "probe", "verify", "launch", "gpu", "acceptance", "promote",
                "sbom"}),
     frozenset({"build", "clusteraccept"}),  # clusteraccept: `cluster accept` (issue 15)

@@ -1,0 +1,85 @@
+"""The trust options every evidence-reading command takes (`--trust-key`, `--trust-policy`,
+`$IMAGEKIT_TRUST_KEYS`, `$IMAGEKIT_TRUST_POLICY`; imagekit.trust.policy), and the registry
+reader the gate, the report and the NAME resolver are handed (imagekit.attest.pull)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from imagekit.oci import ImageReference
+    from imagekit.trust import TrustPolicy
+
+TrustKeyOpt = typer.Option(
+    [], "--trust-key", metavar="PUB", dir_okay=False,
+    help="A signer's PUBLIC key whose signed statements at the registry count where the local "
+         "evidence has none (repeatable; also $IMAGEKIT_TRUST_KEYS, os.pathsep-separated).")
+TrustPolicyOpt = typer.Option(
+    None, "--trust-policy", metavar="FILE", dir_okay=False,
+    help="Trust policy (YAML/TOML): per key a name, the predicate types and promotion links "
+         "it may vouch for, whether its acceptances count (docs/attest.md; also "
+         "$IMAGEKIT_TRUST_POLICY).")
+
+
+def load(trust_key: list[Path] | None, trust_policy: Path | None) -> "TrustPolicy":
+    """The trust policy (empty when nothing is trusted). Bad input: one line, exit 2."""
+    from imagekit.trust import load_trust
+
+    return load_trust(list(trust_key or []), trust_policy)
+
+
+def registry_options(registry: str, base: Any = None) -> Any:
+    """RegistryOptions for reading one registry: `base` when the command has its own (promote:
+    --insecure/--ca-file), else infra's CA and docker config for its loopback registries."""
+    if base is not None:
+        return base
+    from imagekit.report.resolve import _registry_options
+
+    return _registry_options(registry)
+
+
+def puller(trust: "TrustPolicy", reference: "ImageReference | None", pool: Any) -> Any:
+    """pull(store, digest, trust) reading `reference`'s endpoint; None without trust or an
+    endpoint (a bare DIGEST: only what is already in the store counts)."""
+    if not trust or reference is None:
+        return None
+    from imagekit.attest.pull import puller as make
+
+    return make(pool, reference)
+
+
+def name_resolver(trust: "TrustPolicy | None", store: Any, pool: Any = None) -> Any:
+    """For `imagekit.names.resolve_target(remote=…)`: a spec NAME with no build in this store
+    resolves to the profile's staging tag at the registry, verified by a test-result statement
+    a trusted key signed about the digest it serves (pulled into the store). None without
+    trust."""
+    if not trust:
+        return None
+
+    def resolve(reference: "ImageReference") -> tuple[Any, str]:
+        from imagekit.attest.pull import pull_attestations
+        from imagekit.errors import InvalidInput
+        from imagekit.registry import ClientPool
+        from imagekit.report.trusted import TEST_RESULT_TYPE, signed_statements
+
+        own = pool is None
+        readers = pool or ClientPool(registry_options(reference.registry))
+        try:
+            client = readers.get(reference.registry)
+            digest = client.resolve_tag(reference.repository, reference.tag or "latest")
+            outcome = pull_attestations(client, reference.repository, digest, trust, store)
+        finally:
+            if own:
+                readers.close()
+        newest = (signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or [None])[0]
+        if newest is None:
+            problems = "; ".join(f"{c.name}: {c.detail}" for c in outcome.problems)[:300]
+            raise InvalidInput(f"{reference} serves {digest}, but no test-result statement "
+                               f"signed by a trusted key ({trust.names()}) is about it"
+                               + (f" ({problems})" if problems else ""), where=str(reference))
+        return digest, f"{reference} -> {digest}, verified by the test-result {newest.source}"
+
+    return resolve

@@ -1,0 +1,130 @@
+"""The auditor's chain: `imagekit report REF --trust-key …` renders what trusted keys signed
+about the image at the registry — image phase (test-result, SBOM), hops (the promotion
+chain) and cluster phase (any `cluster-*` predicate type), each statement naming its signer —
+beside whatever this store measured itself, and the same gate decision `promote` would reach.
+
+Any predicate type renders: a generic summary of its predicate (`result`/`status`/`verdict`,
+counts of lists, the first scalar facts), so the cluster statements other commands sign show
+up without this module knowing their shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from imagekit.errors import NotFound
+from imagekit.evidence import EvidenceStore
+from imagekit.oci.digest import Digest
+from imagekit.report.collect import build_report
+from imagekit.report.models import ImageReport, SignedStatement
+from imagekit.report.trusted import Signed, signed_statements
+from imagekit.results import Status
+from imagekit.trust.policy import TrustPolicy, short_type
+
+def phase_of(predicate_type: str) -> str:
+    name = short_type(predicate_type)
+    if name in ("test-result", "sbom"):
+        return "image"
+    if name == "promotion":
+        return "hops"
+    if name.startswith(("cluster-", "gpu-")):
+        return "cluster"
+    return "other"
+
+
+def summarize(predicate_type: str, statement: dict) -> list[str]:
+    """A few lines of what a statement says (generic for unknown types)."""
+    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) \
+        else {}
+    name = short_type(predicate_type)
+    if name == "test-result":
+        out = [f"result {predicate.get('result')}: {len(predicate.get('passedTests') or [])} "
+               f"passed, {len(predicate.get('warnedTests') or [])} warned, "
+               f"{len(predicate.get('failedTests') or [])} failed"]
+        out += [f"failed: {t}" for t in (predicate.get("failedTests") or [])[:10]]
+        for entry in (predicate.get("acceptances") or [])[:10]:
+            if isinstance(entry, dict):
+                out.append(f"accepted {entry.get('test')} {entry.get('status')} (profile "
+                           f"{entry.get('profile')}, spec {str(entry.get('spec_digest'))[:19]}):"
+                           f" {entry.get('reason')}")
+        return out
+    if name == "promotion":
+        out = [f"link {link.get('name')}: {link.get('status')} — {link.get('detail', '')}"[:300]
+               for link in predicate.get("links") or [] if isinstance(link, dict)]
+        out += [f"hop {hop.get('endpoint')}: verified={hop.get('verified')}"
+                for hop in predicate.get("hops") or [] if isinstance(hop, dict)]
+        out.append(f"required: {', '.join(map(str, predicate.get('required') or [])) or 'none'}")
+        if predicate.get("forced"):
+            out.append(f"FORCED past the gate: {predicate['forced']}"[:300])
+        return out
+    if name == "sbom":
+        components = predicate.get("components")
+        return [f"{len(components) if isinstance(components, list) else 0} components "
+                f"({predicate.get('bomFormat', 'CycloneDX')} {predicate.get('specVersion', '')})"]
+    out = []
+    for field in ("result", "status", "verdict", "cluster", "node", "imageID", "image_id"):
+        if isinstance(predicate.get(field), (str, int, float, bool)):
+            out.append(f"{field}: {predicate[field]}")
+    for field, value in predicate.items():
+        if len(out) >= 12:
+            break
+        if isinstance(value, list):
+            out.append(f"{field}: {len(value)} item(s)")
+        elif isinstance(value, dict) and field not in ("metadata",):
+            statuses = [v.get("status") for v in value.values() if isinstance(v, dict)]
+            if statuses:
+                out.append(f"{field}: " + ", ".join(f"{k} {v.get('status')}" for k, v in
+                                                   value.items() if isinstance(v, dict))[:300])
+        elif field not in ("result", "status", "verdict", "cluster", "node", "imageID",
+                           "image_id") and isinstance(value, (str, int, float, bool)):
+            out.append(f"{field}: {value}"[:200])
+    return out or ["(no summary for this predicate type; the statement is in the evidence)"]
+
+
+def _statement(item: Signed, current: bool) -> SignedStatement:
+    result = item.result
+    return SignedStatement(
+        phase=phase_of(result.predicate_type), predicate_type=result.predicate_type,
+        name=short_type(result.predicate_type), signer=item.key.label,
+        fingerprint=result.fingerprint, registry=result.registry,
+        repository=result.repository, referrer=result.referrer, signed_at=result.signed_at,
+        current=current, summary=summarize(result.predicate_type, result.statement),
+        evidence=item.where)
+
+
+def chain_of(store: EvidenceStore, digest: Digest | str, trust: TrustPolicy
+             ) -> list[SignedStatement]:
+    by_type, _ = signed_statements(store, digest, trust)
+    order = {"image": 0, "hops": 1, "cluster": 2, "other": 3}
+    found = [_statement(item, index == 0) for items in by_type.values()
+             for index, item in enumerate(items)]
+    return sorted(found, key=lambda s: (order[s.phase], s.name, not s.current,
+                                        s.signed_at or ""))
+
+
+def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPolicy, pull,  # noqa: ANN001
+                      *, required: Iterable[str] | None = None, requested: str = "",
+                      name: str | None = None, profile: str | None = None,
+                      resolution: str | None = None) -> ImageReport:
+    """The report of what this store holds plus the chain trusted keys signed (pulled from
+    the registry first), with the gate decision `promote` would reach here."""
+    from imagekit.report.gate import check_promotable
+
+    digest = Digest.parse(str(digest))
+    decision = check_promotable(store, digest, required, profile=profile, trust=trust,
+                                pull=pull)   # pulls the statements into the store first
+    try:
+        report = build_report(store, digest, required=required, requested=requested,
+                              name=name, profile=profile, resolution=resolution)
+    except NotFound:
+        raise NotFound(f"no evidence for {digest} in {store.root}, and no statement signed by "
+                       f"a trusted key ({trust.names()}) at the registry: "
+                       + "; ".join(decision.reasons)[:600], where=str(store.root)) from None
+    chain = chain_of(store, digest, trust)
+    status = report.status
+    if not report.checks:   # nothing measured here: the signed chain's verdict
+        status = Status.PASS if decision.allowed and not decision.warnings else \
+            Status.DEFERRED if decision.allowed else Status.FAIL
+        if not any(s.name == "test-result" for s in chain):
+            status = Status.ERROR
+    return report.model_copy(update={"gate": decision, "chain": chain, "status": status})
