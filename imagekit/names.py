@@ -115,8 +115,9 @@ def resolve_target(text: str, *, spec=None, spec_path: Path | None = None,  # no
         record = latest_build(text, profile_name, store or EvidenceStore(), cache_key=wanted)
         if (record is None or record.reference is None or record.digest is None) and \
                 remote is not None:
-            resolved = resolve_image(spec, text, profile_name)
-            tag = ImageReference.parse(f"{resolved.staging_repository}:{wanted[:16]}")
+            staging = spec.profile(profile_name)[1].staging
+            tag = ImageReference.parse(f"{staging}/{spec.images[text].repository}:"
+                                       f"{wanted[:16]}")
             digest, note = remote(tag)
             return Target(given=given, reference=tag.with_digest(digest), name=text,
                           image=spec.images[text], spec=spec, digest=digest, local_tag=None,

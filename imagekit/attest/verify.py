@@ -78,13 +78,12 @@ def verify_trusted(data: bytes, trust: TrustPolicy) -> tuple[dict, TrustedKey]:
                 failure = exc
         raise EnvelopeError(f"signed with the key hint of {named[0].label}, but the signature "
                             f"does not verify with it ({failure}): changed at the registry")
-    if hint is None:
-        for key in trust.keys:
-            try:
-                return verify_envelope(envelope, key.public_key), key
-            except EnvelopeError as exc:
-                if "no signature verifies" not in str(exc):
-                    raise
+    for key in trust.keys:   # no hint, or one another tool spelled otherwise: try each key
+        try:
+            return verify_envelope(envelope, key.public_key), key
+        except EnvelopeError as exc:
+            if "no signature verifies" not in str(exc):
+                raise
     raise Untrusted(f"key hint {hint[:12]}…" if hint else "no key hint, and no trusted key "
                     "verifies it")
 
@@ -126,7 +125,10 @@ def read_attestations(client: RegistryClient, repository: str, digest: Digest,
             layer = Digest.parse(layers[0]["digest"])
             try:
                 data = client.get_blob_bytes(repository, layer, layers[0].get("size"))
-            except DigestMismatch:
+            except DigestMismatch as exc:
+                if "truncated" in exc.message:   # no evidence from it, named (issue 24)
+                    raise EnvelopeError(f"bundle blob {layer} is truncated at the registry "
+                                        f"({exc.message.split(': ', 1)[-1]})") from None
                 raise EnvelopeError(f"bundle blob {layer} does not hash to its digest "
                                     "(changed at the registry)") from None
             statement, signer = verify_trusted(data, trust)

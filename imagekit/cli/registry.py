@@ -394,6 +394,11 @@ def promote_cmd(
     if result.digest_changed:
         console.print(f"note: {result.digest_changed}", markup=False, soft_wrap=True)
     console.print(f"promoted {result.digest}", markup=False, soft_wrap=True)
+    gate_info = result.gate if isinstance(result.gate, dict) else {}
+    for source in gate_info.get("sources") or []:
+        console.print(f"  gate source: {source}", markup=False, soft_wrap=True)
+    for ignored in gate_info.get("ignored") or []:
+        console.print(f"  gate ignored: {ignored}", markup=False, soft_wrap=True)
     for hop in result.hops:
         if hop.mode == "await":
             console.print(f"  {hop.endpoint}: awaited, verified={hop.verified} "

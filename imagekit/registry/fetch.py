@@ -229,6 +229,9 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                         yield data
                 finally:
                     response.close()
+    if size is not None and position < size:   # cut short: said so, not "changed"
+        raise DigestMismatch(f"blob is truncated: {position} of its descriptor's {size} bytes",
+                             where=where)
     if hasher.hexdigest() != digest.hex:
         raise DigestMismatch(f"blob content hashes to {digest.algorithm}:{hasher.hexdigest()}, "
                              "not its digest", where=where)

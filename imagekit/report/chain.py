@@ -110,9 +110,18 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
     the registry first), with the gate decision `promote` would reach here."""
     from imagekit.report.gate import check_promotable
 
+    from imagekit.errors import ImagekitError
+
     digest = Digest.parse(str(digest))
+    pulled = None
+    if pull is not None:   # the chain is shown whatever the store holds itself: pull once
+        try:
+            outcome = pull(store, digest, trust)
+            pulled = lambda *_: outcome  # noqa: E731 - the gate reads the same pull
+        except ImagekitError:
+            pulled = pull                # the gate says why, in its reasons
     decision = check_promotable(store, digest, required, profile=profile, trust=trust,
-                                pull=pull)   # pulls the statements into the store first
+                                pull=pulled)
     try:
         report = build_report(store, digest, required=required, requested=requested,
                               name=name, profile=profile, resolution=resolution)

@@ -83,11 +83,12 @@ def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requiremen
     from imagekit.report.trusted import TEST_RESULT_TYPE, attested_decision, lines_of, \
         signed_statements
 
-    problems, pulled = [], ""
+    problems, pulled, ignored = [], "", []
     if pull is not None:
         try:
             outcome = pull(store, digest, trust)
             problems, pulled = outcome.problems, f"{outcome.registry}/{outcome.repository}"
+            ignored = list(getattr(outcome, "ignored", []) or [])
         except ImagekitError as exc:
             return GateDecision(digest=str(digest), allowed=False, required=requirements,
                                 reasons=[f"no evidence for {digest} in {store.root}, and the "
@@ -98,6 +99,9 @@ def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requiremen
     decision = attested_decision(store, digest, trust, parse_requirements(requirements),
                                  problems=problems, pulled=pulled,
                                  exclude_prefixes=exclude_prefixes, local=local)
+    if ignored:
+        decision = decision.model_copy(update={"ignored": [
+            *(f"{x} ({pulled})" for x in ignored), *decision.ignored]})
     newest = (signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or [None])[0]
     return decision, (lines_of(newest) if newest is not None else []) + local
 

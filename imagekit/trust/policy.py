@@ -340,7 +340,9 @@ def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
     return TrustPolicy(keys=keys)
 
 
-def single_key(path: Path, name: str = "key") -> TrustPolicy:
-    """`imagekit verify --key PUB`: that one key, trusted for everything."""
-    public = load_trusted_public(path)
-    return TrustPolicy(keys=[_key(public, name=name, source=f"--key {path}")])
+def single_key(path: Path, name: str | None = None) -> TrustPolicy:
+    """`imagekit verify --key PUB`: that one key, trusted for everything (named by the file's
+    stem, as a --trust-key is)."""
+    public = load_trusted_public(Path(path))
+    return TrustPolicy(keys=[_key(public, name=name or _stem_name(Path(path)),
+                                  source=f"--key {path}")])

@@ -351,3 +351,32 @@ def test_image_phase_gate_and_signing_links(ci, tmp_path):
                                sign_links=["base-identity", "build"])
     assert not lacking.allowed and "link base-identity" in "; ".join(lacking.reasons)
     assert not check_promotable(store, DIGEST, trust=trust, sign_links=[]).allowed
+
+
+@pytest.mark.parametrize("argv", [
+    ["promote", "127.0.0.1:1/x:1", "--to", "127.0.0.1:1/y:1"],
+    ["gate", "127.0.0.1:1/x:1"],
+    ["report", "127.0.0.1:1/x:1"],
+    ["verify", "127.0.0.1:1/x:1"],
+    ["evidence", "pull", "127.0.0.1:1/x:1"],
+    ["cluster", "accept", "127.0.0.1:1/x:1"],
+    ["cluster", "probe", "127.0.0.1:1/x:1"],
+    ["cluster", "gpu-preflight", "127.0.0.1:1/x:1"],
+])
+def test_every_command_refuses_a_trust_key_that_is_not_a_public_key(argv, ci, tmp_path,
+                                                                     monkeypatch):
+    """One line, exit 2, before any registry or cluster is asked (127.0.0.1:1 answers
+    nothing: reaching it would be a different error)."""
+    from typer.testing import CliRunner
+
+    from imagekit.cli import app
+
+    monkeypatch.setenv("IMAGEKIT_EVIDENCE_DIR", str(tmp_path / "ev"))
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    done = CliRunner().invoke(app, [*argv, "--trust-key", str(ci[0])])
+    assert done.exit_code == 2, done.output
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("imagekit: error: not a PEM public key")
+    monkeypatch.setenv("IMAGEKIT_TRUST_KEYS", str(tmp_path / "absent.pub"))
+    done = CliRunner().invoke(app, argv)
+    assert done.exit_code == 2 and "cannot read the trust key" in done.output, done.output

@@ -90,3 +90,36 @@ def test_unknown_name_is_bad_input_for_every_command(builds) -> None:
     for args in (["gate", "nosuch"], ["report", "nosuch"], ["verify-copy", "nosuch", "sglang"]):
         done = run(*args, "--evidence-dir", str(store.root))
         assert done.exit_code == 2 and "not an image of the spec" in done.output, args
+
+
+def test_a_name_without_a_local_build_resolves_from_the_registry_when_trusted(
+        builds, tmp_path) -> None:
+    """issue 24: on a machine whose store has no build, a NAME is the tag the profile's build
+    pushes to staging (`<staging>/<repository>:<build key[:16]>`), resolved and verified by
+    the resolver the CLI hands in; without one it stays bad input naming what to do."""
+    from imagekit.errors import InvalidInput
+    from imagekit.names import resolve_target
+
+    empty = EvidenceStore(tmp_path / "empty")
+    asked = []
+    served = Digest("sha256", "c" * 64)
+
+    def remote(tag):
+        asked.append(str(tag))
+        return served, f"{tag} -> {served}, verified by the test-result signed by ci"
+
+    target = resolve_target("sglang", spec_path=REPO / "dockerfiles" / "images.toml",
+                            store=empty, remote=remote)
+    assert asked == ["127.0.0.1:5001/imagekit/sglang:" + "a" * 16]
+    assert target.digest == served and target.reference.digest == served
+    assert "signed by ci" in target.note
+    with pytest.raises(InvalidInput, match="no verified"):
+        resolve_target("sglang", spec_path=REPO / "dockerfiles" / "images.toml", store=empty)
+
+    def unverified(tag):
+        raise InvalidInput(f"{tag} serves {served}, but no test-result statement signed by a "
+                           "trusted key is about it")
+
+    with pytest.raises(InvalidInput, match="no test-result statement signed by a trusted"):
+        resolve_target("sglang", spec_path=REPO / "dockerfiles" / "images.toml", store=empty,
+                       remote=unverified)
