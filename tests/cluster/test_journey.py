@@ -26,7 +26,7 @@ from imagekit.clusteraccept import rehearsal as step
 from .helpers import NODE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
-              pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
+              pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def ik(*args: str, store: Path, timeout: int = 900) -> subprocess.CompletedProcess:
