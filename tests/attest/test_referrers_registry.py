@@ -158,3 +158,25 @@ def test_promote_carries_attestations_api_then_tag_schema_then_api(
     assert done.returncode == 0, done.stdout + done.stderr
     names = {c["name"]: c["status"] for c in json.loads(done.stdout)["checks"]}
     assert names["link hops"] == "PASS" and names["link base-identity"] == "PASS"
+
+
+@pytest.mark.parametrize("which", ["referrers", "crane"])
+def test_imagekit_pushes_a_blob_in_several_chunks_to_go_containerregistrys_registry(
+        which, api, crane_registry):
+    """go-containerregistry's registry (the referrers-API one, and `crane registry serve`)
+    answers PATCH with 204 and takes a second PATCH only with a Content-Range naming where it
+    starts (without: 400 "Stream uploads after first write are not allowed"): a 300 kB layer
+    in 64 KiB chunks goes up, is committed and reads back by digest."""
+    from imagekit.registry import RegistryClient, RegistryOptions
+    from tests.registry.settings import FAST_RETRY
+
+    address = api if which == "referrers" else crane_registry
+    repo = f"chunks/{uuid.uuid4().hex[:10]}"
+    options = RegistryOptions(chunk_size=64 * 1024, retry=FAST_RETRY)
+    with RegistryClient(address, options) as client:
+        image = push_image(client, repo, "v1", [layer_tar(305, 300_000)], compression="none")
+        (layer,) = image.layer_digests
+        assert len(image.layer_blobs[0]) > 4 * 64 * 1024
+        assert client.get_blob_bytes(repo, layer, len(image.layer_blobs[0])) == \
+            image.layer_blobs[0]
+        assert client.get_manifest(repo, "v1").digest == image.digest
