@@ -319,14 +319,18 @@ def rehearsal(
                                  store=step.store_dir(actors, "release"))
             if code == 0:
                 promoted[name] = hops[-1]
-                if cluster:   # the operator: an empty store, its own key
+                # the operator: an empty store, its own key. Acceptance first: its gate then
+                # decides from the registry's signed image phase; the operator's own probe
+                # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
+                # otherwise be the local evidence it decides from
+                if cluster and image.engine == "vllm":
+                    _accept_step(runner, attempt, name, hops[-1], profile_name, actors)
+                if cluster:
                     runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
                                "--expect-digest", str(build.digest), "--profile", profile_name,
                                *step.trust_args(actors, "ci", "release"),
                                *step.sign_args(actors, "operator"),
                                store=step.store_dir(actors, "operator"))
-                if cluster and image.engine == "vllm":
-                    _accept_step(runner, attempt, name, hops[-1], profile_name, actors)
         # the auditor: a fourth, empty store, trusting all three; the reports from the registry
         auditor = step.store_dir(actors, step.AUDITOR)
         for name, reference in promoted.items():
