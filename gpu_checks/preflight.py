@@ -28,6 +28,14 @@ Exit status: 0 PASS, 1 FAIL (or a requested check that could not run: DEFERRED),
 Test-only fault hooks (never set them in a real run; a record made with one is always FAIL):
   PREFLIGHT_TEST_WRONG_RANK=<r>  rank r contributes one wrong element to the all-reduce check
   PREFLIGHT_TEST_NAN=<r>         rank r's matmul output gets a NaN after the product
+  PREFLIGHT_TEST_DELAY_US=<us>   every timed ncclAllReduce call waits <us> more on the host (the
+                                 injected slowdown: small-message-time must FAIL on its interval)
+
+Timed checks (matmul-rate, small-message-time, bandwidth-verdict, nvml-clock-events) repeat their
+measurement --repeats (5) times in independent cycles, as nccl-tests -N does, and judge the
+median of the cycles with its order-statistic interval (imagekit/stats.py, embedded below): FAIL
+only when the whole interval is past the bound, PASS "within noise" when it straddles it,
+DEFERRED when too few cycles give no interval. Every cycle's value is in the record.
 """
 
 from __future__ import annotations
@@ -56,12 +64,449 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+# ---- begin imagekit/stats.py (verbatim; tests/unit/test_stats.py keeps it equal) ----
+_STATS_SOURCE = r'''"""Noise-aware verdicts: a robust statistic, its distribution-free interval, a 3-way rule.
+
+Standard library only, no imagekit import: `gpu_checks/preflight.py` (torch only, shipped alone
+as a ConfigMap) carries a verbatim copy of this file between its "begin/end imagekit/stats.py"
+markers, and tests/unit/test_stats.py::test_preflight_carries_this_module_verbatim keeps the two
+equal.
+
+The statistic of a repeated measurement is the MEDIAN of its cycles (not the lowest: the lowest
+of K cycles drifts down as K grows and hides a slow majority; the median does neither). Its
+interval is the order-statistic (binomial) interval of the median: (x(k), x(n+1-k)) for the
+largest k whose coverage 1 - 2 P(Bin(n, 1/2) < k) is still >= the confidence. It assumes only
+independent cycles, no distribution. At confidence 0.9 it needs 5 samples ((min, max), 93.75 %);
+fewer is DEFERRED with the reason, never a PASS.
+
+Two distributions (a run against a previous one) are compared by the Hodges-Lehmann shift of
+log(sample) (so a ratio of typical values) with its Mann-Whitney interval: the k-th smallest
+and largest of the n*m pairwise log-ratios, k from the exact Mann-Whitney U distribution (normal
+approximation above 10 000 pairs).
+
+The 3-way rule against a bound: FAIL only when the whole interval is past the bound; PASS when
+the whole interval is inside; NOISE (straddling: reported as PASS with a "within noise" note,
+never blocking) otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Literal
+
+CONFIDENCE = 0.90
+STATISTIC = "median of cycles"
+INTERVAL = "order-statistic (binomial) interval of the median"
+SHIFT_INTERVAL = "Hodges-Lehmann ratio with its Mann-Whitney interval"
+
+Band = Literal["PASS", "NOISE", "FAIL", "DEFERRED"]
+
+
+def check_repeats(value: Any, what: str = "--repeats") -> int:
+    """An int >= 1, else ValueError naming `what` (callers turn it into one line, exit 2)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value), 10)
+        except ValueError:
+            raise ValueError(f"{what} must be a whole number >= 1, not {value!r}") from None
+    if value < 1:
+        raise ValueError(f"{what} must be >= 1, not {value}")
+    return value
+
+
+def check_confidence(value: Any, what: str = "--confidence") -> float:
+    """A float strictly between 0 and 1, else ValueError naming `what`."""
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number in (0, 1), not {value!r}") from None
+    if not (0.0 < c < 1.0) or math.isnan(c):
+        raise ValueError(f"{what} must be in (0, 1) exclusive, not {value}")
+    return c
+
+
+def median(xs: Iterable[float]) -> float:
+    s = sorted(xs)
+    if not s:
+        raise ValueError("median of no samples")
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2.0
+
+
+def _binom_cdf_half(k: int, n: int) -> float:
+    """P(Bin(n, 1/2) <= k)."""
+    if k < 0:
+        return 0.0
+    return sum(math.comb(n, i) for i in range(min(k, n) + 1)) / 2.0 ** n
+
+
+def median_rank(n: int, confidence: float) -> tuple[int, float] | None:
+    """(k, coverage) of the widest-needed symmetric order-statistic interval (x(k), x(n+1-k))
+    whose coverage is >= confidence, or None when even (min, max) covers less."""
+    best = None
+    for k in range(1, n // 2 + 1):
+        coverage = 1.0 - 2.0 * _binom_cdf_half(k - 1, n)
+        if coverage >= confidence:
+            best = (k, coverage)
+        else:
+            break
+    return best
+
+
+def min_samples(confidence: float) -> int:
+    """Fewest cycles whose (min, max) covers the median at `confidence`."""
+    n = 1
+    while median_rank(n, confidence) is None:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A repeated measurement: every sample, the median, its interval and coverage."""
+
+    samples: list[float]
+    n: int
+    statistic: float | None
+    low: float | None
+    high: float | None
+    coverage: float | None
+    confidence: float
+    why: str | None = None  # set when there are too few samples for an interval
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(samples: Iterable[float], confidence: float = CONFIDENCE) -> Summary:
+    xs = [float(x) for x in samples if x is not None and math.isfinite(float(x))]
+    s = sorted(xs)
+    n = len(s)
+    stat = median(s) if s else None
+    rank = median_rank(n, confidence) if n else None
+    if rank is None:
+        need = min_samples(confidence)
+        return Summary(xs, n, stat, None, None, None, confidence,
+                       why=f"{n} sample(s): an interval of the median at {confidence:.0%} "
+                           f"confidence needs at least {need}")
+    k, coverage = rank
+    return Summary(xs, n, stat, s[k - 1], s[n - k], coverage, confidence)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A summary against a bound: band PASS / NOISE / FAIL / DEFERRED, and a readable line."""
+
+    band: Band
+    bound: float
+    better: Literal["lower", "higher"]
+    summary: Summary
+    text: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        """The check status: NOISE is a PASS (with the note in `text`); it never blocks."""
+        return "PASS" if self.band == "NOISE" else self.band
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"band": self.band, "bound": self.bound, "better": self.better,
+               "statistic_definition": STATISTIC, "interval_definition": INTERVAL}
+        out.update(self.summary.as_dict())
+        out.update(self.extra)
+        return out
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def judge(samples: Iterable[float] | Summary, bound: float, better: Literal["lower", "higher"],
+          confidence: float = CONFIDENCE, unit: str = "") -> Judged:
+    """The 3-way rule. better='lower': the value must be <= bound (a time ratio);
+    better='higher': >= bound (a rate floor)."""
+    s = samples if isinstance(samples, Summary) else summarize(samples, confidence)
+    if s.low is None or s.high is None:
+        return Judged("DEFERRED", bound, better, s, f"too few samples to judge: {s.why}")
+    span = (f"median {fmt(s.statistic)}{unit} over {s.n} cycles, "
+            f"{s.coverage:.0%} interval [{fmt(s.low)}, {fmt(s.high)}]{unit}")
+    op = "<=" if better == "lower" else ">="
+    if better == "lower":
+        inside, past = s.high <= bound, s.low > bound
+    else:
+        inside, past = s.low >= bound, s.high < bound
+    if past:
+        return Judged("FAIL", bound, better, s, f"{span}: the whole interval misses "
+                                                f"{op} {fmt(bound)}{unit}")
+    if inside:
+        return Judged("PASS", bound, better, s, f"{span} {op} {fmt(bound)}{unit}")
+    return Judged("NOISE", bound, better, s, f"{span} straddles the bound {fmt(bound)}{unit}: "
+                                             "within noise (not a FAIL)")
+
+
+# ---------------------------------------------------------------- two distributions
+
+
+def _mw_counts(n: int, m: int) -> list[int]:
+    """Number of arrangements giving each Mann-Whitney U = 0..n*m (no ties): the coefficients
+    of the Gaussian binomial [n+m choose n]_q."""
+    # product over i=1..n of (1 - q^(m+i)) / (1 - q^i), as exact integer polynomials
+    poly = [1]
+    for i in range(1, n + 1):
+        # multiply by (1 - q^(m+i))
+        grown = poly + [0] * (m + i)
+        for j, c in enumerate(poly):
+            grown[j + m + i] -= c
+        # divide by (1 - q^i): running sum with stride i
+        for j in range(i, len(grown)):
+            grown[j] += grown[j - i]
+        poly = grown[: n * m + 1] if len(grown) > n * m + 1 else grown
+    return poly[: n * m + 1]
+
+
+def _mw_lower_k(n: int, m: int, confidence: float) -> int:
+    """The largest k with P(U <= k - 1) <= (1 - confidence)/2 (0 when none: too few)."""
+    alpha = (1.0 - confidence) / 2.0
+    if n * m <= 10000:
+        counts = _mw_counts(n, m)
+        total = math.comb(n + m, n)
+        cum, k = 0, 0
+        for u, c in enumerate(counts):
+            cum += c
+            if cum / total <= alpha:
+                k = u + 1
+            else:
+                break
+        return k
+    mu = n * m / 2.0
+    sigma = math.sqrt(n * m * (n + m + 1) / 12.0)
+    z = _norm_ppf(1.0 - alpha)
+    return max(0, int(math.floor(mu - z * sigma)))
+
+
+def _norm_ppf(p: float) -> float:
+    """Inverse standard normal CDF (bisection on erf; plenty for interval widths)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class Shift:
+    """current / baseline as a ratio of typical values, with its interval."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+    n_baseline: int
+    n_current: int
+    baseline_median: float | None
+    current_median: float | None
+    why: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["definition"] = SHIFT_INTERVAL
+        return out
+
+
+def ratio_shift(baseline: Iterable[float], current: Iterable[float],
+                confidence: float = CONFIDENCE) -> Shift:
+    """Hodges-Lehmann estimate of current/baseline (median of all pairwise ratios) and its
+    distribution-free Mann-Whitney interval. Samples must be > 0 (times, rates)."""
+    a = [float(x) for x in baseline if x is not None and float(x) > 0 and math.isfinite(x)]
+    b = [float(x) for x in current if x is not None and float(x) > 0 and math.isfinite(x)]
+    med_a = median(a) if a else None
+    med_b = median(b) if b else None
+    if not a or not b:
+        return Shift(None, None, None, confidence, len(a), len(b), med_a, med_b,
+                     why=f"{len(a)} baseline and {len(b)} current sample(s)")
+    logs = sorted(math.log(y) - math.log(x) for x in a for y in b)
+    est = math.exp(median(logs))
+    k = _mw_lower_k(len(a), len(b), confidence)
+    if k < 1:
+        return Shift(est, None, None, confidence, len(a), len(b), med_a, med_b,
+                     why=f"{len(a)} baseline and {len(b)} current samples are too few for a "
+                         f"{confidence:.0%} interval of the shift")
+    return Shift(est, math.exp(logs[k - 1]), math.exp(logs[len(logs) - k]), confidence,
+                 len(a), len(b), med_a, med_b)
+
+
+def judge_shift(shift: Shift, bound: float, better: Literal["lower", "higher"] = "lower"
+                ) -> tuple[Band, str]:
+    """current/baseline against a ratio bound: for times (better='lower') a regression is the
+    whole interval above `bound` (e.g. 1.2); for rates (better='higher') the whole interval
+    below it (e.g. 0.8)."""
+    if shift.low is None or shift.high is None:
+        return "DEFERRED", f"too few samples to compare: {shift.why}"
+    span = (f"{fmt(shift.ratio)}x the previous run ({shift.confidence:.0%} interval "
+            f"[{fmt(shift.low)}, {fmt(shift.high)}], {shift.n_current} vs "
+            f"{shift.n_baseline} samples)")
+    if better == "lower":
+        past, inside = shift.low > bound, shift.high <= bound
+    else:
+        past, inside = shift.high < bound, shift.low >= bound
+    if past:
+        return "FAIL", f"{span}: the whole interval is past {fmt(bound)}x"
+    if inside:
+        return "PASS", f"{span} within {fmt(bound)}x"
+    return "NOISE", f"{span} straddles {fmt(bound)}x: within noise (not a regression)"
+
+
+def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def proportion_diff(k1: int, n1: int, k2: int, n2: int, confidence: float = CONFIDENCE
+                    ) -> tuple[float, float, float]:
+    """(p2 - p1, low, high): Newcombe's hybrid score interval of the difference of two shares
+    (k2 of n2 now against k1 of n1 before); n1, n2 >= 1."""
+    z = _norm_ppf(1.0 - (1.0 - confidence) / 2.0)
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = _wilson(k1, n1, z)
+    l2, u2 = _wilson(k2, n2, z)
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return d, low, high
+
+
+def goal_band(summary: Summary, goal: float, better: Literal["lower", "higher"]) -> str:
+    """A bench goal: 'met' when the interval's worse end meets it, 'missed' when its better end
+    misses it, 'within noise' otherwise; 'too few rounds' without an interval."""
+    if summary.low is None or summary.high is None:
+        return "too few rounds"
+    worse, best = (summary.high, summary.low) if better == "lower" else \
+        (summary.low, summary.high)
+    ok = (lambda v: v <= goal) if better == "lower" else (lambda v: v >= goal)
+    if ok(worse):
+        return "met"
+    if not ok(best):
+        return "missed"
+    return "within noise"
+
+
+def judge_two(baseline: Iterable[float], current: Iterable[float], bound: float,
+              better: Literal["lower", "higher"] = "lower", confidence: float = CONFIDENCE,
+              what: str = "the reference") -> Judged:
+    """current / baseline (both repeated, both noisy) against a ratio bound, on the
+    Hodges-Lehmann ratio and its Mann-Whitney interval: the 3-way rule of `judge`. The summary's
+    samples are each current sample over the baseline's median (for display); statistic, low
+    and high are the shift's."""
+    base = [float(x) for x in baseline]
+    cur = [float(x) for x in current]
+    shift = ratio_shift(base, cur, confidence)
+    ref = shift.baseline_median
+    shown = [x / ref for x in cur] if ref else []
+    summary = Summary(shown, len(cur), shift.ratio, shift.low, shift.high, None, confidence,
+                      why=shift.why)
+    extra = {"baseline_samples": base, "current_samples": cur, "shift": shift.as_dict(),
+             "statistic_definition": SHIFT_INTERVAL, "interval_definition": SHIFT_INTERVAL}
+    if shift.low is None or shift.high is None:
+        return Judged("DEFERRED", bound, better, summary,
+                      f"too few samples to compare with {what}: {shift.why}", extra)
+    span = (f"{fmt(shift.ratio)}x {what} ({confidence:.0%} interval [{fmt(shift.low)}, "
+            f"{fmt(shift.high)}]x, {len(cur)} vs {len(base)} samples)")
+    if better == "lower":
+        past, inside = shift.low > bound, shift.high <= bound
+    else:
+        past, inside = shift.high < bound, shift.low >= bound
+    op = "<=" if better == "lower" else ">="
+    if past:
+        return Judged("FAIL", bound, better, summary,
+                      f"{span}: the whole interval misses {op} {fmt(bound)}x", extra)
+    if inside:
+        return Judged("PASS", bound, better, summary, f"{span} {op} {fmt(bound)}x", extra)
+    return Judged("NOISE", bound, better, summary,
+                  f"{span} straddles the bound {fmt(bound)}x: within noise (not a FAIL)", extra)
+'''
+# ---- end imagekit/stats.py ----
+
+
+def _load_stats() -> Any:
+    """The embedded statistics module (imagekit/stats.py), as a module of its own."""
+    import types
+    mod = types.ModuleType("preflight_stats")
+    sys.modules["preflight_stats"] = mod  # dataclasses look their module up
+    exec(compile(_STATS_SOURCE, "imagekit/stats.py", "exec"), mod.__dict__)
+    return mod
+
+
+stats = _load_stats()
+
 SCHEMA = "imagekit.gpu-preflight/v1"
 BF16_CEILING_TFLOPS = 790.0  # H200, 8192^3 bf16 on random data, measured on this workplace's H200s
+#: Dense bf16 ceiling per device model, keyed by the name NVML (and torch) reports. H200: measured
+#: here (KINDS.md: 769-805 TFLOP/s on 8192^3 random data). The others: the vendor's dense bf16
+#: datasheet figure x 0.8, the fraction this workplace's H200 reaches of its own datasheet figure
+#: (790 / 989) -- leads, not readings. A model not in the table: matmul-rate is DEFERRED.
+BF16_CEILINGS: dict[str, tuple[float, str]] = {
+    "NVIDIA H200": (790.0, "measured on this workplace's H200s (8192^3, random data)"),
+    "NVIDIA H200 NVL": (668.0, "datasheet 835 x 0.8"),
+    "NVIDIA H100 80GB HBM3": (791.0, "datasheet 989 (SXM) x 0.8"),
+    "NVIDIA H100 PCIe": (605.0, "datasheet 756 x 0.8"),
+    "NVIDIA H100 NVL": (668.0, "datasheet 835 x 0.8"),
+    "NVIDIA H20": (118.0, "datasheet 148 x 0.8"),
+    "NVIDIA H800": (791.0, "datasheet 989 x 0.8"),
+    "NVIDIA A100-SXM4-80GB": (250.0, "datasheet 312 x 0.8"),
+    "NVIDIA A100-SXM4-40GB": (250.0, "datasheet 312 x 0.8"),
+    "NVIDIA A100 80GB PCIe": (250.0, "datasheet 312 x 0.8"),
+    "NVIDIA A100-PCIE-40GB": (250.0, "datasheet 312 x 0.8"),
+    "NVIDIA A800-SXM4-80GB": (250.0, "datasheet 312 x 0.8"),
+    "NVIDIA L40S": (290.0, "datasheet 362 x 0.8"),
+    "NVIDIA B200": (1800.0, "datasheet 2250 x 0.8"),
+}
+MATMUL_FLOOR_FRACTION = 0.8  # matmul-rate: FAIL when a rank's whole interval is below 0.8 x ceiling
+SMALL_JUDGE_BYTES = 1024     # the size small-message-time judges (and repeats --repeats times)
+HOOK_DELAY = "PREFLIGHT_TEST_DELAY_US"  # test hook: busy-wait this many us per timed NCCL call
+
+
+def ceiling_for(name: str | None) -> tuple[float, str] | None:
+    """(TFLOP/s, source) for an NVML device name, exact or ignoring case and spaces."""
+    if not name:
+        return None
+    if name in BF16_CEILINGS:
+        return BF16_CEILINGS[name]
+    norm = "".join(name.lower().split())
+    for key, value in BF16_CEILINGS.items():
+        if "".join(key.lower().split()) == norm:
+            return value
+    return None
+
+
+def hook_delay_us() -> float:
+    """The fixed per-call delay of the slowdown test hook (0 when unset)."""
+    value = os.environ.get(HOOK_DELAY)
+    if value is None or value == "":
+        return 0.0
+    try:
+        delay = float(value)
+    except ValueError:
+        delay = -1.0
+    if not math.isfinite(delay) or delay < 0:
+        raise ValueError(f"{HOOK_DELAY} must be a number of microseconds >= 0, not {value!r}")
+    return delay
+
+
+def spin_us(us: float) -> None:
+    """Busy-wait `us` microseconds (time.sleep cannot wait a few microseconds)."""
+    end = time.perf_counter() + us * 1e-6
+    while time.perf_counter() < end:
+        pass
 MATMUL_REL_ERROR_BOUND = 1e-2  # bf16 operands and output: ~1e-3 expected; NaN never passes
 HOOK_WRONG_RANK = "PREFLIGHT_TEST_WRONG_RANK"
 HOOK_NAN = "PREFLIGHT_TEST_NAN"
-TEST_HOOKS = (HOOK_WRONG_RANK, HOOK_NAN)
+TEST_HOOKS = (HOOK_WRONG_RANK, HOOK_NAN, "PREFLIGHT_TEST_DELAY_US")
 #: Variables recorded (never changed) so the record shows what NCCL ran under.
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_", "CUDA_VISIBLE_DEVICES",
                 "CUDA_DEVICE_ORDER")
@@ -185,6 +630,25 @@ def smi_bus_id(uuid: str | None) -> str | None:
 
 def check(name: str, status: str, detail: str = "", **data: Any) -> dict[str, Any]:
     return {"name": name, "status": status, "detail": detail, "data": data}
+
+
+def timed_check(name: str, judged: list[tuple[Any, Any]], label: str, /, **data: Any
+                ) -> dict[str, Any]:
+    """One check from several stats.Judged (per rank, size or ratio): FAIL if any whole interval
+    is past its bound, else DEFERRED if any had too few cycles, else PASS (a straddling one
+    named "within noise"). The detail names each judged item; data keeps every cycle."""
+    bands = [j.band for _, j in judged]
+    status = "FAIL" if "FAIL" in bands else "DEFERRED" if "DEFERRED" in bands else "PASS"
+    order = {"FAIL": 0, "DEFERRED": 1, "NOISE": 2, "PASS": 3}
+    shown = sorted(judged, key=lambda kj: order[kj[1].band])
+    parts = [f"{label} {k}: {j.text}" for k, j in shown if j.band == shown[0][1].band]
+    rest = len(judged) - len(parts)
+    detail = "; ".join(parts) + (f"; {rest} more {'PASS' if status == 'PASS' else 'judged'}"
+                                 if rest else "")
+    noise = [str(k) for k, j in judged if j.band == "NOISE"]
+    data.update(band="NOISE" if status == "PASS" and noise else status, within_noise=noise,
+                repeats=max((j.summary.n for _, j in judged), default=0))
+    return check(name, status, detail, **data)
 
 
 def worst(statuses: list[str]) -> str:
@@ -602,7 +1066,27 @@ def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> int | Non
     return None
 
 
-def health_checks(per_rank: list[dict[str, Any]], world: int
+def clock_windows(samples: list[dict[str, Any]], windows: int) -> list[dict[str, Any]]:
+    """The load's NVML samples cut into `windows` consecutive equal parts (the clock check's
+    cycles): per part the fraction of samples carrying a slowdown reason, and its SM clock."""
+    n = len(samples)
+    k = max(1, min(windows, n))
+    out = []
+    for w in range(k):
+        part = samples[w * n // k:(w + 1) * n // k]
+        slow = [s for s in part if int(s["clock_event_reasons"]) & CLOCK_EVENT_FAIL]
+        clocks = [s["sm_clock_mhz"] for s in part if isinstance(s.get("sm_clock_mhz"), int)]
+        mask = 0
+        for s in slow:
+            mask |= int(s["clock_event_reasons"]) & CLOCK_EVENT_FAIL
+        out.append({"samples": len(part), "slowed_fraction": len(slow) / len(part) if part else 0,
+                    "reasons": reason_names(mask),
+                    "sm_clock_mhz_median": stats.median(clocks) if clocks else None})
+    return out
+
+
+def health_checks(per_rank: list[dict[str, Any]], world: int, repeats: int = 5,
+                  confidence: float = stats.CONFIDENCE
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Judge every rank's NVML readings: (checks, not-applicable notes).
 
@@ -691,8 +1175,12 @@ def health_checks(per_rank: list[dict[str, Any]], world: int
                 for r in per_rank if r["after"].get("remapped_rows")) + ")"
             if remap_ok else "no retired page pending", per_rank=data)
 
-    # Clock-event (throttle) reasons during the matmul
+    # Clock-event (throttle) reasons during the matmul: the load is cut into --repeats windows
+    # (cycles); per window the fraction of samples slowed by a thermal/hardware reason. FAIL
+    # only when the whole interval of that fraction is above 0 (slowed all through the load);
+    # a transient reason in some windows is PASS "within noise", named.
     problems, unread, data = [], [], {}
+    noisy: list[str] = []
     for r in per_rank:
         samples = [s for s in r.get("load_samples", []) if "clock_event_reasons" in s]
         mask = 0
@@ -708,11 +1196,22 @@ def health_checks(per_rank: list[dict[str, Any]], world: int
                                 "load": r.get("load"),
                                 "sm_clock_mhz_min": min(clocks) if clocks else None,
                                 "sm_clock_mhz_max": max(clocks) if clocks else None}
+        windows = clock_windows(samples, repeats) if samples else []
+        judged = stats.judge([w["slowed_fraction"] for w in windows], 0.0, "lower", confidence)
+        data[str(r["rank"])].update(windows=windows, **{f"judged_{k}": v for k, v in
+                                                        judged.as_dict().items()})
         if not samples:
             unread.append(f"rank {r['rank']} clock-event reasons under load")
-        elif mask & CLOCK_EVENT_FAIL:
+        elif mask & CLOCK_EVENT_FAIL and judged.band == "DEFERRED":
+            unread.append(f"rank {r['rank']} enough load samples to judge the clock "
+                          f"({judged.text})")
+        elif mask & CLOCK_EVENT_FAIL and judged.band == "FAIL":
             problems.append(f"rank {r['rank']}: clocks slowed during the matmul by "
-                            f"{', '.join(reason_names(mask & CLOCK_EVENT_FAIL))}")
+                            f"{', '.join(reason_names(mask & CLOCK_EVENT_FAIL))} in every "
+                            f"window ({judged.text})")
+        elif mask & CLOCK_EVENT_FAIL:
+            noisy.append(f"rank {r['rank']}: {', '.join(reason_names(mask & CLOCK_EVENT_FAIL))}"
+                         f" in some windows, slowed fraction {judged.text}")
         if (viol.get("thermal") or 0) > 0:
             problems.append(f"rank {r['rank']}: thermal violation for "
                             f"{viol['thermal'] / 1e6:.1f} ms during the load")
@@ -721,7 +1220,8 @@ def health_checks(per_rank: list[dict[str, Any]], world: int
              if (d["violation_ns_delta"].get("power") or 0) > 0]
     loads = [d["load"] for d in data.values() if d.get("load")]
     verdict("nvml-clock-events", problems, unread,
-            "no thermal or hardware slowdown during the matmul"
+            ("no thermal or hardware slowdown during the matmul" if not noisy else
+             "within noise, not slowed throughout the matmul: " + "; ".join(noisy))
             + (f" ({loads[0]['ops']} products in {loads[0]['seconds']} s)" if loads else "")
             + (f"; seen: {', '.join(seen)}" if seen else "; no clock-event reason seen")
             + (f"; at the power cap (sw_power_cap, not a fault under full load): "
@@ -899,7 +1399,8 @@ def find_baseline(key: tuple[str, int, str], path: Path | None
 
 def bandwidth_verdict(record: dict[str, Any], baseline: dict[str, Any] | None,
                       source: str, tolerance: float = BASELINE_TOLERANCE,
-                      min_bytes: int = BASELINE_MIN_BYTES) -> dict[str, Any]:
+                      min_bytes: int = BASELINE_MIN_BYTES,
+                      confidence: float = stats.CONFIDENCE) -> dict[str, Any]:
     """busbw at every size >= min_bytes against the baseline's: FAIL naming the sizes that fall
     more than `tolerance` below it and each one's slowest rank; no baseline: DEFERRED."""
     key = baseline_key(record)
@@ -919,29 +1420,25 @@ def bandwidth_verdict(record: dict[str, Any], baseline: dict[str, Any] | None,
         return check("bandwidth-verdict", "DEFERRED",
                      f"no size >= {human_bytes(min_bytes)} measured in both this run and the "
                      f"baseline ({source})", key=list(key))
-    rows, slow = [], []
+    rows, judged = [], []
     for size in common:
-        ratio = mine[size]["busbw_GBps"] / base[size]["busbw_GBps"] \
-            if base[size]["busbw_GBps"] else float("inf")
+        ref_cycles = base[size].get("busbw_cycles_GBps") or [base[size]["busbw_GBps"]]
+        ref = stats.median(ref_cycles)  # the baseline's typical busbw (median of its cycles)
+        samples = [b / ref if ref else float("inf")
+                   for b in (mine[size].get("busbw_cycles_GBps") or [mine[size]["busbw_GBps"]])]
+        j = stats.judge(samples, 1.0 - tolerance, "higher", confidence)
         row = {"bytes": size, "busbw_GBps": mine[size]["busbw_GBps"],
-               "baseline_busbw_GBps": base[size]["busbw_GBps"], "ratio": ratio,
-               "slowest_rank": mine[size]["slowest_rank"]}
+               "baseline_busbw_GBps": ref, "ratio": j.summary.statistic,
+               "slowest_rank": mine[size]["slowest_rank"], **j.as_dict()}
         rows.append(row)
-        if ratio < 1.0 - tolerance:
-            slow.append(row)
+        judged.append((f"{human_bytes(size)} (slowest rank {mine[size]['slowest_rank']}, "
+                       f"{mine[size]['busbw_GBps']:.1f} vs {ref:.1f} GB/s)", j))
     data = {"key": list(key), "baseline": source, "tolerance": tolerance,
             "min_bytes": min_bytes, "sizes": rows}
-    if slow:
-        return check("bandwidth-verdict", "FAIL",
-                     f"busbw more than {tolerance:.0%} below the baseline ({source}) at "
-                     + ", ".join(f"{human_bytes(r['bytes'])} ({r['busbw_GBps']:.1f} vs "
-                                 f"{r['baseline_busbw_GBps']:.1f} GB/s, slowest rank "
-                                 f"{r['slowest_rank']})" for r in slow), **data)
-    worst_row = min(rows, key=lambda r: r["ratio"])
-    return check("bandwidth-verdict", "PASS",
-                 f"busbw within {tolerance:.0%} of the baseline ({source}) at "
-                 f"{len(rows)} size(s) >= {human_bytes(min_bytes)}; lowest "
-                 f"{worst_row['ratio']:.0%} at {human_bytes(worst_row['bytes'])}", **data)
+    out = timed_check("bandwidth-verdict", judged, "size", **data)
+    out["detail"] = (f"busbw / the baseline's ({source}) at {len(rows)} size(s) >= "
+                     f"{human_bytes(min_bytes)} against {1 - tolerance:.2f}: " + out["detail"])
+    return out
 
 
 # ---------------------------------------------------------------------------- nccl-tests beside us
@@ -967,8 +1464,11 @@ def parse_nccl_tests(text: str) -> dict[str, dict[int, dict[str, float]]]:
             except ValueError:
                 continue
             old = runs.setdefault(mode, {}).get(int(cells[0]))
-            runs[mode][int(cells[0])] = new if old is None else \
-                {k: min(v, old[k]) for k, v in new.items()}
+            merged = dict(new) if old is None else \
+                {k: min(v, old[k]) for k, v in new.items() if not k.endswith("_cycles")}
+            for k, v in new.items():  # every cycle too: the verdict compares distributions
+                merged[f"{k}_cycles"] = (old or {}).get(f"{k}_cycles", []) + [v]
+            runs[mode][int(cells[0])] = merged
     return runs
 
 
@@ -995,6 +1495,7 @@ class DirectNccl:
         # no argtypes: every argument is passed as a ready ctypes object (args()), so a call
         # converts nothing; ~1 us less host time per call in the eager loop than with argtypes
         self.fn = lib.ncclAllReduce
+        self.delay_us = hook_delay_us()  # the slowdown test hook; 0 in a real run
         self.fn.restype = ctypes.c_int
         self.errstr = lib.ncclGetErrorString
         self.errstr.argtypes = [ctypes.c_int]
@@ -1034,17 +1535,39 @@ class DirectNccl:
                 ctypes.c_int(NCCL_SUM), ctypes.c_void_p(self.comm), ctypes.c_void_p(stream))
 
     def run(self, args: tuple[Any, ...], times: int) -> None:
-        fn = self.fn
+        fn, delay = self.fn, self.delay_us
         for _ in range(times):
+            if delay:
+                spin_us(delay)
             rc = fn(*args)
             if rc:
                 raise RuntimeError(f"ncclAllReduce returned {rc} "
                                    f"({(self.errstr(rc) or b'?').decode()})")
 
 
+CYCLE_KEYS = ("eager_us", "graph_us", "event_eager_us", "event_graph_us", "sums_ok")
+
+
+def merge_cycles(cycles: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several direct_times() cycles as one: each time the median of the cycles (None if any
+    cycle lacks it), the sums ok only if every cycle's were, the first problem kept."""
+    out: dict[str, Any] = {}
+    for m in MODES:
+        first = dict(cycles[0][m])
+        for key in ("eager_us", "graph_us", "event_eager_us", "event_graph_us"):
+            vals = [c[m][key] for c in cycles]
+            first[key] = stats.median(vals) if all(v is not None for v in vals) else None
+        bad = [c[m] for c in cycles if not c[m]["sums_ok"]]
+        if bad:
+            first["sums_ok"], first["sums"] = False, bad[0]["sums"]
+        out[m] = first
+    return out
+
+
 def small_message_verdict(ours: list[dict[str, Any]], theirs: dict[str, dict[int, dict[str,
                           float]]], source: str, world: int, at_bytes: int = 1024,
-                          bound: float = 1.5, direct_why: str | None = None
+                          bound: float = 1.5, direct_why: str | None = None,
+                          confidence: float = stats.CONFIDENCE
                           ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(check, comparison data): our ncclAllReduce times at `at_bytes` (ctypes on torch's own
     communicator, timed as nccl-tests does: host clock around the loop to the stream's end,
@@ -1087,6 +1610,8 @@ def small_message_verdict(ours: list[dict[str, Any]], theirs: dict[str, dict[int
                      f"communicator): {direct_why or 'not measured'}; torch c10d's times are "
                      "kept as context only", **data), data
     ratios: dict[str, float] = {}
+    verdicts: list[tuple[str, Any]] = []
+    cycles = mine[at_bytes].get("nccl_cycles") or [direct]
     parts, problems = [], []
     for m in MODES:
         t = direct.get(m) or {}
@@ -1102,12 +1627,21 @@ def small_message_verdict(ours: list[dict[str, Any]], theirs: dict[str, dict[int
                 continue
             ratio = t[key] / ref
             if judged:
-                ratios[f"{m}_{mode}"] = ratio
+                ours_cycles = [c[m][key] for c in cycles
+                               if (c.get(m) or {}).get(key) is not None]
+                theirs_cycles = theirs.get(mode, {}).get(at_bytes, {}).get(
+                    f"{m}_us_cycles") or [ref]
+                j = stats.judge_two(theirs_cycles, ours_cycles, bound, "lower", confidence,
+                                    f"nccl-tests ({mode})")
+                verdicts.append((f"{m}_{mode}", j))
+                ratios[f"{m}_{mode}"] = j.summary.statistic if j.summary.statistic is not None \
+                    else ratio
             pair.append(f"{mode} {t[key]:.2f} vs {ref:.2f} us = {ratio:.2f}x")
         label = m.replace("_", " ") + ("" if judged else " (not judged)")
         parts.append(f"{label}: " + (", ".join(pair) or "-"))
     data["ratios"] = ratios
     data["ratio"] = max(ratios.values()) if ratios else None
+    data["per_ratio"] = [dict(ratio=k, **j.as_dict()) for k, j in verdicts]
     head = (f"{human_bytes(at_bytes)} ncclAllReduce on torch's communicator vs nccl-tests, "
             f"both timed by the host clock around the loop to the stream's end: "
             + "; ".join(parts))
@@ -1118,11 +1652,11 @@ def small_message_verdict(ours: list[dict[str, Any]], theirs: dict[str, dict[int
     if problems:
         return check("small-message-time", "FAIL", head + "; " + "; ".join(problems),
                      **data), data
-    worst = max(ratios, key=ratios.get)  # type: ignore[arg-type]
-    status = "PASS" if ratios[worst] <= bound else "FAIL"
-    return check("small-message-time", status,
-                 f"{head}; worst {worst.replace('_', ' ')} {ratios[worst]:.2f}x (bound "
-                 f"{bound}x); sums exact", **data), data
+    verdict_ = timed_check("small-message-time", verdicts, "ratio", **data)
+    verdict_["detail"] = (f"{head}; sums exact; judged on our {len(cycles)} cycle(s) against "
+                          f"nccl-tests' cycles (Hodges-Lehmann ratio, Mann-Whitney interval), "
+                          f"bound {bound}x: {verdict_['detail']}")
+    return verdict_, data
 
 
 # ---------------------------------------------------------------------------- the run
@@ -1295,15 +1829,55 @@ class Preflight:
         b2 = torch.randn(n, n, generator=gen, device=self.device).to(torch.bfloat16)
         for _ in range(self.args.matmul_warmup):
             torch.matmul(a2, b2, out=out)
-        seconds = self.timed(lambda: torch.matmul(a2, b2, out=out), self.args.matmul_iters,
-                             barrier=False)
+        cycles = [self.timed(lambda: torch.matmul(a2, b2, out=out), self.args.matmul_iters,
+                             barrier=False) for _ in range(self.args.repeats)]
+        seconds = stats.median(cycles)
         tflops = 2.0 * n**3 / seconds / 1e12
         if self.nvml is not None and self.args.load_s > 0:
             self.health["load"] = self.sustained_load(lambda: torch.matmul(a2, b2, out=out),
                                                       seconds)
         return {"rank": self.rank, "finite": finite, "nonfinite_elements": nonfinite,
                 "rel_error": rel if math.isfinite(rel) else None, "time_ms": seconds * 1e3,
-                "tflops": tflops}
+                "tflops": tflops, "tflops_cycles": [2.0 * n**3 / s / 1e12 for s in cycles]}
+
+    def matmul_ceiling(self, ranks: list[dict[str, Any]]) -> tuple[float | None, str]:
+        """The bf16 ceiling: --tflops-ceiling, else the table entry of every rank's model."""
+        if self.args.tflops_ceiling is not None:
+            return float(self.args.tflops_ceiling), "--tflops-ceiling"
+        if self.device.type != "cuda":
+            return None, f"no GPU in this run (backend {self.backend})"
+        names = sorted({str(r.get("name")) for r in ranks})
+        found = [ceiling_for(n) for n in names]
+        if len(names) != 1 or found[0] is None:
+            missing = [n for n, f in zip(names, found) if f is None]
+            return None, (f"no bf16 ceiling for {', '.join(repr(n) for n in missing)} in "
+                          f"BF16_CEILINGS" if missing else
+                          f"mixed models {names}: no single ceiling")
+        return found[0][0], f"BF16_CEILINGS[{names[0]!r}]: {found[0][1]}"
+
+    def matmul_rate(self, mm: list[dict[str, Any]], ceiling: float | None, source: str) -> None:
+        """matmul-rate: every rank's cycles against the floor (--min-tflops, else 0.8 x the
+        ceiling). No GPU: N/A note; no ceiling for this model: DEFERRED naming it."""
+        a = self.args
+        floor = a.min_tflops
+        if floor is None and ceiling is not None:
+            floor = MATMUL_FLOOR_FRACTION * ceiling
+        if floor is None:
+            if self.device.type != "cuda":
+                self.notes.append({"name": "matmul-rate", "status": "N/A",
+                                   "detail": f"{source}: a CPU matmul rate has no floor"})
+                return
+            self.checks.append(check("matmul-rate", "DEFERRED",
+                                     f"{source}; give --min-tflops or --tflops-ceiling, or add "
+                                     "the model to the table", ceiling_source=source))
+            return
+        judged = [(m["rank"], stats.judge(m.get("tflops_cycles") or [m["tflops"]], floor,
+                                          "higher", a.confidence, " TFLOP/s")) for m in mm]
+        data = {"floor_tflops": floor, "ceiling_tflops": ceiling, "ceiling_source": source,
+                "floor_definition": "--min-tflops" if a.min_tflops is not None else
+                f"{MATMUL_FLOOR_FRACTION} x ceiling",
+                "per_rank": [dict(rank=r, **j.as_dict()) for r, j in judged]}
+        self.checks.append(timed_check("matmul-rate", judged, "rank", **data))
 
     def sustained_load(self, op: Any, op_seconds: float) -> dict[str, Any]:
         """Keep the GPU busy with `op` for --load-s seconds while NVML is sampled: clock-event
@@ -1387,17 +1961,23 @@ class Preflight:
             for _ in range(self.args.warmup):
                 dist.all_reduce(buf)
             self.sync()
-            mine = self.timed(lambda: dist.all_reduce(buf), self.args.iters)
-            times = torch.tensor([mine], dtype=torch.float64, device=self.device)
-            slowest = times.clone()
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            per_rank = [t[0] for t in self.gather([mine])]
-            seconds = float(slowest.item())
+            # judged sizes (>= 64 MiB, n >= 2) repeat --repeats cycles: the baseline verdict
+            # judges each cycle's busbw (the slowest rank's); the row keeps per-rank medians
+            count = self.args.repeats if self.world > 1 and nbytes >= BASELINE_MIN_BYTES else 1
+            cycles = []
+            for _ in range(count):
+                mine = self.timed(lambda: dist.all_reduce(buf), self.args.iters)
+                cycles.append([t[0] for t in self.gather([mine])])
+            per_rank = [stats.median(c[r] for c in cycles) for r in range(self.world)]
+            seconds = max(per_rank)
             algbw, busbw = bandwidths(numel * 4, seconds, self.world)
             rows.append({"bytes": numel * 4, "elements": numel, "time_us": seconds * 1e6,
                          "per_rank_time_us": [t * 1e6 for t in per_rank],
                          "slowest_rank": max(range(self.world), key=lambda r: per_rank[r]),
                          "algbw_GBps": algbw, "busbw_GBps": busbw})
+            if count > 1:
+                rows[-1]["busbw_cycles_GBps"] = [
+                    bandwidths(numel * 4, max(c), self.world)[1] for c in cycles]
             del buf
         return rows
 
@@ -1466,12 +2046,8 @@ class Preflight:
         self.checks.append(check("matmul-bf16", "FAIL" if bad_mm else "PASS", detail,
                                  bad_ranks=[m["rank"] for m in bad_mm]))
         min_tflops = min(m["tflops"] for m in mm)
-        if a.min_tflops is not None:
-            slow = [m for m in mm if m["tflops"] < a.min_tflops]
-            self.checks.append(check(
-                "matmul-rate", "FAIL" if slow else "PASS",
-                (f"rank {slow[0]['rank']}: {slow[0]['tflops']:.1f} TFLOP/s < {a.min_tflops}"
-                 if slow else f"slowest rank {min_tflops:.1f} TFLOP/s >= {a.min_tflops}")))
+        ceiling, ceiling_source = self.matmul_ceiling(ranks)
+        self.matmul_rate(mm, ceiling, ceiling_source)
 
         correctness = [self.allreduce_correctness(numel) for numel in self.correctness_sizes()]
         problems = []
@@ -1502,7 +2078,8 @@ class Preflight:
         health = None
         if self.want_health:
             per_rank = self.gather(self.health_finish())
-            health_checks_, notes = health_checks(per_rank, self.world)
+            health_checks_, notes = health_checks(per_rank, self.world, a.repeats,
+                                                  a.confidence)
             self.checks.extend(health_checks_)
             self.notes.extend(notes)
             health = {"source": "nvidia-ml-py (NVML)", "per_rank": per_rank}
@@ -1515,7 +2092,7 @@ class Preflight:
                                    "detail": f"cannot read {a.nccl_tests_log}: {exc}"})
             verdict_, comparison = small_message_verdict(
                 small["sizes"], theirs, str(a.nccl_tests_log), self.world,
-                direct_why=small["direct"]["why"])
+                direct_why=small["direct"]["why"], confidence=a.confidence)
             small["nccl_tests"] = comparison
             self.checks.append(verdict_)
         else:  # no comparison asked for: a wrong sum in the timed path still FAILs
@@ -1553,8 +2130,11 @@ class Preflight:
                        "rel_error_definition": "||out - ref||_F / ||ref||_F",
                        "rel_error_bound": bound, "warmup": a.matmul_warmup,
                        "iters": a.matmul_iters, "per_rank": mm, "min_tflops": min_tflops,
-                       "ceiling_tflops": a.tflops_ceiling,
-                       "fraction_of_ceiling": min_tflops / a.tflops_ceiling},
+                       "ceiling_tflops": ceiling, "ceiling_source": ceiling_source,
+                       "fraction_of_ceiling": min_tflops / ceiling if ceiling else None,
+                       "repeats": a.repeats,
+                       "tflops_definition": "per rank: the median of --repeats cycles of iters "
+                                            "products (tflops_cycles holds each)"},
             "allreduce_correctness": correctness,
             "bandwidth": {
                 "op": "all_reduce", "reduce_op": "sum", "dtype": "float32",
@@ -1602,7 +2182,8 @@ class Preflight:
         source = f"{path.name} ({how})" if path is not None else how
         record["baseline"] = {"path": str(path) if path else None, "how": how,
                               "key": list(baseline_key(record))}
-        self.checks.append(bandwidth_verdict(record, baseline, source, a.baseline_tolerance))
+        self.checks.append(bandwidth_verdict(record, baseline, source, a.baseline_tolerance,
+                                             confidence=a.confidence))
 
     # -- image-to-GPU fit, NVML health, small messages -------------------------------------
 
@@ -1744,7 +2325,14 @@ class Preflight:
                 nccl, why = DirectNccl.open(self.backend, self.device)
                 if not all(self.gather(nccl is not None)) and nccl is not None:
                     nccl, why = None, "a peer rank could not reach its NCCL communicator"
-            rows[-1]["nccl"] = self.direct_times(nccl, nbytes) if nccl is not None else None
+            rows[-1]["nccl"] = None
+            if nccl is not None:
+                count = self.args.repeats if nbytes == SMALL_JUDGE_BYTES else 1
+                cycles = [self.direct_times(nccl, nbytes) for _ in range(count)]
+                rows[-1]["nccl"] = merge_cycles(cycles)
+                if count > 1:
+                    rows[-1]["nccl_cycles"] = [
+                        {m: {k: c[m][k] for k in CYCLE_KEYS} for m in MODES} for c in cycles]
         return {"op": "all_reduce", "dtype": "float32", "in_place": True,
                 "warmup": self.args.warmup, "iters": iters,
                 "direct": {"available": nccl is not None, "why": why,
@@ -1758,7 +2346,10 @@ class Preflight:
                                      "(eager_us, graph_us); event_*: the same between one CUDA "
                                      "event pair; each the lowest of repeats loops; per size 'nccl' holds in_place and "
                                      "out_of_place, the slowest rank's, with the timed sums "
-                                     "checked"},
+                                     "checked; at the judged size the whole measurement "
+                                     "runs cycles times (nccl_cycles: each cycle; nccl: "
+                                     "their medians)",
+                           "cycles": self.args.repeats, "judged_bytes": SMALL_JUDGE_BYTES},
                 "timing": "one event pair around the whole loop of iters ops (nccl-tests); "
                           "time_us: the graph replay's per-op time when captured, else eager; "
                           "the slowest rank's; graph_empty: the capture held no GPU work (NCCL "
@@ -1928,6 +2519,32 @@ class Preflight:
 # ---------------------------------------------------------------------------- output
 
 
+def timed_lines(record: dict[str, Any]) -> list[str]:
+    """One line per judged item of a timed check: band, median, interval, every cycle."""
+    out = []
+    for c in record["checks"]:
+        d = c.get("data") or {}
+        items = d.get("per_rank") if c["name"] == "matmul-rate" else \
+            d.get("per_ratio") if c["name"] == "small-message-time" else \
+            d.get("sizes") if c["name"] == "bandwidth-verdict" else None
+        if c["name"] == "nvml-clock-events":
+            items = [dict(rank=k, **{kk[7:]: vv for kk, vv in v.items()
+                                     if kk.startswith("judged_")})
+                     for k, v in (d.get("per_rank") or {}).items()]
+        for it in items or []:
+            if not isinstance(it, dict) or "samples" not in it:
+                continue
+            label = it.get("ratio") if c["name"] == "small-message-time" else \
+                human_bytes(it["bytes"]) if "bytes" in it else f"rank {it.get('rank')}"
+            cycles = ", ".join(f"{x:.3g}" for x in it["samples"])
+            lo, hi = it.get("low"), it.get("high")
+            span = f"[{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else "(none)"
+            out.append(f"  {c['name']:<20} {str(label):<22} {it.get('band', '-'):<8} median "
+                       f"{stats.fmt(it.get('statistic'))} interval {span} bound "
+                       f"{stats.fmt(it.get('bound'))}; cycles: {cycles}")
+    return out
+
+
 def table(record: dict[str, Any]) -> str:
     out = []
     bw = record["bandwidth"]
@@ -1947,11 +2564,18 @@ def table(record: dict[str, Any]) -> str:
     out.append("")
     for c in record["checks"]:
         out.append(f"  {c['status']:<8} {c['name']:<22} {c['detail']}")
+    spread = timed_lines(record)
+    if spread:
+        out.append("")
+        out.append("timed checks: every cycle (the median and its interval are judged):")
+        out.extend(spread)
     mm = record["matmul"]
     out.append("")
+    ceiling = (f"{100 * mm['fraction_of_ceiling']:.0f}% of the {mm['ceiling_tflops']:g} TFLOP/s "
+               f"ceiling" if mm.get("ceiling_tflops") else "no ceiling for this device")
     out.append(f"bf16 matmul {mm['n']}x{mm['n']}x{mm['n']}: slowest rank "
-               f"{mm['min_tflops']:.4g} TFLOP/s = {100 * mm['fraction_of_ceiling']:.0f}% of the "
-               f"{mm['ceiling_tflops']:g} TFLOP/s ceiling; max rel error "
+               f"{mm['min_tflops']:.4g} TFLOP/s (median of {mm.get('repeats', 1)} cycles) = "
+               f"{ceiling}; max rel error "
                + ", ".join(f"{m['rel_error']:.2e}" if m["rel_error"] is not None else "nan"
                            for m in mm["per_rank"]))
     out.append("")
@@ -2015,9 +2639,17 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad input: one line `preflight: error: <what>`, exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        print(f"preflight: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _OneLineParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", type=Path, help="write the JSON record here (rank 0)")
     p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto",
                    help="auto: nccl when CUDA is available, else gloo")
@@ -2038,9 +2670,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--matmul-warmup", type=int, default=3)
     p.add_argument("--matmul-iters", type=int, default=20)
     p.add_argument("--matmul-rel-error-bound", type=float, default=MATMUL_REL_ERROR_BOUND)
-    p.add_argument("--tflops-ceiling", type=float, default=BF16_CEILING_TFLOPS)
+    p.add_argument("--tflops-ceiling", type=float, default=None,
+                   help="bf16 ceiling, TFLOP/s; default: the table BF16_CEILINGS by the GPU's "
+                        "NVML name (a model not in it: matmul-rate DEFERRED)")
     p.add_argument("--min-tflops", type=float, default=None,
-                   help="FAIL when a rank's bf16 rate is below this (not checked by default)")
+                   help="matmul-rate floor, TFLOP/s; default 0.8 x the ceiling")
+    p.add_argument("--repeats", default=5,
+                   help="independent cycles of every timed check (nccl-tests -N); the median "
+                        "is judged with its interval")
+    p.add_argument("--confidence", default=stats.CONFIDENCE,
+                   help="coverage of the median's interval, in (0, 1)")
     p.add_argument("--timeout-s", type=int, default=300, help="collective timeout")
     p.add_argument("--health", choices=["auto", "on", "off"], default="auto",
                    help="NVML health checks (nvidia-ml-py); auto: on GPUs")
@@ -2073,6 +2712,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--iters, --matmul-iters and --matmul-n must be >= 1, --warmup >= 0")
     if args.small_repeats < 1:
         p.error("--small-repeats must be >= 1")
+    try:
+        args.repeats = stats.check_repeats(args.repeats)
+        args.confidence = stats.check_confidence(args.confidence)
+        hook_delay_us()
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.tflops_ceiling is not None and not args.tflops_ceiling > 0:
+        p.error("--tflops-ceiling must be > 0")
     return args
 
 
@@ -2080,8 +2727,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     try:
-        for hook in TEST_HOOKS:
+        for hook in (HOOK_WRONG_RANK, HOOK_NAN):
             hook_rank(hook)
+        hook_delay_us()
         preflight = Preflight(args)
         record = preflight.run()
     except Exception as exc:  # noqa: BLE001 - one line, exit 2; the record says ERROR

@@ -68,6 +68,8 @@ class Matrix(BaseModel):
     #: regression against the previously accepted digest of the same image: goodput may drop
     #: by this share (absolute), TTFT/TPOT/E2E p50 and p99 may grow by this share (relative)
     regression_tolerance: float = Field(0.10, ge=0)
+    #: coverage of the regression intervals (imagekit/stats.py), in (0, 1)
+    regression_confidence: float = Field(0.90, gt=0, lt=1)
     matrix: list[MatrixBlock] = Field(min_length=1)
 
     def rounds(self) -> list[RoundSpec]:

@@ -357,7 +357,8 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                                              if not c.name.startswith("warmup-")]))
         if image:
             checks.append(regression_check(store, image, subject, attempt.path,
-                                           matrix.regression_tolerance))
+                                           matrix.regression_tolerance,
+                                           matrix.regression_confidence))
         for check in checks:
             attempt.add_check(check)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])

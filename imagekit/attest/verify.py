@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from imagekit.attest.dsse import BUNDLE_MEDIA_TYPE, EnvelopeError, envelope_of_bundle, \
     verify_envelope
-from imagekit.attest.keys import load_public
 from imagekit.attest.models import AttestVerifyReport, PromotionPredicate
 from imagekit.attest.statements import NAMES, PROMOTION_TYPE, TEST_RESULT_TYPE, TYPES
 from imagekit.errors import DigestMismatch, ImagekitError, InvalidInput, NotFound, \

@@ -351,6 +351,11 @@ def rehearsal(
                "evidence": str(attempt.path)}
     if json_output:
         print_json(summary)
+    elif not console.is_terminal:  # a pipe or a file: whole lines, never cut at 80 columns
+        print(f"rehearsal ({profile_name})")
+        for line in closing_lines(checks):
+            print(line)
+        print(f"reports: {out}/index.md   evidence: {attempt.path}", flush=True)
     else:
         from rich.table import Table
 
@@ -362,3 +367,10 @@ def rehearsal(
     code = exit_code_for(checks)
     if code:
         raise typer.Exit(code)
+
+
+def closing_lines(checks: list) -> list[str]:
+    """The closing table as plain whole lines (step, status, the whole detail) for a pipe."""
+    width = max((len(c.name) for c in checks), default=4)
+    return [f"{c.name:<{width}}  {c.status.value:<8}  {' '.join(c.detail.split())}"
+            for c in checks]

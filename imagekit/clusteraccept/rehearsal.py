@@ -39,46 +39,73 @@ def volume_args(node: str) -> list[str]:
 
 def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
     """PASS when the run shows exactly what a stand-in can: started, controller ran, protocol
-    PASS, semantics DEFERRED, load rounds PASS; FAIL (with what differed) otherwise."""
+    PASS, semantics DEFERRED, at least one load round and every round PASS; FAIL (with what
+    differed) otherwise. Every check of the report is accounted for in `data.accounted`: judged
+    (one of the above), or named — a DEFERRED whose reason is not the stand-in's (a capability
+    the stand-in lacks, media that could not be made here) is listed in the detail, never
+    skipped silently."""
     if not report or "checks" not in report:
         return CheckResult(name=name, status=Status.ERROR,
                            detail="cluster accept printed no report")
-    problems, protocol, deferred, rounds = [], 0, 0, 0
+    problems: list[str] = []
+    named: list[str] = []
+    accounted: dict[str, str] = {}
+    protocol = deferred = rounds = 0
     for check in report["checks"]:
         status = check["status"]
+        cname = check["name"]
+        detail = check.get("detail", "") or ""
         data = check.get("data") or {}
         aspects = {k: (data.get(k) or {}).get("status") for k in ("protocol", "semantic")
                    if isinstance(data.get(k), dict)}
         if aspects:
             protocol += aspects.get("protocol") == "PASS"
             if aspects.get("protocol") not in (None, "PASS"):
-                problems.append(f"{check['name']}: protocol {aspects['protocol']}")
+                problems.append(f"{cname}: protocol {aspects['protocol']}")
             if aspects.get("semantic") == "DEFERRED":
                 deferred += 1
             elif aspects.get("semantic") is not None:
-                problems.append(f"{check['name']}: semantic {aspects['semantic']} on a "
+                problems.append(f"{cname}: semantic {aspects['semantic']} on a "
                                 "stand-in model")
-        elif status == "DEFERRED" and "stand-in" in check.get("detail", ""):
-            deferred += 1
-        elif check["name"].startswith("round-"):
-            rounds += status == "PASS"
+            accounted[cname] = (f"judged: protocol {aspects.get('protocol')}, semantic "
+                                f"{aspects.get('semantic')}")
+        elif cname.startswith("round-"):
+            rounds += 1
             if status != "PASS":
-                problems.append(f"{check['name']}: {status}")
+                problems.append(f"{cname}: {status}: {detail[:120]}")
+            accounted[cname] = f"judged: load round {status}"
+        elif status == "DEFERRED" and "stand-in" in detail:
+            deferred += 1
+            accounted[cname] = "judged: DEFERRED for the stand-in model"
+        elif status == "DEFERRED":
+            named.append(f"{cname} ({detail[:100] or 'no reason given'})")
+            accounted[cname] = f"named: DEFERRED, not a stand-in reason: {detail[:200]}"
         elif status in ("FAIL", "ERROR"):
-            problems.append(f"{check['name']}: {status}: {check.get('detail', '')[:120]}")
+            problems.append(f"{cname}: {status}: {detail[:120]}")
+            accounted[cname] = f"judged: {status}"
+        else:
+            accounted[cname] = f"judged: {status}"
     names = {c["name"]: c["status"] for c in report["checks"]}
     for required in ("engine_start", "controller"):
         if names.get(required) != "PASS":
             problems.append(f"{required}: {names.get(required, 'missing')}")
     if not protocol:
         problems.append("no protocol check ran")
+    if not rounds:
+        problems.append("no load round ran (a stand-in run must still complete its load "
+                        "rounds)")
+    data_out = {"evidence": report.get("evidence"), "accounted": accounted,
+                "rounds": rounds, "protocol_pass": protocol, "semantic_deferred": deferred,
+                "named_deferred": named}
+    tail = (f"; not judged here, named: {', '.join(named)}" if named else "")
     if problems:
-        return CheckResult(name=name, status=Status.FAIL, detail="; ".join(problems)[:800],
-                           data={"evidence": report.get("evidence")})
-    return CheckResult(name=name, status=Status.PASS, data={"evidence": report.get("evidence")},
+        return CheckResult(name=name, status=Status.FAIL,
+                           detail=("; ".join(problems) + tail)[:1200], data=data_out)
+    return CheckResult(name=name, status=Status.PASS, data=data_out,
                        detail=f"engine started and served; protocol PASS on {protocol} "
                               f"check(s), {deferred} semantic verdict(s) DEFERRED (stand-in "
-                              f"model: answers are not judged), {rounds} load round(s) PASS")
+                              f"model: answers are not judged), {rounds} load round(s) PASS; "
+                              f"{len(accounted)} check(s) accounted for" + tail)
 
 
 # ------------------------------------------------------------------ the three actors (issue 24)

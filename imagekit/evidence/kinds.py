@@ -181,6 +181,30 @@ class BandwidthSample(BaseModel):
     busbw_GBps: float | None = None
 
 
+class NoiseVerdict(BaseModel):
+    """One judged item of a repeated (timed) measurement (imagekit/stats.py): every sample, the
+    statistic, its interval and the 3-way band. PASS: the whole interval inside the bound;
+    FAIL: the whole interval past it; NOISE: straddling (reported as PASS, never blocks);
+    DEFERRED: too few samples for an interval (`why`)."""
+
+    model_config = _FACT
+
+    check: str
+    item: str
+    band: Literal["PASS", "NOISE", "FAIL", "DEFERRED"]
+    statistic: float | None = None
+    low: float | None = None
+    high: float | None = None
+    bound: float | None = None
+    better: Literal["lower", "higher"] | None = None
+    samples: list[float] = []
+    baseline_samples: list[float] = []
+    confidence: float | None = None
+    statistic_definition: str | None = None
+    interval_definition: str | None = None
+    why: str | None = None
+
+
 @register
 class GpuPreflightResult(EvidenceResult):
     """A GPU preflight: a recorded run (`imagekit gpu record`: world size, backend, all-reduce
@@ -195,6 +219,8 @@ class GpuPreflightResult(EvidenceResult):
     gpus: list[str] = []
     hostname: str | None = None
     sizes: list[BandwidthSample] = []
+    #: the timed checks' cycles and verdicts (--repeats), one entry per judged item
+    timed: list[NoiseVerdict] = []
     reference: str | None = None
     namespace: str | None = None
     pod: str | None = None

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import BandwidthSample, GpuPreflightResult
-from imagekit.gpu.record import PreflightRecord, load_record
+from imagekit.gpu.record import PreflightRecord, load_record, timed_verdicts
 from imagekit.oci import Digest
 from imagekit.results import CheckResult, Status
 
@@ -61,7 +61,8 @@ def record_preflight(path: Path, store: EvidenceStore, *, digest: Digest | None 
             hostname=context["hostname"],
             sizes=[BandwidthSample(bytes=row.bytes, algbw_GBps=row.algbw_GBps,
                                    busbw_GBps=row.busbw_GBps)
-                   for row in (record.bandwidth.sizes if record.bandwidth else [])]))
+                   for row in (record.bandwidth.sizes if record.bandwidth else [])],
+            timed=timed_verdicts(record)))
         checks = list(record.checks) or [CheckResult(
             name="preflight", status=record.status, detail=record.error or "")]
         for check in checks:

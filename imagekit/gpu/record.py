@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from imagekit.errors import InvalidInput
+from imagekit.evidence.kinds import NoiseVerdict
 from imagekit.results import CheckResult, Status, overall
 
 SCHEMA = "imagekit.gpu-preflight/v1"
@@ -77,6 +78,8 @@ class MatmulRank(_Fact):
     rel_error: float | None
     time_ms: float = Field(gt=0)
     tflops: float = Field(gt=0)
+    #: every cycle's rate (--repeats); tflops is their median. Absent in records before repeats.
+    tflops_cycles: list[float] = []
 
 
 class Matmul(_Fact):
@@ -89,8 +92,12 @@ class Matmul(_Fact):
     iters: int = Field(ge=1)
     per_rank: list[MatmulRank]
     min_tflops: float
-    ceiling_tflops: float = Field(gt=0)
-    fraction_of_ceiling: float
+    #: from the table keyed by the NVML name (or --tflops-ceiling); None: a model not in it
+    ceiling_tflops: float | None = Field(default=None, gt=0)
+    ceiling_source: str | None = None
+    fraction_of_ceiling: float | None
+    repeats: int = Field(default=1, ge=1)
+    tflops_definition: str | None = None
 
 
 class CorrectnessRank(_Fact):
@@ -123,6 +130,8 @@ class BandwidthRow(_Fact):
     slowest_rank: int = Field(ge=0)
     algbw_GBps: float = Field(ge=0)
     busbw_GBps: float = Field(ge=0)
+    #: judged sizes (>= 64 MiB, n >= 2): each cycle's busbw (the slowest rank's)
+    busbw_cycles_GBps: list[float] = []
 
 
 class Bandwidth(_Fact):
@@ -178,12 +187,25 @@ class DirectTime(_Fact):
     sums: str
 
 
+class CycleTime(_Fact):
+    """One cycle of the direct ncclAllReduce timing at the judged size."""
+
+    eager_us: float | None = Field(default=None, ge=0)
+    graph_us: float | None = Field(default=None, ge=0)
+    event_eager_us: float | None = Field(default=None, ge=0)
+    event_graph_us: float | None = Field(default=None, ge=0)
+    sums_ok: bool
+
+
 class DirectNccl(_Fact):
     """Whether the nccl-tests-like timing ran, and why not (gloo, no _comm_ptr(), no libnccl)."""
 
     available: bool
     why: str | None
     repeats: int = Field(default=1, ge=1)
+    #: --repeats cycles of the whole measurement at the judged size (judged_bytes)
+    cycles: int = Field(default=1, ge=1)
+    judged_bytes: int | None = None
     lib: str | None
     comm: str
     timing: str
@@ -201,6 +223,8 @@ class SmallMessageRow(_Fact):
     graph_empty: bool = False
     #: ncclAllReduce on the process group's communicator (None where it could not run)
     nccl: dict[Literal["in_place", "out_of_place"], DirectTime] | None = None
+    #: at the judged size: each cycle's times (nccl then holds their medians)
+    nccl_cycles: list[dict[Literal["in_place", "out_of_place"], CycleTime]] = []
 
 
 class SmallMessages(_Fact):
@@ -328,6 +352,40 @@ class PreflightRecord(_Fact):
     @property
     def gpu_names(self) -> list[str]:
         return sorted({r.name for r in self.ranks})
+
+
+#: the preflight's timed checks and where each keeps its judged items in its data
+TIMED_ITEMS = {"matmul-rate": ("per_rank", "rank"), "small-message-time": ("per_ratio", "ratio"),
+               "bandwidth-verdict": ("sizes", "bytes")}
+
+
+def timed_verdicts(record: PreflightRecord) -> list[NoiseVerdict]:
+    """Every judged item of the record's timed checks, typed: its cycles, median, interval."""
+    out: list[NoiseVerdict] = []
+
+    def add(check: str, item: str, d: dict[str, Any]) -> None:
+        if "band" not in d or "samples" not in d:
+            return
+        out.append(NoiseVerdict(
+            check=check, item=item, band=d["band"], statistic=d.get("statistic"),
+            low=d.get("low"), high=d.get("high"), bound=d.get("bound"),
+            better=d.get("better"), samples=list(d.get("samples") or []),
+            baseline_samples=list(d.get("baseline_samples") or []),
+            confidence=d.get("confidence"), statistic_definition=d.get("statistic_definition"),
+            interval_definition=d.get("interval_definition"), why=d.get("why")))
+
+    for c in record.checks:
+        if c.name in TIMED_ITEMS:
+            key, label = TIMED_ITEMS[c.name]
+            for it in c.data.get(key) or []:
+                if isinstance(it, dict):
+                    add(c.name, f"{label} {it.get(label)}", it)
+        elif c.name == "nvml-clock-events":
+            for rank, d in (c.data.get("per_rank") or {}).items():
+                if isinstance(d, dict):
+                    add(c.name, f"rank {rank}", {k[7:]: v for k, v in d.items()
+                                                 if k.startswith("judged_")})
+    return out
 
 
 def load_record(path: Path) -> PreflightRecord:

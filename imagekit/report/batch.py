@@ -24,6 +24,8 @@ class SpecReport(BaseModel):
     image: str
     digest: str | None = None
     status: Status | None = None
+    #: the gate's decision, read first (ImageReport.decision); `status` is the raw worst status
+    decision: str | None = None
     files: list[str] = []
     missing: str | None = None
 
@@ -62,24 +64,26 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
             path.write_text(render(report, fmt))
             paths = [path]
         results.append(SpecReport(image=name, digest=report.subject, status=report.status,
-                                  files=[str(p) for p in paths]))
+                                  decision=report.decision(), files=[str(p) for p in paths]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "index.md").write_text(index_markdown(results, profile_name, out))
     return results
 
 
 def index_markdown(results: list[SpecReport], profile: str, out: Path) -> str:
-    """One table over the spec's images: verdict, digest and each image's report files."""
+    """One table over the spec's images: the gate's decision first, the raw status beside it,
+    digest and each image's report files."""
     lines = [f"# Image reports (profile {profile})", "",
-             "| image | status | digest | reports |", "|---|---|---|---|"]
+             "| image | decision | raw status | digest | reports |", "|---|---|---|---|---|"]
     for item in results:
         if item.missing:
-            lines.append(f"| {item.image} | **missing** | | {item.missing} |")
+            lines.append(f"| {item.image} | **missing** | | | {item.missing} |")
             continue
         links = ", ".join(f"[{_format_of(f)}]({Path(f).relative_to(out)})"
                           if Path(f).is_relative_to(out) else f for f in item.files)
-        lines.append(f"| {item.image} | {item.status.value if item.status else ''} | "
-                     f"`{item.digest}` | {links} |")
+        decision = (item.decision or "").replace("|", "\\|")
+        lines.append(f"| {item.image} | **{decision}** | "
+                     f"{item.status.value if item.status else ''} | `{item.digest}` | {links} |")
     return "\n".join(lines) + "\n"
 
 

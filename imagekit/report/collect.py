@@ -304,6 +304,7 @@ def preflight_of(store: EvidenceStore, reads: list[Read]) -> list[PreflightSumma
         backend=read.result.backend,
         sizes=[BandwidthPoint(bytes=s.bytes, algbw_GBps=s.algbw_GBps, busbw_GBps=s.busbw_GBps)
                for s in sorted(read.result.sizes, key=lambda s: s.bytes)],
+        timed=list(read.result.timed),
         evidence=_relpath(store, read.record), attempt_id=read.record.attempt_id)
         for read in reads
         if isinstance(read.result, GpuPreflightResult) and read.result.sizes]

@@ -296,6 +296,21 @@ def render(report: ImageReport, base: Path | None = None) -> str:
         for p in report.preflight:
             parts.append(f"<p>{_status(p.status.value)} world size {p.world_size}, backend "
                          f"{escape(str(p.backend))} — {ev(p.evidence)}</p>")
+            if p.timed:
+                def num(x: float | None) -> str:
+                    return "—" if x is None else f"{x:.4g}"
+                parts.append("<p>Timed checks, judged on the median of repeated cycles and "
+                             "its interval (FAIL only when the whole interval is past the "
+                             "bound):</p>")
+                parts.append(_table(
+                    ["check", "item", "verdict", "median", "interval", "bound", "repeats",
+                     "every cycle"],
+                    [[escape(t.check), escape(t.item), escape(t.band), num(t.statistic),
+                      (f"[{num(t.low)}, {num(t.high)}]" if t.low is not None
+                       else escape(t.why or "none")), num(t.bound), str(len(t.samples)),
+                      escape(", ".join(num(x) for x in t.samples)
+                             + (f" (vs {', '.join(num(x) for x in t.baseline_samples)})"
+                                if t.baseline_samples else ""))] for t in p.timed]))
         parts.append(f"<figure>{plot}</figure>" if plot else _none("No bandwidth figures."))
     else:
         parts.append(_none())

@@ -121,6 +121,21 @@ def render(report: ImageReport) -> str:
             for s in p.sizes:
                 out.append(f"| {_size(s.bytes)} | {_fmt(s.algbw_GBps)} | {_fmt(s.busbw_GBps)} |")
             out.append("")
+            if p.timed:
+                out.append("Timed checks, judged on the median of repeated cycles and its "
+                           "interval (FAIL only when the whole interval is past the bound):\n")
+                out.append("| check | item | verdict | median | interval | bound | repeats | "
+                           "every cycle |\n|---|---|---|---|---|---|---|---|")
+                for t in p.timed:
+                    span = f"[{_fmt(t.low)}, {_fmt(t.high)}]" if t.low is not None else \
+                        _cell(t.why or "none")
+                    ref = f" (vs {', '.join(_fmt(x) for x in t.baseline_samples)})" \
+                        if t.baseline_samples else ""
+                    out.append(f"| {_cell(t.check)} | {_cell(t.item)} | {t.band} | "
+                               f"{_fmt(t.statistic)} | {span} | {_fmt(t.bound)} | "
+                               f"{len(t.samples)} | {', '.join(_fmt(x) for x in t.samples)}"
+                               f"{_cell(ref)} |")
+                out.append("")
     else:
         out.append("No evidence.")
 

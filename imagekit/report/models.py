@@ -11,7 +11,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from imagekit.evidence.kinds import GateDecision
+from imagekit.evidence.kinds import GateDecision, NoiseVerdict
 from imagekit.report.accepted import Accepted
 from imagekit.results import Status
 
@@ -91,6 +91,8 @@ class PreflightSummary(BaseModel):
     world_size: int | None = None
     backend: str | None = None
     sizes: list[BandwidthPoint] = []
+    #: the timed checks' repeated cycles: every sample, the median, its interval, the band
+    timed: list[NoiseVerdict] = []
     evidence: str
     attempt_id: str
 
@@ -296,6 +298,27 @@ class ImageReport(BaseModel):
     previous: PreviousBuild | None = Field(default=None, description="the difference against "
                                            "the previous build of the same image; None when "
                                            "the evidence holds no earlier build of it")
+
+    def decision(self) -> str:
+        """What a person reads first: the gate's decision, with every accepted non-PASS named
+        ("promotable, 1 accepted FAIL: torch_arch (…)"); the raw status is shown beside it."""
+        if self.gate.allowed:
+            head = "promotable" + (" (gate overridden)" if self.gate.overridden else "")
+        else:
+            head = "not promotable: " + ("; ".join(self.gate.reasons[:2]) or "refused")
+        taken = [x for x in self.checks if x.current and x.accepted and
+                 x.status is not Status.PASS]
+        parts = []
+        for status in (Status.ERROR, Status.FAIL, Status.DEFERRED):
+            seen: dict[str, str] = {}  # one name once, whichever kind (probe, cluster-probe)
+            for x in taken:
+                if x.status is status and x.name not in seen:
+                    why = " ".join(str(x.accepted).split()).split(";")[0]
+                    seen[x.name] = why if len(why) <= 60 else why[:59] + "…"
+            if seen:
+                names = ", ".join(f"{n} ({why})" for n, why in seen.items())
+                parts.append(f"{len(seen)} accepted {status.value}: {names}")
+        return ", ".join([head, *parts])
 
     def kinds(self) -> list[str]:
         seen: list[str] = []

@@ -76,7 +76,7 @@ def ref(_ref_server: str) -> Ref:
 # --- real engines (marked `engine`): installed into their own venvs and started by the session
 # itself (imagekit.infra.engines), on the stand-in models (imagekit.standins.models); stopped
 # at the end. Never skipped: a part that cannot be installed or started fails the test.
-VLLM_PORT, TRANSFORMERS_PORT = 8110, 8111
+VLLM_PORT, TRANSFORMERS_PORT = int(os.environ.get("IMAGEKIT_TEST_VLLM_PORT", "8110")), 8111
 
 
 @dataclass

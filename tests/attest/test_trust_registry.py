@@ -45,9 +45,9 @@ def _keypair(root: Path, name: str) -> tuple[Path, Path]:
 def world(infra, tmp_path_factory):
     root = tmp_path_factory.mktemp("trust")
     reg = {name: e.address for name, e in infra.registries.items()}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IMAGEKIT_RETRY_",
-                                                                     "IMAGEKIT_TRUST"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_TRUST")}
     env = dict(env, DOCKER_CONFIG=str(infra.docker_config_dir),
+               IMAGEKIT_RETRY_WAIT_INITIAL="0.01", IMAGEKIT_RETRY_WAIT_MAX="0.05",
                IMAGEKIT_REQUIRED_CHECKS="verify-copy",
                IMAGEKIT_REQUIRED_LINKS="base-identity,hops")
     keyset = {name: _keypair(root, name) for name in ("ci", "scanner", "release", "nobody",

@@ -247,6 +247,32 @@ def test_the_rehearsal_step_expects_exactly_what_a_stand_in_shows() -> None:
     assert standin_acceptance_check("x", None).status is Status.ERROR
 
 
+
+def test_the_rehearsal_step_accounts_for_every_check() -> None:
+    """Zero load rounds is a FAIL, not a PASS; a DEFERRED whose reason is not the stand-in's is
+    named in the detail (and listed in data.accounted with every other check), never skipped."""
+    from imagekit.clusteraccept.rehearsal import standin_acceptance_check
+
+    base = [
+        {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
+        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model",
+         "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "DEFERRED"}}},
+        {"name": "controller", "status": "PASS", "detail": "", "data": {}}]
+    no_rounds = standin_acceptance_check("x", {"checks": base})
+    assert no_rounds.status is Status.FAIL and "no load round ran" in no_rounds.detail
+    video = {"name": "video-colour-order", "status": "DEFERRED",
+             "detail": "needs video: the server does not list it", "data": {}}
+    rnd = {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}}
+    named = standin_acceptance_check("x", {"checks": [*base, video, rnd]})
+    assert named.status is Status.PASS
+    assert "named: video-colour-order (needs video" in named.detail
+    assert set(named.data["accounted"]) == {c["name"] for c in [*base, video, rnd]}
+    assert named.data["accounted"]["video-colour-order"].startswith("named: DEFERRED")
+    deferred_round = dict(rnd, status="DEFERRED", detail="left out of the formal load")
+    bad = standin_acceptance_check("x", {"checks": [*base, deferred_round]})
+    assert bad.status is Status.FAIL and "round-01-text-c1-in64-out8: DEFERRED" in bad.detail
+
+
 def test_image_phase_gate_ignores_acceptance_but_not_a_failed_probe(tmp_path: Path) -> None:
     from imagekit.errors import CheckFailed
     from imagekit.report.gate import image_phase_gate
@@ -295,6 +321,7 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
         {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
         {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model: answers are not "
          "judged", "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "DEFERRED"}}},
+        {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}},
         {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
 
     class Attempt:

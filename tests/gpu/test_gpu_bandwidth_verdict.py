@@ -14,8 +14,20 @@ SAMPLES = Path(__file__).resolve().parents[2] / "gpu_checks" / "samples"
 PAIR = SAMPLES / "2026-11-29-h200x2.json"
 
 
-def _pair() -> dict:
-    return json.loads(PAIR.read_text())
+#: the spread of five real cycles (matmul TFLOP/s of one H200 preflight, 2026-12-01 stability
+#: sample b, run 1: 793, 775, 750, 683, 675) relative to their median: the noise of a busbw cycle
+NOISE = [793 / 750, 775 / 750, 1.0, 683 / 750, 675 / 750]
+
+
+def _pair(cycles: bool = True) -> dict:
+    """The committed H200 pair record; with `cycles`, five noisy cycles at the judged sizes
+    (the record predates --repeats and holds one value per size)."""
+    record = json.loads(PAIR.read_text())
+    if cycles:
+        for row in record["bandwidth"]["sizes"]:
+            if row["bytes"] >= 64 << 20:
+                row["busbw_cycles_GBps"] = [row["busbw_GBps"] * f for f in NOISE]
+    return record
 
 
 def _scaled(record: dict, factor: float, sizes: set[int] | None = None, rank: int = 1) -> dict:
@@ -25,6 +37,7 @@ def _scaled(record: dict, factor: float, sizes: set[int] | None = None, rank: in
             row["busbw_GBps"] *= factor
             row["algbw_GBps"] *= factor
             row["slowest_rank"] = rank
+            row["busbw_cycles_GBps"] = [b * factor for b in row.get("busbw_cycles_GBps", [])]
     return out
 
 
@@ -50,7 +63,7 @@ def test_same_bandwidth_passes(preflight: ModuleType) -> None:
 
 def test_slow_sizes_fail_naming_sizes_and_slowest_rank(preflight: ModuleType) -> None:
     base = _pair()
-    slow = _scaled(base, 0.8, sizes={256 << 20, 1 << 30}, rank=1)
+    slow = _scaled(base, 0.7, sizes={256 << 20, 1 << 30}, rank=1)
     result = preflight.bandwidth_verdict(slow, base, "pair")
     assert result["status"] == "FAIL"
     assert "256 MiB" in result["detail"] and "1 GiB" in result["detail"]
@@ -59,7 +72,19 @@ def test_slow_sizes_fail_naming_sizes_and_slowest_rank(preflight: ModuleType) ->
     assert preflight.bandwidth_verdict(_scaled(base, 0.1, sizes={1024}), base,
                                        "pair")["status"] == "PASS"
     # the tolerance is an option
-    assert preflight.bandwidth_verdict(slow, base, "pair", tolerance=0.25)["status"] == "PASS"
+    assert preflight.bandwidth_verdict(slow, base, "pair", tolerance=0.45)["status"] == "PASS"
+
+
+def test_bandwidth_inside_the_noise_band_is_a_pass_with_a_note(preflight: ModuleType) -> None:
+    """0.88x: the cycles' interval (0.79..0.93) straddles 0.9: not a FAIL, named as noise;
+    one cycle only (a record before --repeats): DEFERRED, never a PASS."""
+    base = _pair()
+    near = preflight.bandwidth_verdict(_scaled(base, 0.88), base, "pair")
+    assert near["status"] == "PASS" and near["data"]["band"] == "NOISE", near["detail"]
+    assert "within noise" in near["detail"] and len(near["data"]["within_noise"]) == 5
+    assert all(len(r["samples"]) == 5 for r in near["data"]["sizes"])
+    single = preflight.bandwidth_verdict(_scaled(_pair(cycles=False), 0.5), base, "pair")
+    assert single["status"] == "DEFERRED" and "too few samples" in single["detail"]
 
 
 def test_no_baseline_or_one_gpu_is_deferred(preflight: ModuleType) -> None:
@@ -71,8 +96,11 @@ def test_no_baseline_or_one_gpu_is_deferred(preflight: ModuleType) -> None:
 
 def test_cpu_run_against_a_baseline_folder(preflight: ModuleType, runs, tmp_path: Path) -> None:
     """End to end on gloo: the world2 run is the baseline of a folder; judged against it the
-    same record passes and a slowed copy fails (sizes here are small, so min_bytes is 1 KiB)."""
-    record = runs["world2"].record
+    same record passes and a slowed copy fails (sizes here are small, so min_bytes is 1 KiB;
+    the CPU run repeats only >= 64 MiB, so cycles are added here)."""
+    record = copy.deepcopy(runs["world2"].record)
+    for row in record["bandwidth"]["sizes"]:
+        row["busbw_cycles_GBps"] = [row["busbw_GBps"] * f for f in NOISE]
     assert record is not None
     (tmp_path / "base.json").write_text(json.dumps(record))
     key = preflight.baseline_key(record)
@@ -84,12 +112,18 @@ def test_cpu_run_against_a_baseline_folder(preflight: ModuleType, runs, tmp_path
     assert preflight.bandwidth_verdict(slowed, base, "base", min_bytes=1024)["status"] == "FAIL"
 
 
+#: nccl-tests -N 3: each size printed three times (constant here, so the interval of the ratio
+#: is one point and the bound is exact; test_stats.py covers noisy samples)
 NCCL_TESTS = """\
 # Collective test starting: all_reduce_perf
 # nThread 1 nGpus 2 minBytes 1024 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0
         1024           256     float     sum      -1    20.10    0.05    0.05       0    19.80    0.05    0.05       0
         2048           512     float     sum      -1    20.50    0.10    0.10       0    20.20    0.10    0.10       0
+        1024           256     float     sum      -1    20.10    0.05    0.05       0    19.80    0.05    0.05       0
+        1024           256     float     sum      -1    20.10    0.05    0.05       0    19.80    0.05    0.05       0
 # nThread 1 nGpus 2 minBytes 1024 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 1 unalign: 0
+        1024           256     float     sum      -1     9.10    0.11    0.11       0     9.00    0.11    0.11       0
+        1024           256     float     sum      -1     9.10    0.11    0.11       0     9.00    0.11    0.11       0
         1024           256     float     sum      -1     9.10    0.11    0.11       0     9.00    0.11    0.11       0
 """
 
@@ -103,16 +137,21 @@ def _direct(eager: float, graph: float | None, sums_ok: bool = True) -> dict:
 def _ours(eager: float = 19.0, graph: float | None = 9.0, out_eager: float = 20.0,
           out_graph: float | None = 9.0, sums_ok: bool = True, direct: bool = True) -> list:
     """A 1 KiB row as small_messages writes it: c10d times (context) and, when `direct`, the
-    ncclAllReduce times in place / out of place."""
-    return [{"bytes": 1024, "time_us": 1.0, "timer": "cuda-graph", "eager_us": 50.0,
-             "graph_us": 1.0, "graph_empty": False,
-             "nccl": {"in_place": _direct(eager, graph, sums_ok),
-                      "out_of_place": _direct(out_eager, out_graph)} if direct else None}]
+    ncclAllReduce times in place / out of place, five equal cycles."""
+    nccl = {"in_place": _direct(eager, graph, sums_ok),
+            "out_of_place": _direct(out_eager, out_graph)} if direct else None
+    row = {"bytes": 1024, "time_us": 1.0, "timer": "cuda-graph", "eager_us": 50.0,
+           "graph_us": 1.0, "graph_empty": False, "nccl": nccl}
+    if nccl:
+        row["nccl_cycles"] = [copy.deepcopy(nccl) for _ in range(5)]
+    return [row]
 
 
 def test_nccl_tests_output_is_parsed_per_mode(preflight: ModuleType) -> None:
     parsed = preflight.parse_nccl_tests(NCCL_TESTS)
-    assert parsed["eager"][1024] == {"out_of_place_us": 20.10, "in_place_us": 19.80}
+    assert parsed["eager"][1024] == {"out_of_place_us": 20.10, "in_place_us": 19.80,
+                                     "out_of_place_us_cycles": [20.10] * 3,
+                                     "in_place_us_cycles": [19.80] * 3}
     assert parsed["graph"][1024]["in_place_us"] == 9.00
     real = (SAMPLES / "2026-12-01-h200x1-nccl-tests.txt").read_text()
     h200 = preflight.parse_nccl_tests(real)
@@ -141,7 +180,7 @@ def test_slow_graph_replay_fails_too(preflight: ModuleType) -> None:
     result, data = preflight.small_message_verdict(_ours(graph=14.0),
                                                    preflight.parse_nccl_tests(NCCL_TESTS),
                                                    "log", world=2)
-    assert result["status"] == "FAIL" and "worst in place graph 1.56x" in result["detail"]
+    assert result["status"] == "FAIL" and "ratio in_place_graph: 1.56x" in result["detail"]
 
 
 def test_wrong_sums_in_the_timed_path_fail(preflight: ModuleType) -> None:
@@ -164,7 +203,7 @@ def test_one_gpu_judges_out_of_place_and_says_in_place_does_no_work(
     assert "n=1: NCCL does no work for an in-place all-reduce" in result["detail"]
     assert "in place (not judged)" in result["detail"]
     slow, _ = preflight.small_message_verdict(_ours(out_eager=40.0), theirs, "log", world=1)
-    assert slow["status"] == "FAIL" and "out of place eager 1.99x" in slow["detail"]
+    assert slow["status"] == "FAIL" and "ratio out_of_place_eager: 1.99x" in slow["detail"]
 
 
 def test_small_message_comparison_is_deferred_without_direct_timing(
@@ -227,8 +266,10 @@ def test_repeated_nccl_tests_cycles_keep_the_lowest_time(preflight: ModuleType) 
     keeps the lowest of its --small-repeats loops."""
     cycles = NCCL_TESTS + NCCL_TESTS.replace("19.80", "18.00").replace("9.10", "12.00")
     parsed = preflight.parse_nccl_tests(cycles)
-    assert parsed["eager"][1024] == {"out_of_place_us": 20.10, "in_place_us": 18.00}
-    assert parsed["graph"][1024] == {"out_of_place_us": 9.10, "in_place_us": 9.00}
+    low = {k: v for k, v in parsed["eager"][1024].items() if not k.endswith("_cycles")}
+    assert low == {"out_of_place_us": 20.10, "in_place_us": 18.00}
+    assert parsed["eager"][1024]["in_place_us_cycles"] == [19.8] * 3 + [18.0] * 3
+    assert parsed["graph"][1024]["out_of_place_us"] == 9.10
     assert preflight.parse_args(["--small-repeats", "2"]).small_repeats == 2
     with pytest.raises(SystemExit):
         preflight.parse_args(["--small-repeats", "0"])
@@ -247,5 +288,6 @@ def test_the_real_h200_nccl_timing_is_recomputed_from_its_files(preflight: Modul
         (SAMPLES / "2026-12-01-h200x1-nccltime-nccl-tests.txt").read_text())
     again, data = preflight.small_message_verdict(small["sizes"], theirs, "sample", world=1)
     recorded = next(c for c in record["checks"] if c["name"] == "small-message-time")
-    assert again["status"] == recorded["status"] == "PASS"
-    assert data["ratio"] == pytest.approx(recorded["data"]["ratio"]) and data["ratio"] <= 1.5
+    assert recorded["status"] == "PASS"
+    # one cycle of ours (a record before --repeats): too few to judge now, never a PASS
+    assert again["status"] == "DEFERRED" and "too few samples" in again["detail"]

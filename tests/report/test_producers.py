@@ -149,7 +149,11 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
     assert all(Path(f).is_file() for f in results["sglang"].files)
     assert results["vllm"].missing and "no build of 'vllm'" in results["vllm"].missing
     index = (tmp_path / "out" / "index.md").read_text()
-    assert f"| sglang | FAIL | `{record.digest}` |" in index
+    decision = results["sglang"].decision
+    assert decision is not None and decision.startswith(
+        "promotable, 1 accepted FAIL: torch_arch (the stand-in carries the machine's CPU"), decision
+    # the gate's decision leads, the raw status beside it (issue 27)
+    assert f"| sglang | **{decision}** | FAIL | `{record.digest}` |" in index
     assert "| vllm | **missing** |" in index
     html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
     assert [Path(f).suffix for r in html for f in r.files] == [".html"]

@@ -1,6 +1,6 @@
 """The design card's rule, enforced: a lower layer never imports a higher one.
 
-types (errors, results, oci, evidence, inputs, progress) < transports (registry, engine, cluster)
+types (errors, results, oci, evidence, inputs, progress, stats) < transports (registry, engine, cluster)
 < operations (everything else, in `OPERATION_ORDER`) < cli. Imports inside functions count too,
 and so do dynamic ones: `importlib.import_module("…")`, `__import__("…")`,
 `importlib.util.find_spec("…")` with a literal (or a module-level constant) name are checked like
@@ -17,7 +17,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 #: progress: phases of long steps, reported by transports and operations alike (issue 19)
-TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "__init__"}
+TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
 CLI = {"cli", "__main__"}
 
