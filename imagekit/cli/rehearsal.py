@@ -213,12 +213,13 @@ def _actor_keys(runner: _Runner, actors: Path) -> bool:
 
     from imagekit.clusteraccept import rehearsal as step
 
-    for actor in (*step.ACTORS, step.AUDITOR):
+    others = [a for a in (*step.ACTORS, step.AUDITOR) if a != "ci"]  # CI: the rehearsal's
+    for actor in others:
         step.store_dir(actors, actor).mkdir(parents=True, exist_ok=True)
     for actor in step.ACTORS:
         code, _ = runner.run(f"{actor}-keys", "keys", "generate", "--out",
                              str(step.key_dir(actors, actor)), "--force",
-                             store=step.store_dir(actors, actor))
+                             store=step.store_dir(actors, actor) if actor in others else None)
         if code != 0:
             return False
         shutil.copyfile(step.key_dir(actors, actor) / "imagekit.pub",
@@ -226,7 +227,7 @@ def _actor_keys(runner: _Runner, actors: Path) -> bool:
     return True
 
 
-def _write_index(out: Path, actors: Path, promoted: dict[str, str]) -> None:
+def _write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Path) -> None:
     """index.md: who played which part (keys, stores) and the auditor's reports."""
     from imagekit.clusteraccept import rehearsal as step
 
@@ -235,8 +236,9 @@ def _write_index(out: Path, actors: Path, promoted: dict[str, str]) -> None:
              "| actor | public key | evidence store |", "|---|---|---|"]
     for actor in (*step.ACTORS, step.AUDITOR):
         key = step.public_key(actors, actor)
+        where = ci_store if actor == "ci" else step.store_dir(actors, actor).relative_to(out)
         lines.append(f"| {actor} | {key.relative_to(out) if key.exists() else '-'} | "
-                     f"{step.store_dir(actors, actor).relative_to(out)} |")
+                     f"{where} |")
     lines += ["", "CI's store is the rehearsal's own (it built the images); the others start "
               "empty. The reports below were rendered from the auditor's empty store, from "
               "what the three keys signed at the registry.", ""]
@@ -337,7 +339,7 @@ def rehearsal(
             runner.run(f"{name}-report", "report", reference, "--format", "all", "--out",
                        str(out), "--profile", profile_name,
                        *step.trust_args(actors, *step.ACTORS), store=auditor)
-        _write_index(out, actors, promoted)
+        _write_index(out, actors, promoted, store.root)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
         from imagekit.evidence.kinds import RehearsalResult
         from imagekit.evidence.kinds import RehearsalStep as EvidenceStep
