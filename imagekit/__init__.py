@@ -8,4 +8,6 @@ Layers (a lower layer never imports a higher one):
   4. CLI        imagekit.cli
 """
 
+#: the version, in one place: pyproject reads it (dynamic), `imagekit --version` shows it, every
+#: evidence attempt's context and every attestation statement carry it
 __version__ = "0.1.0"

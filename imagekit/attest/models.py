@@ -64,6 +64,8 @@ class PromotionPredicate(BaseModel):
     #: set when the chain was signed past a refusing gate (`promote --force --reason`): the
     #: reason and what the gate refused for; `imagekit verify` fails such a chain
     forced: str | None = None
+    #: the imagekit that made the statement (absent in statements made before it was recorded)
+    imagekit_version: str | None = None
 
 
 class Attached(BaseModel):

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from imagekit import __version__
 from imagekit.attest.models import ChainLink, EvidenceRef, HopLink, PromotionPredicate
 from imagekit.oci.digest import Digest
 from imagekit.report.links import LINK_KINDS, OPTIONAL_LINKS  # noqa: F401 - re-exported
@@ -166,4 +167,5 @@ def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: l
         base_digest=facts.base_digest if facts else None,
         fix_layers=list(facts.fix_layers) if facts else [],
         links=links, hops=hops, required=required_links(required), forced=forced,
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"))
+        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"),
+        imagekit_version=__version__)

@@ -98,6 +98,34 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from imagekit import __version__
+
+        sys.stdout.write(f"imagekit {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True,
+                                       callback=_show_version,
+                                       help="Show imagekit's version and exit."),
+          tmpdir: Path = typer.Option(
+        None, "--tmpdir", metavar="DIR",
+        help="Where every temporary file of this run goes (default $TMPDIR, else /tmp); each "
+             "is removed when the run ends, interrupted (Ctrl-C) or not.")) -> None:
+    """Build, verify, promote and accept LLM inference-server images, with evidence."""
+    if tmpdir is None:
+        return
+    if not tmpdir.is_dir() or not os.access(tmpdir, os.W_OK | os.X_OK):
+        raise fail(f"--tmpdir {tmpdir}: not a writable directory (imagekit)")
+    import tempfile
+
+    # this process (tempfile) and every program it starts (docker build contexts, buildkit)
+    os.environ["TMPDIR"] = str(tmpdir.absolute())
+    tempfile.tempdir = str(tmpdir.absolute())
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

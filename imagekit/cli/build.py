@@ -95,6 +95,11 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
 @guarded
 def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                    no_cache: bool = typer.Option(False, "--no-cache"),
+                   layers: int = typer.Option(
+                       None, "--layers", metavar="N",
+                       help="Pad each stand-in to at least N layers (e.g. 63, the record's "
+                            "SGLang base), pushed as <tag>-layers<N> and pinned; off by "
+                            "default."),
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
     from imagekit.build import default_engine
@@ -105,13 +110,14 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
     store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
         records = build_standins(images, default_engine(), store, profile,
-                                 no_cache=no_cache, on_line=on_line)
+                                 no_cache=no_cache, on_line=on_line, layers=layers)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return
     for record in records:
         console.print(f"{record.standin}: {record.reference}@{record.digest} "
-                      f"({'built' if record.built else 'cached'}, {record.seconds:.0f} s)")
+                      f"({'built' if record.built else 'cached'}, {record.layers} layers, "
+                      f"{record.seconds:.0f} s)")
 
 
 @app.command("build")

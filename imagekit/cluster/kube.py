@@ -1,5 +1,5 @@
-"""Kubernetes API transport: httpx against the API server, the kubeconfig read by the official
-`kubernetes` package's loader.
+"""Kubernetes API transport: httpx against the API server, the kubeconfig read as client-go
+reads it (`kubeconfig.py`), with credentials kept fresh (`kubeauth.py`).
 
 Objects travel as plain dicts in the API's own camelCase JSON (what `kubectl get -o json`
 shows), not as the generated model classes: a manifest rendered from a template goes in as it
@@ -14,7 +14,6 @@ finding (the Priority admission plugin's 403 text, "object is being deleted", a 
 from __future__ import annotations
 
 import json
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,42 +56,45 @@ def _message(response: httpx.Response) -> str:
 class Kube:
     """A connection to one cluster (kubeconfig file).
 
-    The kubeconfig is read by the official client's loader (token, client certificates, CA,
-    inline *-data fields); requests go through httpx, independent of the generated client's
-    calling conventions, which change between its major versions."""
+    The kubeconfig is read as client-go reads it (`kubeconfig.py`: current context, CA,
+    client certificates, inline *-data fields); the user's credential is live
+    (`kubeauth.py`): an exec plugin is re-run before its token expires and after a 401, a
+    tokenFile is re-read when it changes. Requests go through httpx with that credential on
+    each one, watches and log streams included.
 
-    def __init__(self, kubeconfig: Path | str | None = None) -> None:
-        try:
-            from kubernetes import client, config
-        except ImportError:  # pragma: no cover - the [cluster] extra is part of the install
-            raise InfraError("the kubernetes client is not installed (pip install "
-                             "'imagekit[cluster]')") from None
+    The objects this connection created and has not deleted are remembered (`left()`): when
+    the run ends on a credential that cannot be renewed, the error says what stayed behind."""
+
+    def __init__(self, kubeconfig: Path | str | None = None, *, context: str | None = None
+                 ) -> None:
+        from imagekit.cluster import kubeconfig as kubeconfig_file
+        from imagekit.cluster.kubeauth import KubeAuth, source_for
+
         path = Path(kubeconfig) if kubeconfig else default_kubeconfig()
         if not path.is_file():
             raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
                              "--kubeconfig", where=str(path))
         self.kubeconfig = path
-        cfg = client.Configuration()
-        try:
-            config.load_kube_config(config_file=str(path), client_configuration=cfg)
-        except Exception as exc:  # noqa: BLE001 - the loader raises many kinds
-            raise InvalidInput(f"unusable kubeconfig: {str(exc).splitlines()[0][:200]}",
-                               where=str(path)) from None
-        headers = {"Accept": "application/json"}
-        token = cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization")
-        if token:
-            headers["Authorization"] = token if token.startswith("Bearer ") else \
-                f"Bearer {token}"
-        if not cfg.verify_ssl:
-            verify: Any = False
-        else:
-            verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert \
-                else True
-        cert = (cfg.cert_file, cfg.key_file) if cfg.cert_file and cfg.key_file else None
-        self.host = cfg.host
-        self._http = httpx.Client(base_url=cfg.host, verify=verify, cert=cert,
-                                  headers=headers, timeout=httpx.Timeout(30.0, connect=10.0),
-                                  trust_env=False)
+        target = kubeconfig_file.load(path, context)
+        self.user = target.user_name
+        ssl_context = kubeconfig_file.ssl_context(target)
+        self.credentials = source_for(target, ssl_context)
+        self.credentials.current()  # a plugin that cannot run fails here, before any change
+        self.host = target.cluster.server.rstrip("/")
+        self._created: dict[str, str] = {}
+        hooks = {}
+        if target.cluster.tls_server_name:  # the name the server's certificate is checked for
+            sni = target.cluster.tls_server_name
+            hooks["request"] = [lambda request: request.extensions.setdefault("sni_hostname",
+                                                                              sni)]
+        self._http = httpx.Client(base_url=self.host, verify=ssl_context,
+                                  auth=KubeAuth(self.credentials),
+                                  headers={"Accept": "application/json"}, event_hooks=hooks,
+                                  timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
+
+    def left(self) -> list[str]:
+        """`Kind namespace/name` of what this connection created and did not delete."""
+        return list(self._created.values())
 
     def close(self) -> None:
         self._http.close()
@@ -100,7 +102,13 @@ class Kube:
     def __enter__(self) -> "Kube":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        from imagekit.cluster.kubeauth import KubeCredentialError
+
+        if isinstance(exc, KubeCredentialError) and self._created and \
+                "left behind:" not in exc.message:
+            exc.message += "; left behind (created by this run, not deleted): " + \
+                ", ".join(self.left())
         self.close()
 
     # ---------------------------------------------------------------- raw calls
@@ -170,8 +178,16 @@ class Kube:
 
     def create(self, obj: dict) -> dict:
         """Create a namespaced core/v1 or scheduling object from its manifest dict."""
-        return self.call("POST", collection_path(obj), body=obj,
-                         where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+        created = self.call("POST", collection_path(obj), body=obj,
+                            where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+        self._remember(obj)
+        return created
+
+    def _remember(self, obj: dict) -> None:
+        kind, meta = obj.get("kind"), obj["metadata"]
+        if kind != "Namespace":  # namespaces are kept on purpose (shared by runs)
+            where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+            self._created[object_path(obj)] = f"{kind} {where}{meta['name']}"
 
     def replace(self, obj: dict) -> dict:
         return self.call("PUT", object_path(obj), body=obj,
@@ -199,9 +215,12 @@ class Kube:
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         try:
-            return self.call("DELETE", path, body=body)
+            deleted = self.call("DELETE", path, body=body)
         except NotFound:
+            self._created.pop(path, None)
             return None
+        self._created.pop(path, None)
+        return deleted
 
     def patch(self, path: str, patch: dict) -> dict:
         return self.call("PATCH", path, body=patch)
@@ -246,7 +265,12 @@ class Kube:
               resource_version: str | None = None, timeout_seconds: int = 60
               ) -> Iterator[dict]:
         """Stream watch events ({"type", "object"}) of a collection until the server-side
-        timeout; raw JSON lines, so nothing is lost to model conversion."""
+        timeout; raw JSON lines, so nothing is lost to model conversion. A watch ends no later
+        than the credential's renewal point (just after it): callers loop, and their next
+        request renews it while the old one is still valid."""
+        renew_in = self.credentials.renew_in()
+        if renew_in is not None:
+            timeout_seconds = max(1, min(timeout_seconds, int(renew_in) + 1))
         query: dict[str, Any] = {"watch": "true", "timeoutSeconds": timeout_seconds,
                                  "allowWatchBookmarks": "false"}
         if field_selector:

@@ -26,7 +26,7 @@ from pathlib import Path
 from imagekit.cluster import manifests
 from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.kube import Conflict, Kube, wait_until
-from imagekit.cluster.pods import delete_and_wait, observed, recreate_pod, wait_for_pod
+from imagekit.cluster.pods import observed, recreate_pod, wait_for_pod, wait_gone
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import ClusterProbeResult
@@ -246,21 +246,50 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
             checks.extend(_outcome_checks(kube, outcome, options, name, pinned, digest, fetch,
                                           attempt, started))
         finally:
-            if not options.keep_pod:
-                try:
-                    waited = delete_and_wait(kube, options.namespace, name, timeout=120)
-                    checks.append(CheckResult(name="cleanup", status=Status.PASS,
-                                              detail=f"pod deleted and gone after {waited:.1f}s"))
-                except ImagekitError as exc:
-                    checks.append(CheckResult(name="cleanup", status=Status.ERROR,
-                                              detail=exc.one_line()))
-                kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
-                            f"{cm['metadata']['name']}")
-            _drop_secret(kube, options, secret, checks)
+            if options.keep_pod:
+                _drop_secret(kube, options, secret, checks)
+            else:
+                _cleanup(kube, options, name, cm["metadata"]["name"], secret, checks)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
         for check in checks:
             attempt.add_check(check)
     return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
+
+
+def _cleanup(kube: Kube, options: ProbeOptions, name: str, configmap: str,
+             secret: str | None, checks: list[CheckResult]) -> None:
+    """Every DELETE first (the Pod, its ConfigMap, the run's pull Secret), then the wait until
+    the Pod is gone: a run stopped by a credential that could not be renewed has only the last
+    good credential's remaining moments, and those go to the deletes, not to the wait."""
+    namespace = options.namespace
+    uid: str | None = None
+    pod_error: ImagekitError | None = None
+    try:
+        current = kube.get_pod(namespace, name)
+        if current is not None:
+            uid = current["metadata"]["uid"]
+            if not current["metadata"].get("deletionTimestamp"):
+                kube.delete(kube.pod_path(namespace, name), uid=uid)
+    except ImagekitError as exc:
+        pod_error = exc
+    configmap_error: ImagekitError | None = None
+    try:
+        kube.delete(f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
+    except ImagekitError as exc:
+        configmap_error = exc
+    _drop_secret(kube, options, secret, checks)
+    if pod_error is None:
+        try:
+            waited = wait_gone(kube, namespace, name, uid=uid, timeout=120) if uid else 0.0
+            checks.append(CheckResult(name="cleanup", status=Status.PASS,
+                                      detail=f"pod deleted and gone after {waited:.1f}s"))
+        except ImagekitError as exc:
+            pod_error = exc
+    if pod_error is not None:
+        checks.append(CheckResult(name="cleanup", status=Status.ERROR,
+                                  detail=pod_error.one_line()))
+    if configmap_error is not None:
+        raise configmap_error
 
 
 def _drop_secret(kube: Kube, options: ProbeOptions, secret: str | None,

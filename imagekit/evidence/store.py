@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from imagekit import __version__
 from imagekit.errors import EvidenceError, InvalidInput
 from imagekit.evidence import legacy
 from imagekit.evidence.contract import EvidenceResult, Role, Subject, model_for, parse_result
@@ -124,7 +125,8 @@ class Attempt:
         self.store, self.key, self.kind, self.path = store, key, kind, path
         self.attempt_id = attempt_id
         self.started = _now()
-        self.context = dict(context)
+        # which imagekit made the record (a context given, e.g. refiled from a Pod, wins)
+        self.context = {"imagekit_version": __version__, **context}
         self.checks: list[CheckResult] = []
         self.record: AttemptRecord | None = None
         self.subjects: list[Subject] = []
@@ -175,6 +177,9 @@ class Attempt:
         except FileExistsError:
             raise EvidenceError(f"evidence file already exists, not overwriting: {target}") \
                 from None
+        except OSError as exc:  # a full disk: no half-written file is left to be read
+            target.unlink(missing_ok=True)
+            raise _disk_error(exc, target) from None
         return target
 
     def write_text(self, name: str, text: str) -> Path:
@@ -209,13 +214,37 @@ class Attempt:
             checks=self.checks, files=files, context=self.context, layout=LAYOUT,
             subjects=self.subjects,
             result=self.result.model_dump(mode="json") if self.result is not None else None)
-        with open(self.path / "attempt.json", "x") as handle:
-            handle.write(self.record.model_dump_json(indent=2) + "\n")
+        # attempt.json appears whole or not at all (a full disk leaves no half record): written
+        # beside it, then linked in place (a link fails where one exists, as "x" did)
+        final, partial = self.path / "attempt.json", self.path / ".attempt.json.partial"
+        try:
+            with open(partial, "x") as handle:
+                handle.write(self.record.model_dump_json(indent=2) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(partial, final)
+        except OSError as exc:
+            self.record = None
+            if isinstance(exc, FileExistsError):
+                raise
+            raise _disk_error(exc, final) from None
+        finally:
+            partial.unlink(missing_ok=True)
         for file in self.path.rglob("*"):
             if file.is_file():
                 file.chmod(0o444)
         self.store._append_index(self.record, self.path)
         return self.record
+
+
+def _disk_error(exc: OSError, where: Path) -> OSError | EvidenceError:
+    """A full disk (or quota) as one line naming the file; other OS errors as they are."""
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return EvidenceError(f"disk full ({exc.strerror}): evidence not written, nothing "
+                             "recorded", where=str(where))
+    return exc
 
 
 def _default_subjects(key: EvidenceKey) -> list[Subject]:
@@ -264,7 +293,12 @@ class EvidenceStore:
                         traceback.format_exception(type(exc), exc, exc.__traceback__)))
                 except EvidenceError:
                     pass
-                attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc}"[:500])
+                try:
+                    attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc}"[:500])
+                except EvidenceError:
+                    if not isinstance(exc, EvidenceError):
+                        raise exc from None  # the first error, not the full disk it met
+                    raise
             raise
         else:
             attempt.finish()
@@ -279,7 +313,13 @@ class EvidenceStore:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / "index.jsonl", "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            handle.write(line + "\n")
+            size = handle.seek(0, os.SEEK_END)
+            try:
+                handle.write(line + "\n")
+                handle.flush()
+            except OSError as exc:  # no half line left for the next one to be glued to
+                handle.truncate(size)
+                raise _disk_error(exc, self.root / "index.jsonl") from None
 
     def attempts(self, subject: Digest | str | EvidenceKey,
                  kind: str | None = None) -> list[AttemptRecord]:

@@ -185,14 +185,45 @@ def blob_exists(t: Transport, repository: str, digest: Digest) -> bool:
     raise TransportError(f"blob HEAD answered HTTP {response.status_code}", where=where)
 
 
+def _content_range_start(value: str | None) -> tuple[int | None, int | None]:
+    """(first byte, total) of a `Content-Range: bytes FIRST-LAST/TOTAL` header; None where the
+    header is absent or unreadable (TOTAL may be `*`)."""
+    if not value:
+        return None, None
+    unit, _, rest = value.strip().partition(" ")
+    span, _, total = rest.partition("/")
+    first = span.partition("-")[0]
+    if unit.lower() != "bytes" or not first.strip().isdigit():
+        return None, None
+    return int(first), int(total) if total.strip().isdigit() else None
+
+
+def _resumed(resumes: list[str]) -> str:
+    return f" (resumed: {'; '.join(resumes)})" if resumes else ""
+
+
 def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None = None,
                 read_size: int = 64 * 1024, lean_read_size: int = lean.READ_SIZE
                 ) -> Iterator[bytes]:
     """Stream a blob, hashing as it goes; raises DigestMismatch after the last byte if the
-    content is not `digest` (so a consumer commits nothing before the stream ends)."""
+    content is not `digest` (so a consumer commits nothing before the stream ends).
+
+    A download that breaks resumes with `Range: bytes=N-`, and the answer is held to it
+    (relays and caches do not always honour ranges):
+    - 200 with the whole body: the blob restarts from byte 0 with a fresh hash; the first N
+      bytes are hashed again, not passed on again, and must equal the N already passed on;
+    - 206 whose `Content-Range` starts elsewhere than N, or names another total: fails there,
+      naming both offsets; a 206 that lies about its offset is caught by the digest, and the
+      error lists every resume (offset, status) of the download;
+    - more bytes than the descriptor's `size`: stops at byte size+1 (a Content-Length that
+      announces more fails before the body is read);
+    - fewer: asked again from where it ended; a blob that has no more bytes fails naming it.
+    """
     where = f"{t.registry}/{repository}@{digest}"
     hasher = digest.hasher()
-    position = 0
+    position = 0          # bytes passed on to the consumer (and hashed)
+    resumes: list[str] = []
+    short_endings = 0     # clean endings before `size`, in a row without new bytes
     budget = t.policy.budget(where)
     with t.errors(where, budget):
         for attempt in budget.attempts():
@@ -201,40 +232,106 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                 path, scopes = f"/v2/{repository}/blobs/{digest}", pull_scope(repository)
                 response = t.send_body("GET", path, scopes=scopes, budget=budget,
                                        headers=headers)
-                pieces = lean_read_size
+                pieces, lean_path = lean_read_size, True
                 if response is None:  # not for the lean path: httpx, as for everything else
                     response = t.send("GET", path, scopes=scopes, budget=budget,
                                       headers=headers, stream=True)
-                    pieces = read_size
+                    pieces, lean_path = read_size, False
                 try:
-                    if response.status_code == 404:
+                    status = response.status_code
+                    if status == 404:
                         raise NotFound("blob not found", where=where)
-                    if response.status_code not in (200, 206):
-                        raise TransportError(f"blob GET answered HTTP {response.status_code}",
-                                             where=where)
-                    skip = position if response.status_code == 200 else 0
-                    for data in response.iter_raw(pieces):
+                    if status == 416 and position:
+                        raise DigestMismatch(
+                            f"blob is truncated at the registry: it ends at byte {position} of "
+                            f"its descriptor's {size} bytes (a Range request from byte "
+                            f"{position} answered HTTP 416)" + _resumed(resumes), where=where)
+                    if status not in (200, 206):
+                        raise TransportError(f"blob GET answered HTTP {status}", where=where)
+                    announced = response.headers.get("content-length")
+                    announced = int(announced) if (announced or "").isdigit() else None
+                    skip, check, before = 0, hasher, None
+                    if status == 206:
+                        first, total = _content_range_start(response.headers.get("content-range"))
+                        if first is not None and first != position:
+                            raise DigestMismatch(
+                                f"a Range request from byte {position} was answered 206 from "
+                                f"byte {first} (Content-Range "
+                                f"{response.headers.get('content-range')!r}): a relay that "
+                                "does not honour ranges" + _resumed(resumes), where=where)
+                        if size is not None and total is not None and total != size:
+                            raise DigestMismatch(
+                                f"blob is {total} bytes by the registry's Content-Range, its "
+                                f"descriptor says {size}" + _resumed(resumes), where=where)
+                        if position:
+                            resumes.append(f"from byte {position}: 206")
+                        expected = None if size is None else size - position
+                    else:
+                        if position:  # Range ignored: start again, prove the prefix equal
+                            resumes.append(f"from byte {position}: 200 with the whole body, "
+                                           "restarted from byte 0")
+                            skip, check, before = position, digest.hasher(), hasher
+                        expected = size
+                    if expected is not None and announced is not None and announced > expected:
+                        raise DigestMismatch(
+                            f"blob is longer than its descriptor's {size} bytes: the answer "
+                            f"announces {announced} bytes from byte "
+                            f"{position if status == 206 else 0} (nothing read)"
+                            + _resumed(resumes), where=where)
+                    got = 0
+                    chunks = response.iter_raw(pieces) if not lean_path or size is None else \
+                        response.iter_raw(pieces, limit=(size + 1 - position) + skip)
+                    for data in chunks:
                         check_stop(where)
+                        got += len(data)
                         if skip:
-                            if len(data) <= skip:
-                                skip -= len(data)
+                            head, data = data[:skip], data[skip:]
+                            check.update(head)
+                            skip -= len(head)
+                            if skip == 0 and check.digest() != before.digest():
+                                raise DigestMismatch(
+                                    f"a Range request from byte {position} was answered 200 "
+                                    f"with a whole body whose first {position} bytes differ "
+                                    "from those already received" + _resumed(resumes),
+                                    where=where)
+                            if not data:
                                 continue
-                            data, skip = data[skip:], 0
-                        hasher.update(data)
+                        if size is not None and position + len(data) > size:
+                            raise DigestMismatch(
+                                f"blob is longer than its descriptor's {size} bytes: byte "
+                                f"{size + 1} arrived and the download stopped there"
+                                + _resumed(resumes), where=where)
+                        check.update(data)
+                        hasher = check
                         position += len(data)
                         budget.progress()
-                        if size is not None and position > size:
-                            raise DigestMismatch(f"blob is longer than its descriptor's {size} "
-                                                 "bytes", where=where)
+                        short_endings = 0
                         yield data
+                    if skip:  # a whole body shorter than what was already passed on
+                        raise DigestMismatch(
+                            f"a Range request from byte {position} was answered 200 with a "
+                            f"whole body of {got} bytes, fewer than those already received"
+                            + _resumed(resumes), where=where)
+                    hasher = check
                 finally:
                     response.close()
+                if size is not None and position < size:
+                    short_endings += 1
+                    if short_endings > 1 or got == 0:
+                        raise DigestMismatch(
+                            f"blob is truncated at the registry: it ends at byte {position} of "
+                            f"its descriptor's {size} bytes (asked again from byte {position}: "
+                            "no more bytes)"
+                            + _resumed(resumes), where=where)
+                    # an answer that ended cleanly but early: resumed like a cut
+                    raise httpx.RemoteProtocolError(
+                        f"blob body ended at byte {position} of {size}")
     if size is not None and position < size:   # cut short: said so, not "changed"
-        raise DigestMismatch(f"blob is truncated: {position} of its descriptor's {size} bytes",
-                             where=where)
+        raise DigestMismatch(f"blob is truncated: {position} of its descriptor's {size} bytes"
+                             + _resumed(resumes), where=where)
     if hasher.hexdigest() != digest.hex:
         raise DigestMismatch(f"blob content hashes to {digest.algorithm}:{hasher.hexdigest()}, "
-                             "not its digest", where=where)
+                             "not its digest" + _resumed(resumes), where=where)
     if size is not None and position != size:
         raise DigestMismatch(f"blob has {position} bytes, its descriptor says {size}",
                              where=where)

@@ -79,15 +79,19 @@ class LeanResponse:
         self.close()
         return self
 
-    def iter_raw(self, size: int = READ_SIZE) -> Iterator[bytes]:
-        """The body in pieces of up to `size` bytes; a body cut short is
-        `httpx.RemoteProtocolError`, a stall `httpx.ReadTimeout` (as httpx raises them)."""
+    def iter_raw(self, size: int = READ_SIZE, limit: int | None = None) -> Iterator[bytes]:
+        """The body in pieces of up to `size` bytes, at most `limit` bytes in all (a body
+        longer than its descriptor is not read past the first byte too many); a body cut short
+        is `httpx.RemoteProtocolError`, a stall `httpx.ReadTimeout` (as httpx raises them)."""
         response = self._response
         expected = response.length
         got = 0
         while True:
+            want = size if limit is None else min(size, limit - got)
+            if want <= 0:
+                return  # the caller stops here; the connection is not reused (not `_done`)
             try:
-                data = response.read(size)
+                data = response.read(want)
             except http.client.IncompleteRead as exc:
                 raise httpx.RemoteProtocolError(
                     "peer closed connection without sending complete message body "

@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from imagekit import __version__
 from imagekit.report.models import ImageReport
 from imagekit.results import Status
 
@@ -79,6 +80,8 @@ def _configuration(report: ImageReport) -> list[dict]:
                                "mediaType": "application/json",
                                "annotations": {"gate": "allowed" if report.gate.allowed
                                                else "refused"}})
+    # the imagekit that judged (a package URL, as ResourceDescriptor.uri)
+    descriptors.append({"name": "imagekit", "uri": f"pkg:pypi/imagekit@{__version__}"})
     return descriptors
 
 

@@ -91,6 +91,54 @@ class StandinRecord(BaseModel):
     mirror_digest: Digest | None = None
     built: bool
     seconds: float
+    #: layers of the pushed image (`--layers N` pads a stand-in to at least N)
+    layers: int | None = None
+
+
+#: the most layers `--layers` asks for (overlay2 stacks at most 125 lower layers)
+MAX_LAYERS = 120
+
+
+def pad_dockerfile(base: str, have: int, want: int) -> str | None:
+    """A Dockerfile on top of `base` (with `have` layers) that adds tiny COPY layers until the
+    image has `want` (None: it has enough). Generic — it touches no package of the stand-in —
+    so the record's layer count (63) can be shown end to end on any stand-in."""
+    if want <= have:
+        return None
+    lines = [f"FROM {base}"]
+    lines += [f"COPY layers/{i:03d} /opt/imagekit-layers/{i:03d}" for i in range(want - have)]
+    return "\n".join(lines) + "\n"
+
+
+def _padded(engine: Engine, local_tag: str, want: int, on_line=None) -> tuple[str, int]:
+    """`local_tag` padded to `want` layers: (the padded local tag, its layer count)."""
+    have = len(engine.inspect(local_tag).diff_ids)
+    text = pad_dockerfile(local_tag, have, want)
+    if text is None:
+        return local_tag, have
+    padded = f"{local_tag}-layers{want}"
+    if not engine.exists(padded):
+        with tempfile.TemporaryDirectory(prefix="imagekit-standin-layers-") as tmp:
+            context = Path(tmp)
+            (context / "Dockerfile").write_text(text)
+            (context / "layers").mkdir()
+            for i in range(want - have):
+                (context / "layers" / f"{i:03d}").write_text(
+                    f"imagekit stand-in padding layer {i} of {want - have}\n")
+            outcome = engine.build(context, tags=[padded], network=None, on_line=on_line)
+        if not outcome.ok:
+            raise CheckFailed(f"padding {local_tag} to {want} layers failed (exit "
+                              f"{outcome.returncode}): {outcome.log[-300:]}", where=padded)
+    return padded, len(engine.inspect(padded).diff_ids)
+
+
+def _layers_tag(reference: ImageReference, want: int | None) -> ImageReference:
+    """With --layers the pushed tag says so (`…:cu13-standin-layers63`): the default tags,
+    which every other run uses, are never replaced by a padded image."""
+    if not want or reference.tag is None:
+        return reference
+    return ImageReference.parse(f"{reference.registry}/{reference.repository}:"
+                                f"{reference.tag}-layers{want}")
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -102,7 +150,11 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                    profile: str | None = None, no_cache: bool = False,
-                   on_line=None) -> list[StandinRecord]:
+                   on_line=None, layers: int | None = None) -> list[StandinRecord]:
+    """`layers`: pad every stand-in to at least that many layers (off by default), pushed
+    under `<tag>-layers<N>` and pinned in the lock in place of the default tag."""
+    if layers is not None and not 1 <= layers <= MAX_LAYERS:
+        raise SpecError(f"--layers {layers}: give 1-{MAX_LAYERS}")
     profile_name, prof = spec.profile(profile)
     if not prof.standins:
         raise SpecError(f"profile {profile_name!r} does not use stand-ins")
@@ -130,7 +182,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
         key = hashlib.sha256("\0".join([rootfs_key(), tree_hash(directory), wheel.name,
                                         prof.pip_index_url or ""]).encode()).hexdigest()
         local_tag = f"imagekit-standins/{standin}:{key[:16]}"
-        reference = image.base[profile_name]
+        reference = _layers_tag(image.base[profile_name], layers)
         started = dt.datetime.now(dt.timezone.utc)
         built = False
         with store.attempt(f"standin-{standin}", "standin-build", cache_key=key,
@@ -159,10 +211,17 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                 built = True
             else:
                 attempt.write_text("build.log", f"{local_tag} present: cache hit\n")
+            layer_count = None
+            if layers:
+                local_tag, layer_count = _padded(engine, local_tag, layers, on_line)
+                attempt.write_text("layers.txt", f"{local_tag}: {layer_count} layers "
+                                                 f"(--layers {layers})\n")
             info = engine.inspect(local_tag)
             engine.tag(local_tag, str(reference))
             digest = engine.push(reference)
             mirror_ref = image.mirror.get(profile_name)
+            if mirror_ref is not None:
+                mirror_ref = _layers_tag(mirror_ref, layers)
             mirror_digest = None
             if mirror_ref is not None:
                 engine.tag(local_tag, str(mirror_ref))
@@ -171,7 +230,8 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                 image=image_name, standin=standin, local_tag=local_tag, image_id=info.id,
                 reference=reference, digest=digest, mirror=mirror_ref,
                 mirror_digest=mirror_digest, built=built,
-                seconds=(dt.datetime.now(dt.timezone.utc) - started).total_seconds())
+                seconds=(dt.datetime.now(dt.timezone.utc) - started).total_seconds(),
+                layers=layer_count if layer_count is not None else len(info.diff_ids))
             attempt.write_json("standin.json", record)
             attempt.add_subject(digest, Role.SUBJECT, str(reference))
             attempt.write_result(StandinBuildResult(

@@ -118,17 +118,36 @@ class _Switch(Hooks):
 
 
 @pytest.fixture(scope="module")
-def accepted(kube, accept_ns, model_claim, vllm_image):
+def exec_kube(cluster_state, tmp_path_factory):
+    """The accept run goes through the authenticating front (tests/cluster/kube_front.py)
+    with a kubeconfig whose exec plugin mints 3-second tokens: a managed cluster's credential,
+    renewed many times during one engine start (issue 25)."""
+    from imagekit.cluster.kube import Kube
+
+    from .kube_front import KubeFront, exec_kubeconfig, plugin_state
+
+    folder = tmp_path_factory.mktemp("accept-front")
+    front = KubeFront(cluster_state.kubeconfig, folder)
+    state = plugin_state(folder / "plugin", front.key)
+    config = exec_kubeconfig(folder / "kubeconfig", front.url, front.cert, state, ttl=3)
+    with Kube(config) as client:
+        yield client, state, front
+    front.stop()
+
+
+@pytest.fixture(scope="module")
+def accepted(exec_kube, accept_ns, model_claim, vllm_image):
     tag, digest, store = vllm_image
     assert str(_resolve(tag)) == str(digest)
     hooks = _Switch()
     started = time.monotonic()
-    report = run_accept(kube, tag, _resolve(tag), _options(accept_ns, model_claim), store,
-                        controller_image=_controller_image, hooks=hooks)
+    report = run_accept(exec_kube[0], tag, _resolve(tag), _options(accept_ns, model_claim),
+                        store, controller_image=_controller_image, hooks=hooks)
     return report, hooks, store, digest, time.monotonic() - started
 
 
-def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_ns) -> None:
+def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_ns,
+                                                         exec_kube) -> None:
     report, hooks, store, digest, seconds = accepted
     checks = {c.name: c for c in report.checks}
     assert checks["engine_start"].status is Status.PASS, "\n".join(hooks.lines)
@@ -157,6 +176,11 @@ def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_
     # both Pods (and the Service, the ConfigMaps) are gone
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/services") == []
+    # through 3-second tokens: the plugin was re-run all along, no token ran out on the way
+    _, plugin_state, front = exec_kube
+    runs = len((plugin_state / "runs").read_text().splitlines())
+    assert runs > seconds / 3 * 0.5, (runs, seconds)
+    assert front.expired == 0 and front.forwarded > 0
     print(f"\nACCEPT-TIMING engine start {seconds_of['api_ready']:.1f} s, whole run "
           f"{seconds:.1f} s")
 

@@ -1,0 +1,309 @@
+"""A record-scale image, generated (never downloaded) and cached by content.
+
+The record's SGLang CUDA base has 63 layers. This stands in for it: 63 layers, about 1.5 GB
+uncompressed at `scale=1.0` — mostly incompressible shared-object layers (random bytes in
+`lib*.so` files), compressible source layers (text drawn from a small vocabulary, ~3x at gzip
+-6), and three layers of 150 MB — as an official copy (gzip -6) and a mirror recompressed at
+gzip -1 (other blob digests, the same diffIDs and config).
+
+`scale` shrinks every layer's bytes (never the layer count): the registry tests run the record's
+63 layers at a few percent of its bytes, `make bench` at full size.
+
+Generated once per (GENERATOR, scale) and kept under `cache_root()` (IMAGEKIT_RECORD_CACHE,
+else /var/lib/imagekit/bench/record when writable, else $TMPDIR): blobs by digest plus
+`layout.json`; a half-written cache is never used (built in a temporary folder, renamed).
+`push_record` uploads it into a registry once (blobs and manifests already there are skipped).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import tarfile
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagekit.oci import mediatypes as mt
+from imagekit.oci.digest import Digest
+from imagekit.registry import ManifestBlob, RegistryClient
+
+GENERATOR = 1  # bump when the content changes: the cache key includes it
+LAYERS = 63
+MB = 1_000_000
+BIG = 150 * MB
+_WORDS = [w.encode() for w in (
+    "static inline const void int char return if else for while struct union enum typedef "
+    "unsigned size_t uint8_t uint32_t uint64_t float double half bfloat16 cuda kernel "
+    "__global__ __device__ threadIdx blockIdx blockDim gridDim warp shfl sync atomicAdd "
+    "tensor shape stride dtype device stream event alloc free memcpy launch grid block "
+    "import from def class self torch numpy triton jit autotune config meta attn rope norm "
+    "layer weight bias scale zero point quant dequant fp8 int4 gemm gemv moe expert router "
+    "topk softmax logits token batch seq len head dim hidden rank world nccl allreduce "
+    "{ } ( ) ; , = == != < > <= >= + - * / % && || ! & | ^ ~ << >> -> :: # include define"
+).split()]
+_WORDS = (_WORDS * (256 // len(_WORDS) + 1))[:256]
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    index: int
+    kind: str   # "so" (incompressible) or "src" (compressible)
+    size: int   # bytes of file content (the tar adds headers)
+
+
+def plan(scale: float = 1.0) -> list[LayerPlan]:
+    """63 layers: three of 150 MB (shared objects), 40 shared-object layers of 3-25 MB and 20
+    source layers of 10-40 MB (≈1.5 GB in all at scale 1), every size times `scale`."""
+    rng = random.Random(63)
+    layers: list[tuple[str, int]] = [("so", BIG)] * 3
+    layers += [("so", rng.randint(3 * MB, 25 * MB)) for _ in range(40)]
+    layers += [("src", rng.randint(10 * MB, 40 * MB)) for _ in range(20)]
+    rng.shuffle(layers)
+    return [LayerPlan(i, kind, max(4096, int(size * scale))) for i, (kind, size)
+            in enumerate(layers)]
+
+
+def _content(layer: LayerPlan) -> bytes:
+    rng = random.Random(1_000_003 * (layer.index + 1))
+    if layer.kind == "so":
+        return rng.randbytes(layer.size)
+    words = b" ".join(map(_WORDS.__getitem__, rng.randbytes(layer.size // 4 + 16)))
+    return words[:layer.size]
+
+
+def layer_tar(layer: LayerPlan) -> bytes:
+    """The layer's tar: its content split over a few files (`lib<i>-<n>.so` or `src/<n>.cu`)."""
+    body = _content(layer)
+    files = 1 if layer.size < 4 * MB else 4
+    step = -(-len(body) // files)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for n in range(files):
+            part = body[n * step:(n + 1) * step]
+            name = (f"usr/lib/x86_64-linux-gnu/lib{layer.index}-{n}.so" if layer.kind == "so"
+                    else f"opt/src/layer{layer.index}/{n}.cu")
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(part), 1700000000, 0o644
+            tar.addfile(info, io.BytesIO(part))
+    return buffer.getvalue()
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("IMAGEKIT_RECORD_CACHE")
+    if explicit:
+        return Path(explicit)
+    shared = Path("/var/lib/imagekit/bench/record")
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / "imagekit-record"
+
+
+def cache_key(scale: float) -> str:
+    spec = json.dumps({"generator": GENERATOR, "scale": scale,
+                       "plan": [(p.kind, p.size) for p in plan(scale)]}, sort_keys=True)
+    return hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+
+@dataclass
+class RecordImage:
+    """The generated image on disk: two manifests (official, mirror) over blobs by digest."""
+
+    root: Path
+    layout: dict
+
+    def blob_path(self, digest: str) -> Path:
+        return self.root / "blobs" / digest.replace(":", "-")
+
+    def manifest(self, which: str) -> ManifestBlob:
+        data = (self.root / f"manifest-{which}.json").read_bytes()
+        return ManifestBlob(data, mt.OCI_MANIFEST, Digest.of_bytes(data))
+
+    def descriptors(self, which: str) -> list[dict]:
+        body = json.loads(self.manifest(which).data)
+        return [body["config"], *body["layers"]]
+
+    def total_bytes(self, which: str) -> int:
+        return sum(d["size"] for d in self.descriptors(which))
+
+    @property
+    def uncompressed_bytes(self) -> int:
+        return self.layout["uncompressed_bytes"]
+
+    @property
+    def repository(self) -> str:
+        return f"record/r{self.layout['key']}"
+
+
+def _compress_to(tar: bytes, level: int, folder: Path) -> dict:
+    data = gzip.compress(tar, compresslevel=level, mtime=0)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    (folder / digest.replace(":", "-")).write_bytes(data)
+    return {"mediaType": mt.OCI_LAYER_GZIP, "digest": digest, "size": len(data)}
+
+
+def generate(scale: float = 1.0, log=None) -> RecordImage:
+    """The record image at `scale`, from the cache when it is there (built once otherwise)."""
+    key = cache_key(scale)
+    final = cache_root() / key
+    if (final / "layout.json").exists():
+        return RecordImage(final, json.loads((final / "layout.json").read_text()))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    try:
+        blobs = work / "blobs"
+        blobs.mkdir()
+        official, mirror, diff_ids, uncompressed = [], [], [], 0
+        for layer in plan(scale):
+            tar = layer_tar(layer)
+            uncompressed += len(tar)
+            diff_ids.append("sha256:" + hashlib.sha256(tar).hexdigest())
+            official.append(_compress_to(tar, 6, blobs))
+            mirror.append(_compress_to(tar, 1, blobs))
+            del tar
+            if log:
+                log(f"record image: layer {layer.index + 1}/{LAYERS} ({layer.kind}, "
+                    f"{layer.size / MB:.1f} MB)")
+        config = json.dumps({
+            "architecture": "amd64", "os": "linux",
+            "config": {"Env": ["PATH=/usr/local/cuda/bin:/usr/bin"], "Cmd": ["/bin/true"]},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+            "history": [{"created_by": f"record layer {i}"} for i in range(LAYERS)],
+        }, sort_keys=True).encode()
+        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        (blobs / config_digest.replace(":", "-")).write_bytes(config)
+        for which, layers in (("official", official), ("mirror", mirror)):
+            body = {"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
+                    "config": {"mediaType": mt.OCI_CONFIG, "digest": config_digest,
+                               "size": len(config)},
+                    "layers": layers}
+            (work / f"manifest-{which}.json").write_bytes(json.dumps(body, indent=2).encode())
+        layout = {"key": key, "scale": scale, "generator": GENERATOR, "layers": LAYERS,
+                  "uncompressed_bytes": uncompressed,
+                  "generated_s": round(time.monotonic() - started, 1)}
+        (work / "layout.json").write_text(json.dumps(layout, indent=2))
+        try:
+            work.rename(final)
+        except OSError:  # another process finished first: use theirs
+            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return RecordImage(final, json.loads((final / "layout.json").read_text()))
+
+
+def _file_source(path: Path):
+    def source():
+        with path.open("rb") as f:
+            while True:
+                data = f.read(1 << 20)
+                if not data:
+                    return
+                yield data
+    return source
+
+
+def push_record(client: RegistryClient, image: RecordImage, which: str,
+                repository: str | None = None, tag: str | None = None) -> str:
+    """Upload `which` copy ("official" or "mirror") unless the registry serves it already;
+    returns `registry/repository:tag`."""
+    repository = repository or image.repository
+    tag = tag or which
+    manifest = image.manifest(which)
+    if client.manifest_exists(repository, tag) != manifest.digest:
+        for descriptor in image.descriptors(which):
+            digest = Digest.parse(descriptor["digest"])
+            if not client.blob_exists(repository, digest):
+                client.upload_blob(repository, digest, _file_source(
+                    image.blob_path(descriptor["digest"])), size=descriptor["size"])
+        client.put_manifest(repository, tag, manifest)
+    return f"{client.registry}/{repository}:{tag}"
+
+
+@dataclass(frozen=True)
+class Measured:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    #: peak resident set of exactly that program (GNU time's %M: the kernel's ru_maxrss of
+    #: its child; a small C parent, so nothing of ours is counted in)
+    peak_rss_mb: float
+    #: CPU seconds (user + system) of that program
+    cpu_s: float
+
+
+GNU_TIME = "/usr/bin/time"
+
+
+def run_measured(argv: list[str], timeout: float = 600, env: dict | None = None) -> Measured:
+    """Run a program and measure it from outside: wall time here, peak RSS and CPU by GNU time
+    (`/usr/bin/time -f '%M %U %S'`, the kernel's rusage of that child). Without GNU time, the
+    program's VmHWM is polled from /proc (its peak so far, read every 20 ms until it exits)."""
+    with tempfile.NamedTemporaryFile(prefix="imagekit-time-", suffix=".txt") as report:
+        wrapped = [GNU_TIME, "-f", "%M %U %S", "-o", report.name, *argv] \
+            if Path(GNU_TIME).exists() else list(argv)
+        started = time.monotonic()
+        child = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=env)
+        peak_kb = 0
+        try:
+            if wrapped[0] == GNU_TIME:
+                out, err = child.communicate(timeout=timeout)
+            else:
+                out, err, peak_kb = _poll_hwm(child, argv, timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+        seconds = time.monotonic() - started
+        cpu = 0.0
+        if wrapped[0] == GNU_TIME:
+            fields = Path(report.name).read_text().split()[-3:]
+            try:
+                peak_kb, cpu = int(fields[0]), float(fields[1]) + float(fields[2])
+            except (IndexError, ValueError):
+                pass
+    return Measured(child.returncode, out.decode(errors="replace"),
+                    err.decode(errors="replace"), seconds, peak_kb / 1024, cpu)
+
+
+def _poll_hwm(child: subprocess.Popen, argv: list[str], timeout: float
+              ) -> tuple[bytes, bytes, int]:
+    chunks: dict[str, list[bytes]] = {"out": [], "err": []}
+
+    def drain(stream, key):
+        for data in iter(lambda: stream.read(65536), b""):
+            chunks[key].append(data)
+
+    readers = [threading.Thread(target=drain, args=(child.stdout, "out"), daemon=True),
+               threading.Thread(target=drain, args=(child.stderr, "err"), daemon=True)]
+    for reader in readers:
+        reader.start()
+    peak, deadline, own = 0, time.monotonic() + timeout, argv[0].encode()
+    while child.poll() is None:
+        try:  # only once exec'd: before that the forked child shows our memory
+            if Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")[0] == own:
+                for line in Path(f"/proc/{child.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            child.kill()
+        time.sleep(0.02)
+    for reader in readers:
+        reader.join()
+    return b"".join(chunks["out"]), b"".join(chunks["err"]), peak
