@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,34 @@ def count(value: int | None, what: str, *, minimum: int = 0,
     return value
 
 
+def env_number(env: str, kind: type = float) -> float | int:
+    """A knob from the environment: a finite number > 0 (attempts: an integer >= 1), or one
+    line naming the variable (`IMAGEKIT_DEADLINE=nan` is not a deadline)."""
+    text = os.environ.get(env, "")
+    if kind is int:
+        try:
+            number = int(text)
+        except ValueError:
+            number = text  # type: ignore[assignment]
+        return count(number, env, minimum=1, maximum=1000)
+    zero_ok = env in ("IMAGEKIT_RETRY_WAIT_JITTER", "IMAGEKIT_RETRY_WAIT_INITIAL",
+                      "IMAGEKIT_RETRY_BROKEN_WINDOW")
+    return positive(text, env, zero_ok=zero_ok, maximum=7 * 86400)
+
+
+ENV_KNOBS = (("IMAGEKIT_RETRY_ATTEMPTS", int), ("IMAGEKIT_RETRY_WAIT_INITIAL", float),
+             ("IMAGEKIT_RETRY_WAIT_MAX", float), ("IMAGEKIT_RETRY_WAIT_JITTER", float),
+             ("IMAGEKIT_RETRY_AFTER_MAX", float), ("IMAGEKIT_DEADLINE", float),
+             ("IMAGEKIT_RETRY_BROKEN_WINDOW", float), ("IMAGEKIT_REFERRERS_DEADLINE", float))
+
+
+def check_env_knobs() -> None:
+    """Every registry knob set in the environment, checked before a command does anything."""
+    for env, kind in ENV_KNOBS:
+        if os.environ.get(env):
+            env_number(env, kind)
+
+
 # ------------------------------------------------------------------------------------ names
 
 def dns_label(value: str, what: str) -> str:
@@ -119,6 +148,27 @@ def label_pairs(values: list[str] | None, what: str) -> dict[str, str]:
     return pairs
 
 
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+def env_pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    """`KEY=VALUE` options for a container's env, the key checked as the API server checks an
+    EnvVar name (`BAD KEY=1` is one line here, not a ConfigMap created and a Pod refused)."""
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise InvalidInput(f"{what} must look like KEY=VALUE", where=value[:80])
+        if len(key) > 253 or not _ENV_NAME.match(key):
+            raise InvalidInput(f"{what} name {_shown(key)!r} is not a valid environment "
+                               "variable name (letters, digits, '_', '-', '.'; not starting "
+                               "with a digit)", where=value[:80])
+        if "\x00" in val or len(val) > 32768:
+            raise InvalidInput(f"{what} value of {key} is not a usable value", where=key)
+        pairs[key] = val
+    return pairs
+
+
 def oci_repository(value: str, what: str) -> str:
     """An OCI distribution repository name: lowercase path components, <= 255 characters."""
     if not isinstance(value, str) or len(value) > 255 or not _OCI_REPOSITORY.match(value):
@@ -141,8 +191,11 @@ def read_bytes(path: Path | str, what: str, *, max_bytes: int = MAX_FILE_BYTES) 
     """The bytes of a regular, readable file of at most max_bytes."""
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
-            if not os.path.isfile(path):
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; the fstat then refuses it
+        # (and devices: /dev/zero would be read without end, /dev/null is not a file)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 raise InvalidInput(f"{what} is not a regular file", where=str(path))
             data = handle.read(max_bytes + 1)
     except FileNotFoundError:

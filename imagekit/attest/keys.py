@@ -32,24 +32,57 @@ def default_private_key() -> Path:
     return Path(os.environ.get(KEY_ENV) or default_key_dir() / PRIVATE_NAME)
 
 
+def check_key_dir(directory: Path, *, overwrite: bool = False) -> tuple[Path, Path]:
+    """Where `generate` would write, checked before a key is made: the folder not writable by
+    others (a 0777 folder lets anyone swap the public key), neither file there already (nor
+    a symlink in its place) unless `overwrite`."""
+    import stat
+
+    private_path, public_path = directory / PRIVATE_NAME, directory / PUBLIC_NAME
+    if directory.exists() or directory.is_symlink():
+        try:
+            info = directory.stat()
+        except OSError as exc:
+            raise InvalidInput(f"--out cannot be used: {exc.strerror}", where=str(directory)) \
+                from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise InvalidInput("--out is not a directory", where=str(directory))
+        if info.st_mode & 0o002:
+            raise InvalidInput("--out is writable by others (chmod o-w it, or choose a private "
+                               "folder)", where=str(directory))
+    for path in (private_path, public_path):
+        if os.path.lexists(path) and not overwrite:
+            what = "a symlink" if path.is_symlink() else "a key file"
+            raise InvalidInput(f"{what} exists already (use --force to replace it)",
+                               where=str(path))
+        if os.path.lexists(path) and (path.is_dir() and not path.is_symlink()):
+            raise InvalidInput("a directory is in the key file's place", where=str(path))
+    return private_path, public_path
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create `path` (never through a symlink, never over an existing file) with `mode`."""
+    if os.path.lexists(path):
+        path.unlink()  # --force: the link itself, never what it points at
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(path, mode)
+
+
 def generate(directory: Path, *, overwrite: bool = False) -> tuple[Path, Path]:
     """Write `imagekit.key` (0600, created with that mode: never world-readable for an
-    instant) and `imagekit.pub` into `directory`. Refuses to replace an existing key."""
-    directory.mkdir(parents=True, exist_ok=True)
-    private_path, public_path = directory / PRIVATE_NAME, directory / PUBLIC_NAME
-    if private_path.exists() and not overwrite:
-        raise InvalidInput("a signing key exists already (use --force to replace it)",
-                           where=str(private_path))
+    instant) and `imagekit.pub` into `directory`. Refuses to replace either file (or to write
+    through a symlink) without `overwrite`, and a folder others may write into."""
+    private_path, public_path = check_key_dir(directory, overwrite=overwrite)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    check_key_dir(directory, overwrite=overwrite)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
-    if private_path.exists():
-        private_path.unlink()
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(pem)
-    os.chmod(private_path, 0o600)
-    public_path.write_bytes(public_pem(key.public_key()))
+    _write_new(private_path, pem, 0o600)
+    _write_new(public_path, public_pem(key.public_key()), 0o644)
     return private_path, public_path
 
 
@@ -58,16 +91,29 @@ def public_pem(key: ec.EllipticCurvePublicKey) -> bytes:
                             serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
+#: A PEM key file is well under 1 KiB; anything past 64 KiB is not one.
+MAX_KEY_BYTES = 64 * 1024
+
+
 def load_private(path: Path) -> ec.EllipticCurvePrivateKey:
+    """The signing key: a regular file (no FIFO, no device), not readable by others, at most
+    64 KiB, an unencrypted PEM ECDSA P-256 private key. Called before any side effect."""
+    from imagekit.inputs import read_bytes
+
+    path = Path(path)
+    data = read_bytes(path, "the signing key", max_bytes=MAX_KEY_BYTES)
     try:
         mode = path.stat().st_mode & 0o077
-        data = path.read_bytes()
     except OSError as exc:
         raise InvalidInput(f"cannot read the signing key: {exc.strerror}", where=str(path)) \
             from None
     if mode:
         raise InvalidInput("the signing key is readable by others (chmod 600 it)",
                            where=str(path))
+    if b"PRIVATE KEY-----" not in data:
+        kind = "a public key" if b"PUBLIC KEY-----" in data else "not a PEM private key"
+        raise InvalidInput(f"the signing key is {kind}: an ECDSA P-256 private key (PEM) is "
+                           "needed", where=str(path))
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
@@ -78,15 +124,18 @@ def load_private(path: Path) -> ec.EllipticCurvePrivateKey:
 
 
 def load_public(path: Path) -> ec.EllipticCurvePublicKey:
+    """The verification key: a regular file of at most 64 KiB, a PEM ECDSA P-256 public key
+    (another curve is bad input, exit 2 — not a failed signature)."""
+    from imagekit.inputs import read_bytes
+
+    path = Path(path)
+    data = read_bytes(path, "the public key", max_bytes=MAX_KEY_BYTES)
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
-    except OSError as exc:
-        raise InvalidInput(f"cannot read the public key: {exc.strerror}", where=str(path)) \
-            from None
-    except ValueError:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError):
         raise InvalidInput("not a PEM public key", where=str(path)) from None
-    if not isinstance(key, ec.EllipticCurvePublicKey):
-        raise InvalidInput("the public key must be ECDSA", where=str(path))
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
+        raise InvalidInput("the public key must be ECDSA P-256", where=str(path))
     return key
 
 

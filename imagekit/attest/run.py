@@ -17,7 +17,7 @@ from imagekit.attest.statements import (
     statement,
     test_result_statement,
 )
-from imagekit.errors import NotFound
+from imagekit.errors import CheckFailed, NotFound
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
@@ -70,15 +70,21 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
     client = pool.get(reference.registry)
     subject = _served(client, reference)
     name = f"{reference.registry}/{reference.repository}"
+    bom = None
+    if "sbom" in kinds and engine is not None:  # made (and judged) before anything is signed
+        from imagekit.sbom.history import record_sbom
+
+        bom = sbom_of(engine, f"{name}@{subject.digest}", subject.digest, name)
+        record_sbom(store, name, subject.digest, bom)  # 0 components: recorded as FAIL
+        if not bom.get("components"):
+            raise CheckFailed("the SBOM has 0 components (the image has no python and no "
+                              "dpkg database that could be read): nothing attested",
+                              where=f"{name}@{subject.digest}")
     attached = []
     if "test-result" in kinds:
         attached.append(sign_and_attach(client, reference.repository, subject,
                                         test_result_for(store, subject.digest, name), key))
-    if "sbom" in kinds and engine is not None:
-        from imagekit.sbom.history import record_sbom
-
-        bom = sbom_of(engine, f"{name}@{subject.digest}", subject.digest, name)
-        record_sbom(store, name, subject.digest, bom)
+    if bom is not None:
         attached.append(sign_and_attach(client, reference.repository, subject,
                                         statement(subject.digest, name, SBOM_TYPE, bom), key))
     return attached

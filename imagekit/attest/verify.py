@@ -28,6 +28,7 @@ from imagekit.errors import DigestMismatch, ImagekitError, InvalidInput, NotFoun
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
 from imagekit.registry import ClientPool, RegistryClient
+from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
 from imagekit.registry.referrers import list_referrers
 from imagekit.results import CheckResult, Status, overall
 from imagekit.trust.policy import TrustedKey, TrustPolicy, signed_time
@@ -109,7 +110,8 @@ def read_attestations(client: RegistryClient, repository: str, digest: Digest,
         label = f"attestation {_label(annotated) if annotated else '?'} {referrer.short}"
         try:
             manifest_blob = client.get_manifest(repository, referrer)
-            manifest = json.loads(manifest_blob.data)
+            manifest = parse_referrer_manifest(  # bounded, strict: the registry's word
+                manifest_blob.data, f"{client.registry}/{repository}@{referrer}").dump()
             annotated = (manifest.get("annotations") or {}).get(
                 "dev.sigstore.bundle.predicateType", annotated)
             label = f"attestation {_label(annotated) if annotated else '?'} {referrer.short}"

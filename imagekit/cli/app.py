@@ -140,6 +140,9 @@ def guarded(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            from imagekit.inputs import check_env_knobs
+
+            check_env_knobs()  # IMAGEKIT_DEADLINE=nan: one line naming it, before anything
             return func(*args, **kwargs)
         except ImagekitError as exc:
             if not exc.where:  # every error says where: at least the command that refused

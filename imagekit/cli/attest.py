@@ -39,23 +39,29 @@ def _ref(text: str) -> "ImageReference":
 
 
 def _pool(insecure: list[str], ca_file: Path | None) -> "ClientPool":
+    from imagekit.inputs import pem_ca_file
     from imagekit.registry import ClientPool, RegistryOptions
 
+    if ca_file is not None:
+        pem_ca_file(ca_file)  # NOTPEM: one line, not OpenSSL's own error
     return ClientPool(RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file))
 
 
 @keys_app.command("generate")
 @guarded
 def keys_generate(
-    out: Path = typer.Option(None, "--out", file_okay=False,
-                             help="Directory for imagekit.key (0600) and imagekit.pub "
-                                  "(default $IMAGEKIT_KEY_DIR or ~/.config/imagekit/keys)."),
+    out: str = typer.Option(None, "--out",
+                            help="Directory for imagekit.key (0600) and imagekit.pub "
+                                 "(default $IMAGEKIT_KEY_DIR or ~/.config/imagekit/keys)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing key pair."),
 ) -> None:
     """Make the project signing key. Give consumers imagekit.pub; keep imagekit.key."""
     from imagekit.attest.keys import default_key_dir, generate
 
-    private, public = generate(out or default_key_dir(), overwrite=force)
+    if out is not None and (not out.strip() or "\x00" in out):
+        raise InvalidInput("--out needs a directory path, not an empty string", where="--out")
+    private, public = generate(Path(out) if out is not None else default_key_dir(),
+                               overwrite=force)
     console.print(f"private key: {private} (0600)", markup=False, soft_wrap=True)
     console.print(f"public key:  {public}", markup=False, soft_wrap=True)
 
@@ -76,21 +82,27 @@ def attest_cmd(
 ) -> None:
     """Sign the test-result and SBOM statements of the digest REF serves and attach them as
     OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in docker."""
-    from imagekit.attest.keys import default_private_key
+    from imagekit.attest.keys import default_private_key, load_private
     from imagekit.attest.run import attest_reference
-    from imagekit.evidence import EvidenceStore
+    from imagekit.cli.app import evidence_store
+    from imagekit.registry.interrupt import graceful
 
     unknown = set(kind) - {"test-result", "sbom"}
     if unknown:
         raise InvalidInput(f"unknown --type {', '.join(sorted(unknown))}", where="--type")
+    # every input before anything is signed: the image, the key, the evidence store the
+    # statement is made of (writable: the SBOM is recorded there; a file is refused)
+    target = _ref(reference)
+    key_path = key or default_private_key()
+    load_private(key_path)
+    store = evidence_store(evidence_dir)
     engine = None
     if "sbom" in kind:
         from imagekit.engine import Engine
 
         engine = Engine()
-    with _pool(insecure, ca_file) as pool:
-        attached = attest_reference(_ref(reference), key or default_private_key(),
-                                    store=EvidenceStore(evidence_dir), pool=pool,
+    with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
+        attached = attest_reference(target, key_path, store=store, pool=pool,
                                     engine=engine, kinds=tuple(kind))
     if json_output:
         print_json([a.model_dump(mode="json") for a in attached])
@@ -121,12 +133,18 @@ def verify_cmd(
     """Verify every attestation of the digest REF serves. Bundles of keys that are not trusted
     are named and ignored (as cosign does); per type the newest trusted statement, by the time
     signed inside it, decides. Exit 0 all PASS, 1 a FAIL, 2 error."""
-    from imagekit.attest.verify import verify_reference
+    from imagekit.attest.keys import load_public
+    from imagekit.attest.verify import type_uri, verify_reference
+    from imagekit.registry.interrupt import graceful
     from imagekit.results import Status
     from imagekit.trust import TrustPolicy
     from imagekit.trust.policy import single_key
 
     ref = _ref(reference)
+    if key is not None:
+        load_public(key)  # P-384, a FIFO, /dev/zero: exit 2 before the registry is asked
+    for name in kind:
+        type_uri(name)
     trust = trustopts.load(trust_key, trust_policy)
     if key is not None:
         extra = [k for k in single_key(key).keys if trust.by_fingerprint(k.fingerprint) is None]
@@ -134,7 +152,7 @@ def verify_cmd(
     if not trust:
         raise InvalidInput("give the signer's public key: --key PUB, --trust-key PUB, "
                            "--trust-policy FILE or $IMAGEKIT_TRUST_KEYS")
-    with _pool(insecure, ca_file) as pool:
+    with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         report = verify_reference(ref, trust, types=kind, require=require, pool=pool)
     if json_output:
         print_json(report)

@@ -231,8 +231,15 @@ def launch_log_parse(
 # ------------------------------------------------------------------------------ cluster
 
 def _kubeconfig(explicit: Path | None) -> Path:
-    """--kubeconfig / $KUBECONFIG, else the one `imagekit infra up --cluster` recorded."""
+    """--kubeconfig / $KUBECONFIG, else the one `imagekit infra up --cluster` recorded. An
+    explicit one must be a readable YAML mapping (checked before any other work)."""
     if explicit is not None:
+        from imagekit.inputs import load_yaml, read_text
+
+        if not isinstance(load_yaml(read_text(explicit, "--kubeconfig"), str(explicit),
+                                    what="--kubeconfig"), dict):
+            raise InvalidInput("--kubeconfig is not a kubeconfig (a YAML mapping)",
+                               where=str(explicit))
         return explicit
     try:
         from imagekit.infra.state import load_state
@@ -444,6 +451,8 @@ def cluster_precheck(
         dns_subdomain(node, "--node")
     if priority_class is not None:
         dns_subdomain(priority_class, "--priority-class")
+    for claim in model_claim or []:  # '../../../nodes' would GET /api/v1/nodes as a PVC
+        dns_subdomain(claim, "--model-claim")
     storage = None
     if storage_label or storage_driver:
         storage = StorageNeed(label=storage_label, csi_driver=storage_driver)

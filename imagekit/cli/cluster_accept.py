@@ -18,7 +18,9 @@ from imagekit.errors import InvalidInput
 
 
 def _engine_env(values: list[str] | None) -> dict[str, str]:
-    return _parse_pairs(values, "--engine-env")
+    from imagekit.inputs import env_pairs
+
+    return env_pairs(values, "--engine-env")
 
 
 @cluster_app.command("accept")
@@ -103,6 +105,9 @@ def cluster_accept(
     for value, what in ((model_claim, "--model-claim"), (priority_class, "--priority-class")):
         if value is not None:
             dns_subdomain(value, what)
+    count(max_tokens, "--max-tokens", minimum=1, maximum=1 << 20)
+    count(max_context, "--max-context", minimum=1, maximum=1 << 24)
+    count(max_requests, "--max-requests", minimum=1, maximum=1 << 16)
     matrix_text = read_text(matrix, "load matrix") if matrix is not None else None
     if matrix is not None:
         from imagekit.acceptance import load_matrix
@@ -113,6 +118,15 @@ def cluster_accept(
     if platform == "cpu":
         env = {**CPU_ENGINE_ENV, **env}
         args = [*CPU_ENGINE_ARGS, *args]
+    # every option before the gate and before any cluster contact (was: checked after the
+    # gate, so a bad --selector read as a gate refusal)
+    node_selector = _parse_selector(selector)
+    tolerations = _parse_tolerations(toleration) or [GPU_TOLERATION]
+    if profile is not None:
+        from imagekit.spec import load_spec
+
+        load_spec(spec_file).profile(profile)
+    kube_path = _kubeconfig(kubeconfig)
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
     resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
@@ -130,8 +144,7 @@ def cluster_accept(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,
         served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,
         max_context=max_context, max_requests=max_requests, engine_env=env,
-        engine_args=args, node_selector=_parse_selector(selector),
-        tolerations=_parse_tolerations(toleration) or [GPU_TOLERATION],
+        engine_args=args, node_selector=node_selector, tolerations=tolerations,
         priority_class_name=priority_class, startup_seconds=startup_seconds,
         suites=list(dict.fromkeys(suite)), require=list(require), matrix_text=matrix_text,
         engine_config_text=config_text, max_tokens=max_tokens,
@@ -145,7 +158,7 @@ def cluster_accept(
         staging = load_state().registry("staging").address
         return ensure_controller_image(Docker(), staging).pinned
 
-    with progress_for(json_output), Kube(_kubeconfig(kubeconfig)) as kube:
+    with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
                             controller_image=controller_image)
         signed = None
@@ -181,15 +194,18 @@ def cluster_model_volume(
     dns_label(namespace, "--namespace")
     dns_subdomain(volume, "--volume")
     dns_subdomain(claim, "--claim")
-    with Kube(_kubeconfig(kubeconfig)) as kube:
-        if delete:
-            delete_model_volume(kube, volume, claim, namespace)
-            _say(f"deleted {namespace}/{claim} and {volume}")
-            return
+    if label_node is not None:  # '../namespaces/NS' would PATCH a Namespace
+        dns_subdomain(label_node, "--label-node")
+    if not delete:
         if path is None:
             path = _standin_snapshot()
         if not path.is_dir():
             raise InvalidInput("model directory not found", where=str(path))
+    with Kube(_kubeconfig(kubeconfig)) as kube:
+        if delete:
+            gone = delete_model_volume(kube, volume, claim, namespace)
+            _say(_deleted_line(gone, volume, claim, namespace))
+            return
         if label_node:
             give_label(kube, label_node)
         ensure_namespace(kube, namespace)
@@ -199,6 +215,15 @@ def cluster_model_volume(
     else:
         _say(f"PersistentVolume {made.volume} ({made.path}, nodes with {made.label}) bound to "
              f"{made.namespace}/{made.claim} (ReadOnlyMany)")
+
+
+def _deleted_line(gone, volume: str, claim: str, namespace: str) -> str:
+    """What --delete did, object by object: `deleted` only for what was there."""
+    if not isinstance(gone, dict):
+        return f"deleted {namespace}/{claim} and {volume}"
+    parts = [f"{what} {name}: {'deleted' if gone.get(what) else 'not found (nothing to delete)'}"
+             for what, name in (("claim", f"{namespace}/{claim}"), ("volume", volume))]
+    return "; ".join(parts)
 
 
 def _standin_snapshot() -> Path:

@@ -39,6 +39,10 @@ _TYPES = {"nodes": int, "gpus_per_node": int, "pods_per_node": int, "pod_env": l
           "job_mode": str}
 
 
+#: Nodes one distributed preflight job may span (a dry run renders every Pod into evidence).
+MAX_NODES = 1024
+
+
 def _run_job(*, reference: str, namespace: str, selector, toleration, priority_class,
              script, submit: bool, timeout: float, kubeconfig, evidence_dir, json_output: bool,
              nodes: int, gpus_per_node: int | None, pods_per_node: int,
@@ -57,6 +61,22 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
     if gpus_per_node is None:
         raise InvalidInput("--nodes needs --gpus-per-node (0 for CPU ranks on gloo)",
                            where="--gpus-per-node")
+    # the single-Pod command's checks, and bounds of the job's own (before any registry,
+    # cluster or evidence work; `--nodes 100000` would render 398 MB of manifests)
+    from imagekit.inputs import count, dns_label, dns_subdomain, env_pairs, positive, read_text
+
+    count(nodes, "--nodes", minimum=1, maximum=MAX_NODES)
+    count(gpus_per_node, "--gpus-per-node", minimum=0, maximum=64)
+    count(pods_per_node, "--pods-per-node", minimum=1, maximum=64)
+    timeout = positive(timeout, "--timeout", maximum=7 * 86400)
+    dns_label(namespace, "--namespace")
+    if priority_class is not None:
+        dns_subdomain(priority_class, "--priority-class")
+    if script is not None:
+        read_text(script, "preflight script")
+    env = env_pairs(pod_env, "--env")
+    node_selector = cluster_cli._parse_selector(selector)
+    tolerations = cluster_cli._parse_tolerations(toleration) or [GPU_TOLERATION]
     ref = ImageReference.parse(reference)
     client, docker_config = cluster_cli._registry_client(ref.registry)
     with client:
@@ -64,11 +84,9 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
     args = list(preflight_arg or [])
     options = GpuJobOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, pods_per_node=pods_per_node,
-        namespace=namespace, node_selector=cluster_cli._parse_selector(selector),
-        tolerations=cluster_cli._parse_tolerations(toleration) or [GPU_TOLERATION],
+        namespace=namespace, node_selector=node_selector, tolerations=tolerations,
         priority_class_name=priority_class,
-        script=script or Path("gpu_checks/preflight.py"), script_args=args,
-        env=cluster_cli._parse_pairs(pod_env, "env"),
+        script=script or Path("gpu_checks/preflight.py"), script_args=args, env=env,
         timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
     options.validate()
     with Kube(cluster_cli._kubeconfig(kubeconfig)) as kube:

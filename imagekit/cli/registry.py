@@ -272,6 +272,27 @@ def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> l
             for flag, value in order]
 
 
+def _distinct_hops(source, hops: list, to_ref) -> None:
+    """A hop that is where the image already is moves nothing and proves nothing:
+    `promote SRC --await SRC` (an awaited hop in the repository it would replicate from) and
+    a hop naming the source itself are refused, not recorded as a PASS. (A --via/--to in the
+    same repository under another tag is a retag, and allowed.)"""
+    from imagekit.promote.await_ import AwaitHop
+
+    previous = source
+    for hop in [*hops, *([to_ref] if to_ref is not None else [])]:
+        awaited = isinstance(hop, AwaitHop)
+        target = hop.reference if awaited else hop
+        same_place = (target.registry, target.repository) == (previous.registry,
+                                                              previous.repository)
+        if (awaited and same_place) or str(target) == str(source):
+            what = "the source" if str(target) == str(source) or previous is source \
+                else "the hop before it"
+            raise InvalidInput(f"hop {target} is {what}: nothing would be moved or proved",
+                               where=str(target))
+        previous = target
+
+
 def _final_hop_gate(enforce, to_ref):
     """The gate, with the images spec's `final_hop_requires` of a profile whose last registry
     is the destination added to its requirements (e.g. cluster-accept before the target)."""
@@ -344,6 +365,10 @@ def promote_cmd(
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
+    if key is not None:  # the signing key before the gate and before any copy
+        from imagekit.attest.keys import load_private
+
+        load_private(key)
     _transport_knobs(deadline, verbose)
     if all_platforms and platform:
         raise InvalidInput("--all-platforms and --platform exclude each other")
@@ -354,7 +379,7 @@ def promote_cmd(
     if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
-    wanted = Platform.parse(platform) if platform else None
+    wanted = Platform.parse(platform) if platform is not None else None
     options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
@@ -362,6 +387,7 @@ def promote_cmd(
 
     with ClientPool(options) as reader:
         source_ref = _source(source, store, trust=trust, pool=reader)
+        _distinct_hops(source_ref, hops, to_ref)
         gate = functools.partial(_final_hop_gate(enforce, to_ref), trust=trust,
                                  pull=trustopts.puller(trust, source_ref, reader))
         if key is not None:   # the chain will be signed: only over links the evidence holds

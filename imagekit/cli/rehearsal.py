@@ -270,6 +270,9 @@ def rehearsal(
     store = evidence_store(evidence_dir)  # before infra up: a run that cannot be recorded
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = out or Path("rehearsal-reports") / stamp
+    from imagekit.inputs import writable_dir
+
+    writable_dir(out, "--out")  # /proc/x: refused before the first step, not after the last
     for actor in (*step.ACTORS, step.AUDITOR):   # bad input before anything runs
         kept = step.store_dir(out / "actors", actor)
         if kept.exists() and any(kept.iterdir()):

@@ -95,16 +95,23 @@ def ensure_model_volume(kube: Kube, volume: str, claim: str, namespace: str, pat
 
 
 def delete_model_volume(kube: Kube, volume: str, claim: str, namespace: str,
-                        timeout: float = 60) -> None:
+                        timeout: float = 60) -> dict[str, bool]:
     """Delete the claim and the volume object (the directory on the node stays: Retain) and
-    wait until both are gone."""
+    wait until both are gone. Returns which of them existed ({"claim": …, "volume": …}), so
+    that a --delete of objects that are not there does not say "deleted"."""
     claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}"
-    kube.delete(claim_path)
-    wait_until(lambda: kube.maybe_get(claim_path) is None, timeout, 0.5,
-               what=f"PersistentVolumeClaim {namespace}/{claim} to be gone")
-    kube.delete(f"/api/v1/persistentvolumes/{volume}")
-    wait_until(lambda: kube.maybe_get(f"/api/v1/persistentvolumes/{volume}") is None,
-               timeout, 0.5, what=f"PersistentVolume {volume} to be gone")
+    volume_path = f"/api/v1/persistentvolumes/{volume}"
+    existed = {"claim": kube.maybe_get(claim_path) is not None,
+               "volume": kube.maybe_get(volume_path) is not None}
+    if existed["claim"]:
+        kube.delete(claim_path)
+        wait_until(lambda: kube.maybe_get(claim_path) is None, timeout, 0.5,
+                   what=f"PersistentVolumeClaim {namespace}/{claim} to be gone")
+    if existed["volume"]:
+        kube.delete(volume_path)
+        wait_until(lambda: kube.maybe_get(volume_path) is None,
+                   timeout, 0.5, what=f"PersistentVolume {volume} to be gone")
+    return existed
 
 
 def label_node(kube: Kube, node: str, key: str = STORAGE_LABEL_KEY,

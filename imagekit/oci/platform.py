@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.errors import InvalidInput
+
+
+_PART = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 
 
 class Platform(BaseModel):
@@ -19,10 +24,11 @@ class Platform(BaseModel):
     @classmethod
     def parse(cls, text: str) -> "Platform":
         """`linux/amd64`, `linux/arm64/v8`."""
-        parts = text.split("/")
-        if len(parts) not in (2, 3) or not all(parts):
-            raise InvalidInput("a platform looks like os/arch[/variant], e.g. linux/amd64",
-                               where=text)
+        parts = text.split("/") if isinstance(text, str) else []
+        if len(parts) not in (2, 3) or not all(_PART.match(p) for p in parts):
+            raise InvalidInput("a platform looks like os/arch[/variant] (lowercase letters, "
+                               "digits, '.', '_', '-'), e.g. linux/amd64",
+                               where=repr(text)[:80])
         return cls(os=parts[0], architecture=parts[1],
                    variant=parts[2] if len(parts) == 3 else None)
 

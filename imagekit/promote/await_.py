@@ -34,6 +34,7 @@ from imagekit.oci import ImageIndex, ImageManifest, ImageReference
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_manifest
 from imagekit.registry import ManifestBlob, RegistryClient
+from imagekit.registry.retry import wall_clock
 
 DEFAULT_DEADLINE_S = 900.0
 DEFAULT_INTERVAL_S = 1.0
@@ -188,7 +189,10 @@ def await_served(client: RegistryClient, target: ImageReference, root: ManifestB
     started = clock()
     polls: list[PollRecord] = []
     wait = policy.interval_s
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="await") as pool:
+    # the deadline is a hard wall clock: no poll's requests, retries or waits run past it
+    # (a registry answering 500, or never answering, ends the hop at the deadline)
+    with wall_clock(policy.deadline_s), \
+            ThreadPoolExecutor(max_workers=4, thread_name_prefix="await") as pool:
         while True:
             record = poll_once(client, target, root, expected, pool,
                                round(clock() - started, 3))

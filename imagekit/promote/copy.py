@@ -27,13 +27,15 @@ from imagekit.errors import DigestMismatch, InvalidInput, NotFound
 from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
-from imagekit.oci.manifest import parse_manifest
+from imagekit.oci.manifest import parse_config, parse_manifest
 from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord
 from imagekit.promote.await_ import await_served, expected_tree
 from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink, human_bytes, phase
+from imagekit.oci.referrers import RegistryDocumentError
+from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
 from imagekit.registry.referrers import attach as attach_referrer
 from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
 
@@ -145,6 +147,16 @@ def resolve_source(client: RegistryClient, source: ImageReference, all_platforms
     if isinstance(parsed, ImageIndex) and not all_platforms and platform is not None:
         entry = parsed.select(platform)
         return client.get_manifest(source.repository, entry.digest), entry.platform
+    if isinstance(parsed, ImageManifest) and platform is not None:
+        # a single-platform image: --platform must name the platform it is, never silently
+        # promote another one
+        config = parse_config(client.get_blob_bytes(source.repository, parsed.config.digest,
+                                                    parsed.config.size))
+        have = Platform(os=config.os or "", architecture=config.architecture or "",
+                        variant=config.variant)
+        if not have.satisfies(platform):
+            raise InvalidInput(f"--platform {platform}: the source is a single-platform "
+                               f"{have} image, not an index", where=str(source))
     return top, None
 
 
@@ -235,7 +247,8 @@ class Promoter:
 
     # -- companions ----------------------------------------------------------------------------
     def _companions(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
-                    pool: ThreadPoolExecutor) -> None:
+                    pool: ThreadPoolExecutor,
+                    referrers: list[tuple[Digest, ManifestBlob]] | None = None) -> None:
         """cosign-style tags and OCI referrers of `digest`, copied when the source has them."""
         wanted = {f"{digest.algorithm}-{digest.hex}{suffix}" for suffix in COMPANION_SUFFIXES}
         for tag in sorted(wanted.intersection(src.client.list_tags(src.repository))):
@@ -243,17 +256,35 @@ class Promoter:
             self._copy_tree(src, dst, blob, stats, pool)
             dst.client.put_manifest(dst.repository, tag, blob)
             stats.companions.append(tag)
-        self._referrers(src, dst, digest, stats, pool)
+        if referrers is None:
+            referrers = self._source_referrers(src, digest)
+        self._referrers(src, dst, referrers, stats, pool)
 
-    def _referrers(self, src: _Location, dst: _Location, digest: Digest, stats: _Stats,
+    def _source_referrers(self, src: _Location, digest: Digest
+                          ) -> list[tuple[Digest, ManifestBlob]]:
+        """The source's referrers of `digest`, every listing and manifest parsed (bounded and
+        strict, `imagekit.oci.referrers`) BEFORE anything is copied: a hostile listing stops
+        the hop with nothing pushed."""
+        found = []
+        for entry in list_referrers(src.client, src.repository, digest):
+            referrer = Digest.parse(entry["digest"])
+            blob = src.client.get_manifest(src.repository, referrer)
+            where = f"{src.client.registry}/{src.repository}@{referrer}"
+            parse_referrer_manifest(blob.data, where)  # the registry's word: bounded
+            try:
+                parse_manifest(blob.data, blob.media_type)
+            except (ValueError, InvalidInput) as exc:
+                raise RegistryDocumentError(f"referrer manifest is not an OCI manifest: "
+                                            f"{' '.join(str(exc).split())[:160]}",
+                                            where=where) from None
+            found.append((referrer, blob))
+        return found
+
+    def _referrers(self, src: _Location, dst: _Location,
+                   referrers: list[tuple[Digest, ManifestBlob]], stats: _Stats,
                    pool: ThreadPoolExecutor) -> None:
         """Each referrer's blobs, then its manifest attached at `dst` (API or tag schema)."""
-        for entry in list_referrers(src.client, src.repository, digest):
-            try:
-                referrer = Digest.parse(entry.get("digest", ""))
-            except InvalidInput:
-                continue
-            blob = src.client.get_manifest(src.repository, referrer)
+        for referrer, blob in referrers:
             children, blobs = self._children(src, blob)
             for child in children:
                 self._copy_tree(src, dst, child, stats, pool)
@@ -336,6 +367,7 @@ class Promoter:
         started = time.perf_counter()
         stats = _Stats()
         tag = dst.reference.tag
+        referrers = self._source_referrers(src, root.digest)  # read and parsed first
         phase(self.progress, f"hop {dst.reference}: copying from {src.client.registry}")
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
             if self._served(dst, root.digest):
@@ -345,7 +377,7 @@ class Promoter:
                     stats.add(manifests=1)
             else:
                 self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
-            self._companions(src, dst, root.digest, stats, pool)
+            self._companions(src, dst, root.digest, stats, pool, referrers)
             phase(self.progress, f"hop {dst.reference}: {human_bytes(stats.bytes_moved)} moved "
                                  f"({stats.copied} copied, {stats.skipped} skipped, "
                                  f"{stats.mounted} mounted) in "

@@ -89,14 +89,21 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             if "digest" in state:
                 _record_await_failure(store, state["digest"], context, hops, exc)
             raise
-        except (ImagekitError, KeyboardInterrupt) as exc:
+        except BaseException as exc:  # noqa: BLE001 - recorded as ERROR, then re-raised
+            # whatever ends the attempt (a refusal, Ctrl-C, a bug on a hostile document) is
+            # written as its ERROR record: never a leftover running.json
             if "live" in state:
                 state["live"].discard()
             if "digest" in state:
-                if not isinstance(exc, ImagekitError):
-                    exc = Interrupted("interrupted", where=str(to if to is not None
-                                                               else via[-1]))
-                _record_failure(store, state["digest"], context, hops, exc)
+                where = str(to if to is not None else via[-1]) if (to is not None or via) \
+                    else str(source)
+                if isinstance(exc, ImagekitError):
+                    recorded = exc
+                elif isinstance(exc, KeyboardInterrupt):
+                    recorded = Interrupted("interrupted", where=where)
+                else:
+                    recorded = ImagekitError(f"{type(exc).__name__}: {exc}"[:500], where=where)
+                _record_failure(store, state["digest"], context, hops, recorded)
             raise
     finally:
         pool.close()

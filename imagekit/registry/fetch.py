@@ -168,10 +168,11 @@ def referrers(t: Transport, repository: str, digest: Digest) -> list[dict]:
                          where=f"{t.registry}/{repository}@{digest}")
     if response.status_code != 200:
         return []
-    try:
-        return list(response.json().get("manifests") or [])
-    except (ValueError, AttributeError):
-        return []
+    from imagekit.oci.referrers import dedupe, parse_index
+
+    where = f"{t.registry}/{repository} referrers of {digest}"
+    index = parse_index(response.content, where, what="referrers API index")
+    return [e.dump() for e in dedupe(list(index.manifests), where)]
 
 
 def blob_exists(t: Transport, repository: str, digest: Digest) -> bool:

@@ -19,10 +19,15 @@ registries whose chunked-upload answers differ (crane's registry answers PATCH w
 from __future__ import annotations
 
 import json
+import os
 
 from imagekit.errors import InvalidInput, NotFound, TransportError
+from imagekit.inputs import env_number
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
+from imagekit.oci.referrers import MAX_LISTED, ReferrerDescriptor, RegistryDocumentError, \
+    dedupe, parse_index
+from imagekit.registry.retry import wall_clock
 from imagekit.registry.client import ManifestBlob, RegistryClient
 
 #: Pages followed at most (a registry looping its Link header is an error, not a hang).
@@ -61,11 +66,12 @@ def _filter(entries: list[dict], artifact_type: str | None) -> list[dict]:
     return [e for e in entries if e.get("artifactType") == artifact_type]
 
 
-def _api(client: RegistryClient, repository: str, digest: Digest) -> list[dict] | None:
+def _api(client: RegistryClient, repository: str, digest: Digest
+         ) -> list[ReferrerDescriptor] | None:
     """The API's list (all pages), or None when the registry answers 404 (no API)."""
     where = f"{client.registry}/{repository} referrers of {digest}"
     url: str | None = f"/v2/{repository}/referrers/{digest}"
-    entries: list[dict] = []
+    entries: list[ReferrerDescriptor] = []
     pages = 0
     while url:
         pages += 1
@@ -78,11 +84,10 @@ def _api(client: RegistryClient, repository: str, digest: Digest) -> list[dict] 
         if response.status_code != 200:
             raise TransportError(f"referrers API answered HTTP {response.status_code}",
                                  where=where)
-        try:
-            entries += list(response.json().get("manifests") or [])
-        except (ValueError, AttributeError):
-            raise TransportError("referrers API answered something that is not an index",
-                                 where=where) from None
+        entries += parse_index(response.content, where, what="referrers API index").manifests
+        if len(entries) > MAX_LISTED:
+            raise RegistryDocumentError(f"referrers API lists more than {MAX_LISTED} entries",
+                                        where=where)
         url = response.links.get("next", {}).get("url")
     return entries
 
@@ -92,21 +97,36 @@ def _tag_index(client: RegistryClient, repository: str, digest: Digest) -> list[
         blob = client.get_manifest(repository, tag_schema_tag(digest))
     except NotFound:
         return None
-    try:
-        return list(json.loads(blob.data).get("manifests") or [])
-    except (ValueError, AttributeError):
-        raise TransportError("referrers tag schema index is not an index",
-                             where=f"{client.registry}/{repository}:{tag_schema_tag(digest)}") \
-            from None
+    where = f"{client.registry}/{repository}:{tag_schema_tag(digest)}"
+    return [e.dump() for e in parse_index(blob.data, where,
+                                          what="referrers tag schema index").manifests]
+
+
+#: Seconds one whole listing (every page, tag-schema fallback included) may take, however the
+#: registry answers: a referrers API answering 500 is not waited on for the 30 s deadline.
+LISTING_DEADLINE_S = 3.0
 
 
 def list_referrers(client: RegistryClient, repository: str, digest: Digest,
                    artifact_type: str | None = None) -> list[dict]:
-    """Descriptors of the manifests whose `subject` is `digest` (optionally of one type)."""
-    entries = _api(client, repository, digest)
-    if entries is None:
-        entries = _tag_index(client, repository, digest) or []
-    return _filter(entries, artifact_type)
+    """Descriptors of the manifests whose `subject` is `digest` (optionally of one type),
+    each digest once, every document parsed by `imagekit.oci.referrers` (bounded, strict)."""
+    where = f"{client.registry}/{repository} referrers of {digest}"
+    seconds = float(env_number("IMAGEKIT_REFERRERS_DEADLINE")) \
+        if os.environ.get("IMAGEKIT_REFERRERS_DEADLINE") else LISTING_DEADLINE_S
+    with wall_clock(seconds):
+        try:
+            entries = _api(client, repository, digest)
+            if entries is None:
+                entries = [ReferrerDescriptor.model_validate(e)
+                           for e in _tag_index(client, repository, digest) or []]
+        except RegistryDocumentError:
+            raise
+        except TransportError as exc:  # named: the registry and the document it failed on
+            raise TransportError(f"referrers listing failed within its {seconds:g} s: "
+                                 f"{exc.message}", where=where) from None
+    unique = [e.dump() for e in dedupe(entries, where)]
+    return _filter(unique, artifact_type)
 
 
 def _put_index(client: RegistryClient, repository: str, digest: Digest,

@@ -25,17 +25,20 @@ replaced by ours): nothing reaches stderr unless the CLI is `--verbose`.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import logging
 import os
 import random
 import socket
+import threading
 import time
 
 import httpx
 import stamina
 from pydantic import BaseModel, ConfigDict
 
+from imagekit.inputs import env_number
 from imagekit.registry.endpoint import ssl_cause
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -75,7 +78,7 @@ class RetryPolicy(BaseModel):
                                  ("deadline", "IMAGEKIT_DEADLINE", float),
                                  ("broken_window", "IMAGEKIT_RETRY_BROKEN_WINDOW", float)):
             if os.environ.get(env):
-                values[field] = kind(os.environ[env])
+                values[field] = env_number(env, kind)  # one line naming a bad variable
         return cls(**values)
 
     def budget(self, what: str) -> "Budget":
@@ -133,6 +136,34 @@ def classify(exc: BaseException) -> str:
     return "final"
 
 
+#: The process-wide wall clock (a `time.monotonic()` instant) no registry call may run past,
+#: whatever progress it makes: `wall_clock(seconds)` sets it for a block (an awaited hop's
+#: deadline, a referrers listing's total). A global, not a context variable, so that the
+#: worker threads of one operation (parallel polls and blob copies) obey it too.
+_WALL: list[float] = []
+_WALL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def wall_clock(seconds: float):
+    """Every registry call inside the block ends by `seconds` from now (the innermost and
+    the earliest wall win): waits, retries and each request's time-out are cut to it."""
+    at = time.monotonic() + seconds
+    with _WALL_LOCK:
+        _WALL.append(at)
+    try:
+        yield at
+    finally:
+        with _WALL_LOCK:
+            _WALL.remove(at)
+
+
+def wall_left() -> float | None:
+    """Seconds left before the wall clock, None when none is set."""
+    walls = list(_WALL)
+    return min(walls) - time.monotonic() if walls else None
+
+
 class Budget:
     """One call's retry budget: the stamina `on=` hook, with the clock and the reason it gave
     up (so the error can say *why* it did not wait longer)."""
@@ -163,7 +194,9 @@ class Budget:
         return time.monotonic() - self.started
 
     def remaining(self) -> float:
-        return self.policy.budget_s - self.elapsed()
+        left = self.policy.budget_s - self.elapsed()
+        wall = wall_left()
+        return left if wall is None else min(left, wall)
 
     def timeout(self, base: httpx.Timeout) -> httpx.Timeout:
         """A request's timeout: never past the deadline (at least 0.2 s to say anything)."""
@@ -213,6 +246,9 @@ class Budget:
 
     def _schedule(self, wait: float, left: float) -> bool | float:
         if left <= 0 or wait >= left:
+            wall = wall_left()
+            if wall is not None and wall <= left + 1e-6:
+                self.gave_up = self.gave_up or "the operation's own deadline reached"
             self.gave_up = self.gave_up or f"deadline of {self.policy.budget_s:g} s reached"
             return False
         self.retries += 1

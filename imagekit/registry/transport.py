@@ -24,7 +24,7 @@ from imagekit.registry.endpoint import api_host, is_loopback, is_verify_failure,
     ssl_context
 from imagekit.registry.interrupt import check as check_stop
 from imagekit.registry.retry import RETRY_STATUSES, Budget, RetryableStatus, RetryPolicy, \
-    _unresolvable
+    _unresolvable, wall_left
 
 T = TypeVar("T")
 MAX_REDIRECTS = 10
@@ -221,6 +221,18 @@ class Transport:
                 self._failed = mapped
             raise mapped from None
 
+    def _other_host(self, exc: BaseException) -> str | None:
+        """The URL (without query) of the failed request when it went to another host than
+        the registry (a token realm), else None."""
+        try:
+            url = exc.request.url  # type: ignore[attr-defined]
+        except (AttributeError, RuntimeError):
+            return None
+        if url.netloc.decode() == api_host(self.registry) and \
+                (url.path == "/v2" or url.path.startswith("/v2/")):
+            return None
+        return str(url.copy_with(query=None))
+
     def _map(self, exc: BaseException, where: str, budget: Budget) -> TransportError | None:
         try:
             raise exc
@@ -234,6 +246,10 @@ class Transport:
             return TransportError(f"redirect loop (more than {MAX_REDIRECTS} redirects)",
                                   where=where)
         except httpx.TimeoutException as exc:
+            wall = wall_left()
+            if wall is not None and wall < 0.5:  # cut by the operation's own wall clock
+                return TransportError(f"no answer before the operation's own deadline "
+                                      f"({type(exc).__name__})", where=where)
             return TransportError(f"no answer within the {self.policy.budget_s:g} s deadline "
                                   f"({type(exc).__name__})", where=where)
         except httpx.ConnectError as exc:
@@ -243,6 +259,11 @@ class Transport:
                 text = f"TLS handshake failed ({ssl_cause(exc)})"
             else:
                 text = f"cannot connect ({exc}; {budget.gave_up or 'not retried'})"
+            realm = self._other_host(exc)
+            if realm is not None:  # the 401's token realm failed, not the registry
+                return TransportError(f"cannot connect to the token realm {realm} that the "
+                                      f"registry's 401 names ({exc}; "
+                                      f"{budget.gave_up or 'not retried'})", where=where)
             return TransportError(text, where=where)
         except httpx.HTTPError as exc:
             text = " ".join(str(exc).split()) or type(exc).__name__

@@ -38,8 +38,13 @@ def record_sbom(store: EvidenceStore, name: str, digest: Digest, bom: dict) -> s
                        digest=str(digest), image=name) as attempt:
         attempt.write_json(FILE, bom)
         attempt.write_result(SbomResult(image=name, digest=str(digest), components=components))
-        attempt.add_check(CheckResult(name="sbom", status=Status.PASS,
-                                      detail=f"{components} components of {digest}"))
+        if components:
+            attempt.add_check(CheckResult(name="sbom", status=Status.PASS,
+                                          detail=f"{components} components of {digest}"))
+        else:  # nothing could be read from the image: an empty inventory is not a PASS
+            attempt.add_check(CheckResult(name="sbom", status=Status.FAIL,
+                                          detail=f"0 components of {digest}: no python and no "
+                                                 "dpkg database could be read"))
         return str(attempt.path)
 
 

@@ -161,7 +161,11 @@ class ImagesSpec(BaseModel):
     def profile(self, name: str | None) -> tuple[str, Profile]:
         from imagekit.errors import SpecError
 
-        chosen = name or self.default_profile
+        if name is not None and not (isinstance(name, str) and name.strip()):
+            raise SpecError(f"--profile {name!r} is empty: name a profile (known: "
+                            f"{', '.join(self.profiles)}) or leave the option out",
+                            where="--profile")
+        chosen = self.default_profile if name is None else name
         if chosen not in self.profiles:
             raise SpecError(f"unknown profile {chosen!r} (known: {', '.join(self.profiles)})",
                             where=str(self.root / "images.toml"))

@@ -22,6 +22,27 @@ pytestmark = [pytest.mark.registry, pytest.mark.docker]
 TYPES = {"test-result": TEST_RESULT_TYPE, "promotion": PROMOTION_TYPE, "sbom": SBOM_TYPE}
 
 
+def _dpkg_layer() -> bytes:
+    """/usr/bin/cat (the host's static busybox) and a dpkg status of one package: the SBOM then
+    has a component (an SBOM of 0 components is not attested, issue 28)."""
+    import io
+    import shutil
+    import tarfile
+
+    busybox = shutil.which("busybox")
+    assert busybox, "a static busybox is needed for the SBOM's dpkg read (apt install busybox)"
+    status = (b"Package: imagekit-travel\nStatus: install ok installed\nVersion: 1.0\n"
+              b"Architecture: amd64\n\n")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in (("usr/bin/cat", open(busybox, "rb").read(), 0o755),
+                                 ("var/lib/dpkg/status", status, 0o644)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 1700000000
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 @pytest.fixture(scope="module")
 def promoted(infra, keypair, tmp_path_factory):
     """One image, attested at staging, promoted with the signed chain to target."""
@@ -40,7 +61,7 @@ def promoted(infra, keypair, tmp_path_factory):
                IMAGEKIT_REQUIRED_LINKS="base-identity,hops")
     with ClientPool(RegistryOptions(docker_config=infra.docker_config_dir)) as pool:
         image = push_image(pool.get(reg["staging"]), repo, "v1",
-                           [layer_tar(71, 300_000), layer_tar(72, 200_000)])
+                           [layer_tar(71, 300_000), layer_tar(72, 200_000), _dpkg_layer()])
     staging = f"{reg['staging']}/{repo}:v1"
     done = imagekit("verify-copy", staging, staging, env=env)  # real evidence: base identity
     assert done.returncode == 0, done.stderr
