@@ -20,8 +20,16 @@ TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 PROMOTION_TYPE = "https://imagekit.dev/attestation/promotion/v0.1"
 #: cosign's `--type cyclonedx` is this URI
 SBOM_TYPE = "https://cyclonedx.org/bom"
+#: the cluster phases each actor signs (`--key` of cluster probe / accept / gpu-preflight):
+#: imagekit.attest.phase.ClusterPhasePredicate
+CLUSTER_PROBE_TYPE = "https://imagekit.dev/attestation/cluster-probe/v1"
+CLUSTER_ACCEPT_TYPE = "https://imagekit.dev/attestation/cluster-accept/v1"
+GPU_PREFLIGHT_TYPE = "https://imagekit.dev/attestation/gpu-preflight/v1"
+PHASE_TYPES = {"cluster-probe": CLUSTER_PROBE_TYPE, "cluster-accept": CLUSTER_ACCEPT_TYPE,
+               "gpu-preflight": GPU_PREFLIGHT_TYPE}
 #: short names (what `--type` takes, as with cosign) -> predicate types
-TYPES = {"test-result": TEST_RESULT_TYPE, "promotion": PROMOTION_TYPE, "sbom": SBOM_TYPE}
+TYPES = {"test-result": TEST_RESULT_TYPE, "promotion": PROMOTION_TYPE, "sbom": SBOM_TYPE,
+         **PHASE_TYPES}
 NAMES = {value: key for key, value in TYPES.items()}
 
 REQUIRED_LINKS_ENV = "IMAGEKIT_REQUIRED_LINKS"

@@ -37,6 +37,10 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
 SelectorOpt = typer.Option(None, "--selector", help="nodeSelector key=value.")
 GpuTolerationOpt = typer.Option(
     None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu).")
+SignKeyOpt = typer.Option(None, "--key", dir_okay=False,
+                          help="Sign what this phase saw (cluster, node, imageID, verdicts) "
+                               "with this private key and attach it at the registry the "
+                               "image came from (read before anything runs).")
 
 
 def _say(text: str) -> None:
@@ -55,13 +59,38 @@ def _print_report(report: CheckReport, json_output: bool) -> None:
             _say(f"evidence: {report.evidence}")
 
 
-def _finish(report: CheckReport, json_output: bool) -> None:
+def _finish(report: CheckReport, json_output: bool, signed=None) -> None:
     from imagekit.results import exit_code_for
 
-    _print_report(report, json_output)
+    if json_output and signed is not None:
+        print_json({**report.model_dump(mode="json"),
+                    "attestations": [signed.model_dump(mode="json")]})
+    else:
+        _print_report(report, json_output)
+        _say_signed(signed)
     code = exit_code_for(report.checks)
     if code:
         raise typer.Exit(code)
+
+
+def _say_signed(signed) -> None:
+    if signed is not None:
+        _say(f"signed {signed.predicate_type}: {signed.repository}@{signed.subject} <- "
+             f"{signed.manifest} ({signed.listing})")
+
+
+def _sign_phase(phase: str, key, report: CheckReport, client, ref, digest, kube, *,
+                accepted: list[dict] | None = None, verdict=None, profile: str | None = None):
+    """With --key: the phase statement signed and attached at `ref`'s registry (None without
+    a key). The key was loaded before anything ran."""
+    if key is None:
+        return None
+    from imagekit.attest.phase import phase_predicate, sign_phase
+
+    predicate = phase_predicate(phase, report, digest=digest, reference=str(ref),
+                                cluster=kube.host, accepted=accepted, verdict=verdict,
+                                profile=profile)
+    return sign_phase(client, ref, digest, predicate, key)
 
 
 @app.command("serve-command")
@@ -309,6 +338,7 @@ def cluster_probe(
     expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
     keep_pull_secret: bool = typer.Option(False, help="Keep the run's pull Secret (default: "
                                                       "deleted with the Pod)."),
+    key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
@@ -317,6 +347,7 @@ def cluster_probe(
 ) -> None:
     """Run the zero-GPU probe Pod pinned to the tag's digest; check imageID and the probes;
     store logs and status in evidence; delete the Pod and wait until it is gone."""
+    from imagekit.attest.phase import load_signing_key
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.probe import ProbeOptions, run_probe
@@ -324,6 +355,7 @@ def cluster_probe(
     from imagekit.names import resolve_target
     from imagekit.oci import Digest
 
+    signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
     expected = Digest.parse(expect_digest) if expect_digest else None
     timeout = positive(timeout, "--timeout", maximum=86400)
     dns_label(namespace, "--namespace")
@@ -349,16 +381,23 @@ def cluster_probe(
                            docker_config_dir=docker_config, expect_digest=expected,
                            keep_pull_secret=keep_pull_secret,
                            plan=_probe_plan(probe) or _plan_from_spec(found, profile))
+    from imagekit.imagesverify.cluster import cluster_probe_exit
+    from imagekit.results import Status
+
     with client, Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_probe(kube, ref, client, options, store)
-    from imagekit.imagesverify.cluster import cluster_probe_exit
-
-    code, accepted = cluster_probe_exit(report.checks, found, profile)
+        code, accepted = cluster_probe_exit(report.checks, found, profile)
+        signed = _sign_phase("cluster-probe", signing, report, client, ref,
+                             Digest.parse(report.digest), kube, accepted=accepted,
+                             verdict=Status.PASS if code == 0 else report.status,
+                             profile=found[0].profile(profile)[0] if found else profile)
     if json_output:
         print_json({**report.model_dump(mode="json"), "accepted": accepted,
-                    "exit_code": code})
+                    "exit_code": code,
+                    **({"attestations": [signed.model_dump(mode="json")]} if signed else {})})
     else:
         _print_report(report, False)
+        _say_signed(signed)
         for row in accepted:
             _say(f"ACCEPTED {row['check']} {row['status']} in profile {row['profile']}: "
                  f"{row['reason']}")
@@ -470,6 +509,7 @@ def cluster_gpu_preflight(
                                       "=failed:NoSchedule)."),
     preflight_arg: list[str] = typer.Option(None, "--preflight-arg", help="With --each-node: "
                                             "an argument for the script (repeatable)."),
+    key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
@@ -479,6 +519,7 @@ def cluster_gpu_preflight(
     """Render the GPU preflight Pod pinned by digest, precheck that exact spec, and only with
     --submit and no finding run it (logs to evidence, then delete and wait until gone).
     With --each-node: one such Pod per matching node at once (imagekit/gpu/fleet.py)."""
+    from imagekit.attest.phase import load_signing_key
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.precheck import StorageNeed
@@ -486,6 +527,10 @@ def cluster_gpu_preflight(
     from imagekit.inputs import count, dns_label, dns_subdomain, positive, read_text
     from imagekit.names import resolve_target
 
+    signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
+    if signing is not None and each_node:
+        raise InvalidInput("--key signs one preflight Pod's phase; --each-node runs many "
+                           "(sign each node's run separately)", where="--key")
     count(gpus, "--gpus", minimum=0, maximum=1024)  # 0: a CPU (gloo) preflight
     timeout = positive(timeout, "--timeout", maximum=7 * 86400)
     dns_label(namespace, "--namespace")
@@ -528,7 +573,13 @@ def cluster_gpu_preflight(
         storage=storage, script=script, timeout_s=timeout, docker_config_dir=docker_config)
     with Kube(_kubeconfig(kubeconfig)) as kube:
         report = run_preflight(kube, ref.with_digest(digest), options, store, submit)
-    _finish(report, json_output)
+        signed = None
+        if signing is not None:
+            signer, _ = _registry_client(ref.registry)
+            with signer:
+                signed = _sign_phase("gpu-preflight", signing, report, signer, ref, digest,
+                                     kube)
+    _finish(report, json_output, signed)
 
 
 @cluster_app.command("recreate")

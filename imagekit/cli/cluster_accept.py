@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 
 from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
-from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorOpt, _kubeconfig,
-                                  _finish, _parse_pairs, _parse_selector, _parse_tolerations,
-                                  _registry_client, _say, cluster_app)
+from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorOpt, SignKeyOpt,
+                                  _finish, _kubeconfig, _parse_pairs, _parse_selector,
+                                  _parse_tolerations, _registry_client, _say, _sign_phase,
+                                  cluster_app)
 from imagekit.cli import trustopts
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
@@ -65,6 +66,7 @@ def cluster_accept(
                                           "the command (serve_args); the reason is recorded."),
     spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec"),
     profile: str = typer.Option(None, help="Spec profile."),
+    key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
@@ -76,6 +78,7 @@ def cluster_accept(
     precheck the engine Pod, start it (phases live from its log), run the suites from a
     controller Pod through a Service, file everything under the digest, delete it all."""
     from imagekit.acceptance.capabilities import Requirements
+    from imagekit.attest.phase import load_signing_key
     from imagekit.acceptance.runner import SUITES
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
@@ -86,6 +89,7 @@ def cluster_accept(
     from imagekit.names import resolve_target
     from imagekit.report.gate import image_phase_gate
 
+    signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
     for each in suite:
         if each not in SUITES:
             raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITES)}")
@@ -164,7 +168,13 @@ def cluster_accept(
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
                             controller_image=controller_image)
-    _finish(report, json_output)
+        signed = None
+        if signing is not None:
+            signer, _ = _registry_client(ref.registry)
+            with signer:
+                signed = _sign_phase("cluster-accept", signing, report, signer, ref, digest,
+                                     kube, profile=profile)
+    _finish(report, json_output, signed)
 
 
 @cluster_app.command("model-volume")

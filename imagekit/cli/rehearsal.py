@@ -78,14 +78,17 @@ class _Runner:
             self.env = {**(self.env or os.environ), **registry_env()}
 
     def run(self, name: str, *args: str, want_json: bool = False,
-            judged_after: bool = False) -> tuple[int, dict | None]:
+            judged_after: bool = False, store: Path | None = None) -> tuple[int, dict | None]:
         """`judged_after`: the caller judges the step's result itself (its exit 1 is not the
-        step's verdict), so the live line does not say FAILED for it."""
+        step's verdict), so the live line does not say FAILED for it. `store`: the evidence
+        store of the actor that runs this step (default: the rehearsal's, CI's)."""
         from imagekit.results import CheckResult
 
         argv = [sys.executable, "-m", "imagekit", *args]
         started = time.monotonic()
-        done = _run_live(argv, self.env, name, self.sink, shown=f"imagekit {' '.join(args)}",
+        env = self.env if store is None else \
+            {**(self.env or os.environ), "IMAGEKIT_EVIDENCE_DIR": str(store)}
+        done = _run_live(argv, env, name, self.sink, shown=f"imagekit {' '.join(args)}",
                          judged_after=judged_after)
         seconds = round(time.monotonic() - started, 2)
         step = _step_model()(name=name, argv=["imagekit", *args], exit_code=done.returncode,
@@ -169,17 +172,22 @@ def _run_live(argv: list[str], env: dict[str, str] | None, name: str, sink: Prog
     return subprocess.CompletedProcess(argv, code, "".join(out), stderr)
 
 
-def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: str) -> None:
+def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: str,
+                 actors: Path) -> None:
     """The promoted vLLM image accepted on the cluster with the stand-in model on a
-    read-only PVC (issue 15); judged by imagekit.clusteraccept.rehearsal."""
+    read-only PVC (issue 15) by the operator: its empty store, trusting CI's and the release
+    engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal."""
     from imagekit.clusteraccept import rehearsal as step
     from imagekit.infra.cluster import NODE_NAME
 
-    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME))
+    operator = step.store_dir(actors, "operator")
+    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME), store=operator)
     if code != 0:
         return
     _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
-                         want_json=True, judged_after=True)
+                         *step.trust_args(actors, "ci", "release"),
+                         *step.sign_args(actors, "operator"),
+                         want_json=True, judged_after=True, store=operator)
     attempt.checks.pop()   # the exit code says DEFERRED (the stand-in): judged just below
     judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
     attempt.add_check(judged)
@@ -188,6 +196,57 @@ def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: s
         verdict.done("PASS")
     else:
         verdict.fail(f"{judged.status.value}: {judged.detail}"[:300])
+
+
+def _referrers_registry() -> str:
+    """The fourth loopback registry's address (the one WITH the referrers API)."""
+    from imagekit.infra.registries import endpoints
+    from imagekit.infra.state import StatePaths
+
+    return endpoints(StatePaths())["referrers"].address
+
+
+def _actor_keys(runner: _Runner, actors: Path) -> bool:
+    """Each actor makes its own key pair (`imagekit keys generate`) and hands its public key
+    to the others under its name; every actor's store starts empty. False when one failed."""
+    import shutil
+
+    from imagekit.clusteraccept import rehearsal as step
+
+    others = [a for a in (*step.ACTORS, step.AUDITOR) if a != "ci"]  # CI: the rehearsal's
+    for actor in others:
+        step.store_dir(actors, actor).mkdir(parents=True, exist_ok=True)
+    for actor in step.ACTORS:
+        code, _ = runner.run(f"{actor}-keys", "keys", "generate", "--out",
+                             str(step.key_dir(actors, actor)), "--force",
+                             store=step.store_dir(actors, actor) if actor in others else None)
+        if code != 0:
+            return False
+        shutil.copyfile(step.key_dir(actors, actor) / "imagekit.pub",
+                        step.public_key(actors, actor))
+    return True
+
+
+def _write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Path) -> None:
+    """index.md: who played which part (keys, stores) and the auditor's reports."""
+    from imagekit.clusteraccept import rehearsal as step
+
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# rehearsal: three actors, one registry", "",
+             "| actor | public key | evidence store |", "|---|---|---|"]
+    for actor in (*step.ACTORS, step.AUDITOR):
+        key = step.public_key(actors, actor)
+        where = ci_store if actor == "ci" else step.store_dir(actors, actor).relative_to(out)
+        lines.append(f"| {actor} | {key.relative_to(out) if key.exists() else '-'} | "
+                     f"{where} |")
+    lines += ["", "CI's store is the rehearsal's own (it built the images); the others start "
+              "empty. The reports below were rendered from the auditor's empty store, from "
+              "what the three keys signed at the registry.", ""]
+    for name, reference in promoted.items():
+        lines.append(f"- {name}: `{reference}`")
+    found = sorted(p.name for p in out.glob("*.md") if p.name != "index.md")
+    lines += ["", "Reports: " + (", ".join(f"[{f}]({f})" for f in found) or "none")]
+    (out / "index.md").write_text("\n".join(lines) + "\n")
 
 
 @app.command("rehearsal")
@@ -202,6 +261,7 @@ def rehearsal(
 ) -> None:
     """Run the local stand-in rehearsal of the whole release path, end to end."""
     from imagekit.build import latest_build
+    from imagekit.clusteraccept import rehearsal as step
     from imagekit.results import CheckResult, Status, exit_code_for, overall
     from imagekit.spec import load_spec
 
@@ -213,6 +273,13 @@ def rehearsal(
     from imagekit.inputs import writable_dir
 
     writable_dir(out, "--out")  # /proc/x: refused before the first step, not after the last
+    for actor in (*step.ACTORS, step.AUDITOR):   # bad input before anything runs
+        kept = step.store_dir(out / "actors", actor)
+        if kept.exists() and any(kept.iterdir()):
+            from imagekit.errors import InvalidInput
+
+            raise InvalidInput("an actor's evidence store must start empty; give a new --out",
+                               where=str(kept))
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt, progress_for(json_output) as sink:
         runner = _Runner(attempt, json_output, sink)
@@ -225,6 +292,8 @@ def rehearsal(
             runner.run("standins-build", "standins", "build", "--profile", profile_name)
         if code == 0:
             runner.run("images-verify", "images", "verify", "--profile", profile_name)
+        actors = out / "actors"
+        keys_ok = code == 0 and _actor_keys(runner, actors)
         promoted: dict[str, str] = {}
         for name, image in spec.images.items():
             build = latest_build(name, profile_name, store)
@@ -233,23 +302,47 @@ def rehearsal(
                     name=f"{name}-promote", status=Status.ERROR,
                     detail="no pushed build of this image in evidence: images verify failed"))
                 continue
+            if not keys_ok:
+                continue
             tag = f"{profile_name}-{build.digest.hex[:12]}"
             hops = [f"{prof.registry_for(role)}/{image.repository}:{tag}"
                     for role in image.promotion[1:]]
             if not hops:
                 continue
+            # CI (this store) signs the image phase where it pushed the build
+            code, _ = runner.run(f"{name}-attest", "attest", str(build.reference),
+                                 *step.sign_args(actors, "ci"))
+            if code != 0:
+                continue
+            # the release engineer: an empty store, CI's key trusted; the first hop is the
+            # registry WITH the referrers API (go-containerregistry's), then the profile's
+            hops = [f"{_referrers_registry()}/{image.repository}:{tag}", *hops]
             via = [arg for hop in hops[:-1] for arg in ("--via", hop)]
             code, _ = runner.run(f"{name}-promote", "promote", str(build.reference), *via,
-                                 "--to", hops[-1])
+                                 "--to", hops[-1], *step.trust_args(actors, "ci"),
+                                 *step.sign_args(actors, "release"),
+                                 store=step.store_dir(actors, "release"))
             if code == 0:
                 promoted[name] = hops[-1]
+                # the operator: an empty store, its own key. Acceptance first: its gate then
+                # decides from the registry's signed image phase; the operator's own probe
+                # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
+                # otherwise be the local evidence it decides from
+                if cluster and image.engine == "vllm":
+                    _accept_step(runner, attempt, name, hops[-1], profile_name, actors)
                 if cluster:
                     runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
-                               "--expect-digest", str(build.digest), "--profile", profile_name)
-                if cluster and image.engine == "vllm":
-                    _accept_step(runner, attempt, name, hops[-1], profile_name)
-        runner.run("report", "report", "--all-images", "--format", "all", "--out", str(out),
-                   "--profile", profile_name)
+                               "--expect-digest", str(build.digest), "--profile", profile_name,
+                               *step.trust_args(actors, "ci", "release"),
+                               *step.sign_args(actors, "operator"),
+                               store=step.store_dir(actors, "operator"))
+        # the auditor: a fourth, empty store, trusting all three; the reports from the registry
+        auditor = step.store_dir(actors, step.AUDITOR)
+        for name, reference in promoted.items():
+            runner.run(f"{name}-report", "report", reference, "--format", "all", "--out",
+                       str(out), "--profile", profile_name,
+                       *step.trust_args(actors, *step.ACTORS), store=auditor)
+        _write_index(out, actors, promoted, store.root)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
         from imagekit.evidence.kinds import RehearsalResult
         from imagekit.evidence.kinds import RehearsalStep as EvidenceStep

@@ -161,3 +161,16 @@ def wait_for_pod(kube: Kube, namespace: str, name: str, timeout: float = 180,
             if event.get("type") in ("MODIFIED", "DELETED"):
                 break
         pod = kube.get_pod(namespace, name)
+
+
+def observed(pod: dict | None) -> dict:
+    """What the cluster says about a Pod it ran: the node it ran on, the image its first
+    container names and the imageID the kubelet reports (the content it really ran). Kept as
+    `data["observed"]` of the check that judged the Pod, so a signed phase statement names it."""
+    pod = pod or {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    first = statuses[0] if statuses else {}
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return {"node": (pod.get("spec") or {}).get("nodeName"),
+            "image": first.get("image") or containers[0].get("image"),
+            "image_id": first.get("imageID") or None}

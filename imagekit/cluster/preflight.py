@@ -15,7 +15,7 @@ from pathlib import Path
 
 from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube
-from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
+from imagekit.cluster.pods import delete_and_wait, observed, recreate_pod, wait_for_pod
 from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
 from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError
@@ -112,7 +112,8 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
         else:
             status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
             detail = f"preflight Pod {outcome.phase} after {time.monotonic() - started:.1f}s"
-        checks.append(CheckResult(name="preflight_pod", status=status, detail=detail))
+        checks.append(CheckResult(name="preflight_pod", status=status, detail=detail,
+                                  data={"observed": observed(outcome.pod)}))
     finally:
         try:
             waited = delete_and_wait(kube, ns, name, timeout=120)

@@ -26,7 +26,7 @@ from pathlib import Path
 from imagekit.cluster import manifests
 from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.kube import Conflict, Kube, wait_until
-from imagekit.cluster.pods import recreate_pod, wait_for_pod, wait_gone
+from imagekit.cluster.pods import observed, recreate_pod, wait_for_pod, wait_gone
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import ClusterProbeResult
@@ -341,7 +341,7 @@ def _outcome_checks(kube: Kube, outcome, options: ProbeOptions, name: str,
         status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
         checks.append(CheckResult(name="pod_completed", status=status,
                                   detail=f"pod {outcome.phase} after {elapsed:.1f}s",
-                                  data={"phase": outcome.phase}))
+                                  data={"phase": outcome.phase, "observed": observed(pod)}))
     statuses = pod.get("status", {}).get("containerStatuses", [])
     image_id = statuses[0].get("imageID", "") if statuses else ""
     if image_id:

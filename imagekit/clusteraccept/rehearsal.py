@@ -10,6 +10,7 @@ semantic PASS on a stand-in would be a lie and fails this check like any protoco
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from imagekit.results import CheckResult, Status
 
@@ -105,3 +106,39 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
                               f"check(s), {deferred} semantic verdict(s) DEFERRED (stand-in "
                               f"model: answers are not judged), {rounds} load round(s) PASS; "
                               f"{len(accounted)} check(s) accounted for" + tail)
+
+
+# ------------------------------------------------------------------ the three actors (issue 24)
+#: Who plays which part of the main job, each with its own key and its own evidence store; they
+#: share only the registry. CI builds, verifies and attests; the release engineer trusts CI's
+#: key and promotes; the operator trusts both and accepts on the cluster; the auditor (no key)
+#: trusts all three and renders the reports from an empty store.
+ACTORS = ("ci", "release", "operator")
+AUDITOR = "auditor"
+
+
+def key_dir(root: Path, actor: str) -> Path:
+    """Where `imagekit keys generate --out` puts an actor's key pair (imagekit.key 0600)."""
+    return root / "keys" / actor
+
+
+def private_key(root: Path, actor: str) -> Path:
+    return key_dir(root, actor) / "imagekit.key"
+
+
+def public_key(root: Path, actor: str) -> Path:
+    """The public key an actor hands the others, named after it (`--trust-key ci.pub` names
+    the signer `ci` in every reason)."""
+    return root / "keys" / f"{actor}.pub"
+
+
+def store_dir(root: Path, actor: str) -> Path:
+    return root / "stores" / actor
+
+
+def trust_args(root: Path, *actors: str) -> list[str]:
+    return [arg for actor in actors for arg in ("--trust-key", str(public_key(root, actor)))]
+
+
+def sign_args(root: Path, actor: str) -> list[str]:
+    return ["--key", str(private_key(root, actor))]

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube, TransportError
-from imagekit.cluster.pods import wait_gone
+from imagekit.cluster.pods import observed, wait_gone
 from imagekit.cluster.precheck import PodIntent, precheck
 from imagekit.cluster.probe import ensure_namespace, pull_secret_for
 from imagekit.clusteraccept.phases import (PhaseTracker, container_started, engine_error_line,
@@ -493,6 +493,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
             follower.start()
             outcome = _await_start(kube, options, pod["metadata"]["name"], tracker, budget,
                                    started)
+            seen = observed(kube.get_pod(options.namespace, pod["metadata"]["name"]))
             if outcome.state == "ready":
                 hooks.stage("suites", f"engine ready after {outcome.seconds} s; the controller "
                                       "runs " + ", ".join(options.suites +
@@ -503,7 +504,8 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                                                  + ", ".join(f"{p.name} {p.seconds} s"
                                                              for p in tracker.phases),
                                           data={"phases": [p.model_dump() for p in
-                                                           tracker.phases]}))
+                                                           tracker.phases],
+                                                "observed": seen}))
                 controller_pod = _await_pod_end(kube, options.namespace,
                                                 controller_doc["metadata"]["name"],
                                                 options.timeout_s - (time.monotonic() -
@@ -527,7 +529,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                 outcome = outcome.model_copy(update={"last_lines": last})
                 checks.append(CheckResult(
                     name="engine_start", status=Status.FAIL,
-                    data=outcome.model_dump(),
+                    data={**outcome.model_dump(), "observed": seen},
                     detail=f"startup failed ({outcome.state}): {outcome.detail}"
                            + (f"; engine said: {error}" if error else "")))
                 hooks.end(checks[-1].detail[:300])

@@ -153,6 +153,17 @@ def ensure_suite_package(package: str, suite: str, paths: StatePaths,
     if os.geteuid() != 0:
         raise InfraError(f"package {package} is missing; installing it needs root",
                          where="apt-get")
+    deb = download_suite_package(package, suite, paths, log)
+    _run(["apt-get", *_LOCK_WAIT, "-q", "-y", "install", "--no-install-recommends",
+          str(deb)], f"apt-get install {deb.name}", log)
+    return True
+
+
+def download_suite_package(package: str, suite: str, paths: StatePaths,
+                           log: Path | None = None) -> Path:
+    """The .deb of `package` from Debian `suite`, fetched once through the private apt
+    configuration and kept under the state dir (a rerun downloads nothing); never installed.
+    For a source package a build unpacks itself (`dpkg-deb -x`), e.g. a Go -dev package."""
     root = paths.apt / suite
     lists, cache = root / "lists", root / "cache"
     parts, debs = root / "sources.list.d", root / "debs"
@@ -172,6 +183,4 @@ def ensure_suite_package(package: str, suite: str, paths: StatePaths,
         found = sorted(debs.glob(f"{package}_*.deb"))
         if not found:
             raise InfraError(f"apt-get download {package} produced no .deb", where=str(debs))
-    _run(["apt-get", *_LOCK_WAIT, "-q", "-y", "install", "--no-install-recommends",
-          str(found[-1])], f"apt-get install {found[-1].name}", log)
-    return True
+    return found[-1]

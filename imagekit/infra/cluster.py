@@ -40,7 +40,7 @@ import httpx
 
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import podnet, processes
-from imagekit.infra.state import ComponentStatus, InfraState, StatePaths
+from imagekit.infra.state import REGISTRY_LAYOUT, ComponentStatus, InfraState, StatePaths
 from imagekit.progress import current as current_progress
 from imagekit.progress import run_logged
 
@@ -309,7 +309,10 @@ def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
 def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
     """hosts.toml for every loopback registry in the infra state; returns their joined text."""
     texts = []
-    for endpoint in sorted(state.registries.values(), key=lambda e: e.address):
+    # the cluster pulls from the contract's three registries; the referrers-API registry (a
+    # hop for attestations, manifests in memory) is not one of its mirrors
+    pulled = [e for name, e in state.registries.items() if name in REGISTRY_LAYOUT]
+    for endpoint in sorted(pulled, key=lambda e: e.address):
         directory = certs_d / endpoint.address
         directory.mkdir(parents=True, exist_ok=True)
         ca = None

@@ -1,8 +1,11 @@
-"""The three loopback registries (Debian's distribution 2.8) and target's token service.
+"""The loopback registries and target's token service.
 
-- staging    127.0.0.1:5001  plain HTTP, no auth
-- production 127.0.0.1:5002  TLS (project CA) + htpasswd basic auth
+- staging    127.0.0.1:5001  plain HTTP, no auth                      (distribution 2.8)
+- production 127.0.0.1:5002  TLS (project CA) + htpasswd basic auth   (distribution 2.8)
 - target     127.0.0.1:5003  TLS + Bearer tokens from our token service (127.0.0.1:5010, TLS)
+- referrers  127.0.0.1:5004  plain HTTP, no auth: go-containerregistry's registry WITH the OCI
+                             1.1 referrers API, built from Debian's source
+                             (imagekit.infra.referrers_registry)
 
 Each runs from our own config file (mode 0600: it holds the upload HMAC secret) under
 `<state>/registries/<name>/`, with deletes enabled so tests can clean up. Debian's systemd unit
@@ -23,11 +26,11 @@ import httpx
 import yaml
 
 from imagekit.errors import InfraError, PortTaken
-from imagekit.infra import apt, credentials, pki
+from imagekit.infra import apt, credentials, pki, referrers_registry
 from imagekit.infra.processes import (TrackedProcess, port_holders, port_open, running,
                                       start_tracked, stop_tracked, wait_for_port)
-from imagekit.infra.state import (LOOPBACK, REGISTRY_LAYOUT, TOKEN_SERVICE_PORT, ComponentStatus,
-                                  RegistryEndpoint, StatePaths)
+from imagekit.infra.state import (ALL_REGISTRIES, LOOPBACK, REGISTRY_LAYOUT, TOKEN_SERVICE_PORT,
+                                  ComponentStatus, RegistryEndpoint, StatePaths)
 
 REGISTRY_BIN = Path("/usr/bin/docker-registry")
 TOKEN_SERVICE = "token-service"
@@ -38,9 +41,9 @@ FIX = "imagekit infra up"
 
 
 def endpoints(paths: StatePaths) -> dict[str, RegistryEndpoint]:
-    """The contract's three endpoints (pure: what they are, not whether they run)."""
+    """The contract's endpoints (pure: what they are, not whether they run)."""
     result = {}
-    for name, (port, scheme, auth) in REGISTRY_LAYOUT.items():
+    for name, (port, scheme, auth) in ALL_REGISTRIES.items():
         result[name] = RegistryEndpoint(
             name=name, address=f"{LOOPBACK}:{port}", scheme=scheme, auth=auth,
             ca_file=paths.ca_cert if scheme == "https" else None,
@@ -125,7 +128,8 @@ def ensure_files(paths: StatePaths) -> credentials.Credentials:
 
 
 def up(paths: StatePaths, install: bool = True) -> list[ComponentStatus]:
-    """Start whatever of token service + three registries is missing; return their statuses."""
+    """Start whatever of token service + the four registries is missing; return their
+    statuses."""
     if install:
         apt.ensure_packages(["docker-registry"], paths.logs / "apt.log")
     if not REGISTRY_BIN.exists():
@@ -146,7 +150,20 @@ def up(paths: StatePaths, install: bool = True) -> list[ComponentStatus]:
                           _fingerprint(str(REGISTRY_BIN), text, _file_bytes(paths.server_cert),
                                        _file_bytes(paths.token_cert)),
                           paths, f"{name} registry")
+    _ensure_referrers_registry(paths)
     return status(paths)
+
+
+def _ensure_referrers_registry(paths: StatePaths) -> TrackedProcess:
+    """go-containerregistry's registry with the referrers API (built first when missing)."""
+    name = referrers_registry.NAME
+    binary = referrers_registry.ensure_built(paths, paths.logs / "referrers-registry-build.log")
+    referrers_registry.blobs_dir(paths).mkdir(parents=True, exist_ok=True)
+    argv = referrers_registry.argv(paths, binary)
+    return _ensure_listening(_process_name(name), referrers_registry.port(), argv,
+                             paths.logs / f"registry-{name}.log",
+                             _fingerprint(*argv, referrers_registry.binary_fingerprint(binary)),
+                             paths, f"{name} registry")
 
 
 def _file_bytes(path: Path) -> bytes:
@@ -213,8 +230,23 @@ def status(paths: StatePaths) -> list[ComponentStatus]:
         expected = 200 if endpoint.auth == "none" else 401
         detail = (f"{endpoint.scheme}, auth {endpoint.auth}, /v2/ answers "
                   f"{code if code else 'nothing'}")
-        out.append(_component(name, endpoint.address, record, code == expected, detail))
+        answers = code == expected
+        if name == referrers_registry.NAME and answers:
+            api = _referrers_api_answers(endpoint.url)
+            detail += ", referrers API on" if api else ", NO referrers API (not ours?)"
+            answers = api
+        out.append(_component(name, endpoint.address, record, answers, detail))
     return out
+
+
+def _referrers_api_answers(url: str) -> bool:
+    """The referrers route is served: an invalid target digest is a 400 UNSUPPORTED from the
+    referrers handler (a registry without the API answers 404 there, like any unknown path)."""
+    try:
+        response = httpx.get(f"{url}/v2/imagekit-status/referrers/not-a-digest", timeout=3.0)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 400 and "UNSUPPORTED" in response.text
 
 
 def _component(name: str, address: str, record: TrackedProcess | None, answers: bool,
@@ -230,7 +262,7 @@ def _component(name: str, address: str, record: TrackedProcess | None, answers: 
 def down(paths: StatePaths) -> list[str]:
     """Stop our registries and token service; return the names stopped."""
     stopped = []
-    for name in [*(_process_name(n) for n in REGISTRY_LAYOUT), TOKEN_SERVICE]:
+    for name in [*(_process_name(n) for n in ALL_REGISTRIES), TOKEN_SERVICE]:
         if stop_tracked(name, paths=paths):
             stopped.append(name)
     return stopped

@@ -34,6 +34,14 @@ REGISTRY_LAYOUT: dict[str, tuple[int, Scheme, Auth]] = {
     "production": (5002, "https", "basic"),
     "target": (5003, "https", "bearer"),
 }
+#: The fourth loopback registry: go-containerregistry's own registry WITH the OCI 1.1 referrers
+#: API (distribution 2.8 has only the tag schema), built from Debian's source by infra
+#: (imagekit.infra.referrers_registry). Plain HTTP, no auth; manifests in memory, blobs on disk.
+REFERRERS_LAYOUT: dict[str, tuple[int, Scheme, Auth]] = {
+    "referrers": (5004, "http", "none"),
+}
+#: Every loopback registry infra starts, by name.
+ALL_REGISTRIES: dict[str, tuple[int, Scheme, Auth]] = {**REGISTRY_LAYOUT, **REFERRERS_LAYOUT}
 TOKEN_SERVICE_PORT = 5010
 LOOPBACK = "127.0.0.1"
 

@@ -220,7 +220,14 @@ class _Upload:
                 yield take
                 self.count(len(take))
 
+        # Content-Range names the chunk (`<start>-<end>`, the distribution spec's chunked
+        # upload): go-containerregistry's registry (`crane registry serve`, the referrers-API
+        # registry) refuses a second PATCH without it ("Stream uploads after first write are not
+        # allowed"); distribution 2.8 checks it only beside a Content-Length, which a streamed
+        # body has not
         headers = {"Content-Type": "application/octet-stream"}
+        if end > self.offset:
+            headers["Content-Range"] = f"{self.offset}-{end - 1}"
         response = self.t.send_body("PATCH", self.location, scopes=self.scopes, budget=budget,
                                     headers=headers, body=body())
         if response is None:  # the lean path is off here (a proxy, IMAGEKIT_LEAN_HTTP=0)

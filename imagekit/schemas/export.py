@@ -88,6 +88,8 @@ MODELS: tuple[str, ...] = (
     "imagekit.attest.models.PromotionPredicate",
     "imagekit.attest.models.Attached",
     "imagekit.attest.models.AttestVerifyReport",
+    # the cluster phases each actor signs (issue 24)
+    "imagekit.attest.phase.ClusterPhasePredicate",
     "imagekit.sbom.bom.SbomDiff",
     # GPU preflight
     "imagekit.gpu.record.PreflightRecord",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,29 @@ def push_to(cluster_state, python_layer):
             return push_image(client, cluster_state.registry(name).address,
                               "imagekit-test/python", tag, python_layer, indent=indent)
     return push
+
+
+@pytest.fixture(scope="session")
+def vllm_image(cluster_state, tmp_path_factory):
+    """The fixed vLLM image built and verified like `images verify` does (stand-in base with
+    the real vLLM server), pushed to staging by tag; its image-phase evidence in the store.
+    Built once per session: test_accept_real and the three actors' journey share it."""
+    from imagekit.engine import Engine
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import ImageReference
+    from imagekit.imagesverify import verify_images
+    from imagekit.spec import load_spec
+    from imagekit.standins import build_standins
+
+    store = EvidenceStore(tmp_path_factory.mktemp("accept-evidence"))
+    spec = load_spec(Path(__file__).resolve().parents[2] / "dockerfiles" / "images.toml")
+    engine = Engine()
+    build_standins(spec, engine, store, "local")
+    report = verify_images(spec, engine, store, profile="local", names=["vllm"])
+    [entry] = report.images
+    assert entry.reference and entry.digest, entry
+    from imagekit.build import latest_build
+
+    build = latest_build("vllm", "local", store)      # pushed as <staging repo>:<key[:16]>
+    tag = ImageReference.parse(f"{build.reference.name}:{build.cache_key[:16]}")
+    return tag, build.digest, store

@@ -58,29 +58,6 @@ def model_claim(kube, accept_ns):
     delete_model_volume(kube, volume, "model", accept_ns)
 
 
-@pytest.fixture(scope="module")
-def vllm_image(cluster_state, tmp_path_factory):
-    """The fixed vLLM image built and verified like `images verify` does (stand-in base with
-    the real vLLM server), pushed to staging by tag; its image-phase evidence in the store."""
-    from imagekit.engine import Engine
-    from imagekit.imagesverify import verify_images
-    from imagekit.spec import load_spec
-    from imagekit.standins import build_standins
-
-    store = EvidenceStore(tmp_path_factory.mktemp("accept-evidence"))
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
-    engine = Engine()
-    build_standins(spec, engine, store, "local")
-    report = verify_images(spec, engine, store, profile="local", names=["vllm"])
-    [entry] = report.images
-    assert entry.reference and entry.digest, entry
-    from imagekit.build import latest_build
-
-    build = latest_build("vllm", "local", store)      # pushed as <staging repo>:<key[:16]>
-    tag = ImageReference.parse(f"{build.reference.name}:{build.cache_key[:16]}")
-    return tag, build.digest, store
-
-
 def _options(ns: str, claim: str, **extra) -> AcceptOptions:
     from imagekit.infra.state import registry_trust
 

@@ -334,10 +334,12 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
         json_output, sink = True, NullProgress()
 
         def __init__(self, attempt) -> None:
-            self.attempt, self.calls = attempt, []
+            self.attempt, self.calls, self.stores, self.argv = attempt, [], [], []
 
-        def run(self, name, *args, want_json=False, judged_after=False):
+        def run(self, name, *args, want_json=False, judged_after=False, store=None):
             self.calls.append((*args[:2], judged_after))
+            self.stores.append(store)
+            self.argv.append(args)
             code = 0 if args[1] == "model-volume" else 1
             self.attempt.add_check(CheckResult(name=name, status=Status.PASS if code == 0
                                                else Status.FAIL, detail=f"exit {code}"))
@@ -345,8 +347,14 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
 
     attempt = Attempt()
     runner = Runner(attempt)
-    _accept_step(runner, attempt, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local")
+    actors = Path("/r/actors")
+    _accept_step(runner, attempt, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local", actors)
     # the accept step's exit 1 is judged here, so its live line must not say FAILED for it
     assert runner.calls == [("cluster", "model-volume", False), ("cluster", "accept", True)]
+    # the operator's own (empty) store, CI's and the release engineer's keys trusted, its key
+    assert runner.stores == [actors / "stores" / "operator"] * 2
+    accept = " ".join(runner.argv[1])
+    assert "--trust-key /r/actors/keys/ci.pub --trust-key /r/actors/keys/release.pub" in accept
+    assert accept.endswith("--key /r/actors/keys/operator/imagekit.key")
     assert [(c.name, c.status) for c in attempt.checks] == [
         ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]

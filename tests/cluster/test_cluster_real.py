@@ -148,14 +148,20 @@ def test_probe_pod_runs_target_image_and_image_id_matches(kube, python_image, tm
     (probes / "python_runs.py").write_text(PROBE_OK)
     (probes / "stdlib.py").write_text("import json, subprocess, urllib.request, pathlib\n")
     evidence = tmp_path / "evidence"
+    from imagekit.attest import keys
+
+    private, public = keys.generate(tmp_path / "operator-key")
     result = cli("cluster", "probe", str(python_image.reference), "--probes-dir", str(probes),
                  "--namespace", test_ns, "--json", "--expect-digest",
-                 str(python_image.digest),
-                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(evidence)})
+                 str(python_image.digest), "--key", str(private),
+                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(evidence),
+                            "DOCKER_CONFIG": str(cluster_state.docker_config_dir)})
+    private.unlink()
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
     checks = by_name(doc["checks"])
     assert doc["digest"] == str(python_image.digest)
+    _signed_probe_phase_verifies(doc, python_image, public, cluster_state)
     assert checks["image_id"]["status"] == "PASS"
     assert checks["image_id"]["data"]["image_id"].endswith("@" + str(python_image.digest))
     assert checks["probe:python_runs"]["status"] == "PASS"
@@ -175,6 +181,36 @@ def test_probe_pod_runs_target_image_and_image_id_matches(kube, python_image, tm
     pods = kube.list(f"/api/v1/namespaces/{test_ns}/pods",
                      labelSelector="imagekit.dev/role=probe")
     assert pods == []                                   # deleted and really gone
+
+
+def _signed_probe_phase_verifies(doc: dict, image, public: Path, state) -> None:
+    """The operator's --key: what the probe saw, signed and attached at the registry the Pod
+    pulled from (target, token auth); the real cosign verifies it, imagekit verify too."""
+    from imagekit.attest.statements import CLUSTER_PROBE_TYPE
+    from imagekit.infra.peers import ensure_peer
+
+    (signed,) = doc["attestations"]
+    assert signed["predicate_type"] == CLUSTER_PROBE_TYPE
+    assert signed["subject"] == str(image.digest)
+    ref = f"{image.reference.registry}/{image.reference.repository}@{image.digest}"
+    done = subprocess.run([str(ensure_peer("cosign")), "verify-attestation", "--key",
+                           str(public), "--type", CLUSTER_PROBE_TYPE, "--insecure-ignore-tlog",
+                           "--registry-cacert", str(state.ca_file), ref], capture_output=True,
+                          text=True, timeout=120, check=False,
+                          env={**os.environ, "DOCKER_CONFIG": str(state.docker_config_dir)})
+    assert done.returncode == 0, done.stderr[-800:]
+    import base64
+
+    envelope = json.loads(done.stdout.splitlines()[0])
+    predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    assert predicate["phase"] == "cluster-probe" and predicate["digest"] == str(image.digest)
+    assert predicate["node"] == NODE and predicate["image_id"].endswith(str(image.digest))
+    assert predicate["cluster"].startswith("https://127.0.0.1:")
+    assert predicate["verdict"] == "PASS"
+    assert {c["name"] for c in predicate["checks"]} >= {"image_id", "pod_completed"}
+    verified = cli("verify", ref, "--key", str(public), "--type", "cluster-probe", "--json",
+                   env_extra={"DOCKER_CONFIG": str(state.docker_config_dir)})
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def test_wrong_digest_is_caught(kube, python_image, test_ns, tmp_path, cluster_state) -> None:

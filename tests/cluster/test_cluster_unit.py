@@ -173,7 +173,14 @@ def test_containerd_hosts_toml_has_top_level_settings_and_empty_host_table(tmp_p
                                                 scheme="http", auth="none"),
                     "target": RegistryEndpoint(name="target", address="127.0.0.1:5003",
                                                scheme="https", auth="bearer", ca_file=ca)})
-    write_registry_hosts(tmp_path / "certs.d", state)
+    joined = write_registry_hosts(tmp_path / "certs.d", state)
+    # the referrers-API registry is no mirror of the cluster: containerd's config (and its
+    # fingerprint) stay what they were without it
+    with_referrers = state.model_copy(update={"registries": {
+        **state.registries, "referrers": RegistryEndpoint(
+            name="referrers", address="127.0.0.1:5004", scheme="http", auth="none")}})
+    assert write_registry_hosts(tmp_path / "certs.d", with_referrers) == joined
+    assert not (tmp_path / "certs.d/127.0.0.1:5004").exists()
     staging = tomllib.loads((tmp_path / "certs.d/127.0.0.1:5001/hosts.toml").read_text())
     assert staging == {"server": "http://127.0.0.1:5001", "capabilities": ["pull", "resolve"],
                        "host": {}}

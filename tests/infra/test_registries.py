@@ -68,7 +68,8 @@ def test_state_matches_contract(infra: InfraState) -> None:
     assert {n: (e.address, e.scheme, e.auth) for n, e in infra.registries.items()} == {
         "staging": ("127.0.0.1:5001", "http", "none"),
         "production": ("127.0.0.1:5002", "https", "basic"),
-        "target": ("127.0.0.1:5003", "https", "bearer")}
+        "target": ("127.0.0.1:5003", "https", "bearer"),
+        "referrers": ("127.0.0.1:5004", "http", "none")}
     config = infra.docker_config_dir / "config.json"
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert set(json.loads(config.read_text())["auths"]) >= {"127.0.0.1:5002", "127.0.0.1:5003"}
@@ -147,3 +148,50 @@ def test_target_bearer_challenge_and_scoped_push(infra: InfraState) -> None:
         deleted = client.delete(f"/v2/{repo}/manifests/{digest}",
                                 headers={"Authorization": f"Bearer {delete_token}"})
         assert deleted.status_code == 202
+
+
+def test_referrers_registry_answers_the_api_and_keeps_blobs_on_disk(infra: InfraState) -> None:
+    """The fourth registry (go-containerregistry's, built from Debian's source) answers
+    `GET /v2/<repo>/referrers/<digest>` with an OCI index; distribution 2.8 (staging) does
+    not (404): the difference the referrers-API tests rely on."""
+    from imagekit.infra import processes, referrers_registry
+    from imagekit.infra.registries import status
+
+    paths = StatePaths(infra.state_dir)
+    record = processes.running("registry-referrers", paths)
+    assert record is not None and record.cmdline[0] == str(referrers_registry.binary_path(paths))
+    (component,) = [c for c in status(paths) if c.name == "referrers"]
+    assert component.running and component.ours and "referrers API on" in component.detail
+    repo = f"infra-test/referrers-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url="http://127.0.0.1:5004", timeout=30) as client:
+        subject = _push_image(client, repo, {})
+        empty = b"{}"
+        empty_digest = "sha256:" + hashlib.sha256(empty).hexdigest()
+        started = client.post(f"/v2/{repo}/blobs/uploads/")
+        assert started.status_code == 202
+        put = client.put(started.headers["location"], params={"digest": empty_digest},
+                         content=empty)
+        assert put.status_code == 201, put.text
+        referrer = json.dumps({
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "artifactType": "application/vnd.example+json",
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json",
+                       "digest": empty_digest, "size": 2},
+            "layers": [{"mediaType": "application/vnd.oci.empty.v1+json",
+                        "digest": empty_digest, "size": 2}],
+            "subject": {"mediaType": OCI_MANIFEST, "digest": subject, "size": 1}}).encode()
+        digest = "sha256:" + hashlib.sha256(referrer).hexdigest()
+        put = client.put(f"/v2/{repo}/manifests/{digest}", content=referrer,
+                         headers={"Content-Type": OCI_MANIFEST})
+        assert put.status_code == 201, put.text
+        assert "oci-subject" not in put.headers   # its quirk: clients also write the tag schema
+        listed = client.get(f"/v2/{repo}/referrers/{subject}")
+        assert listed.status_code == 200
+        (entry,) = listed.json()["manifests"]
+        assert entry["digest"] == digest
+        # its other quirk: artifactType is the config's media type, not the manifest's
+        assert entry["artifactType"] == "application/vnd.oci.empty.v1+json"
+    on_disk = referrers_registry.blobs_dir(paths) / "sha256" / empty_digest.split(":")[1]
+    assert on_disk.read_bytes() == empty
+    with _client(infra, "staging") as client:
+        assert client.get(f"/v2/{repo}/referrers/{subject}").status_code == 404

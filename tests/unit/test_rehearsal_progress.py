@@ -89,3 +89,40 @@ def test_a_killed_steps_open_phases_end_as_failed() -> None:
     assert [e.state for e in child] == ["start", "failed"], child
     assert "before this phase did" in child[-1].detail
     assert not sink.open                                         # nothing left spinning
+
+
+def test_the_three_actors_keys_and_stores_are_laid_out_apart(tmp_path) -> None:
+    from imagekit.clusteraccept import rehearsal as step
+
+    assert step.ACTORS == ("ci", "release", "operator")
+    assert step.trust_args(tmp_path, "ci", "release") == [
+        "--trust-key", str(tmp_path / "keys" / "ci.pub"),
+        "--trust-key", str(tmp_path / "keys" / "release.pub")]
+    assert step.sign_args(tmp_path, "operator") == [
+        "--key", str(tmp_path / "keys" / "operator" / "imagekit.key")]
+    stores = {step.store_dir(tmp_path, a) for a in (*step.ACTORS, step.AUDITOR)}
+    assert len(stores) == 4
+
+
+def test_a_rehearsal_whose_actor_store_is_not_empty_is_bad_input_before_anything(tmp_path):
+    """Each actor's store must start empty: an --out that already holds one is exit 2, one
+    line, before infra up or anything else runs (no rehearsal attempt either)."""
+    import os
+    import subprocess
+    import sys
+
+    from imagekit.clusteraccept import rehearsal as step
+
+    kept = step.store_dir(tmp_path / "out" / "actors", "release")
+    kept.mkdir(parents=True)
+    (kept / "leftover").write_text("x")
+    evidence = tmp_path / "evidence"
+    done = subprocess.run([sys.executable, "-m", "imagekit", "rehearsal", "--out",
+                           str(tmp_path / "out"), "--evidence-dir", str(evidence)],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"imagekit: error: an actor's evidence store must start empty; give a new --out "
+        f"({kept})"]
+    assert not any(evidence.rglob("attempt.json"))
