@@ -131,6 +131,28 @@ def lines_of(signed: Signed) -> list[EvidenceLine]:
     return lines
 
 
+def _accepted_here(local: list[EvidenceLine], signed: Signed) -> list[EvidenceLine]:
+    """`local` with the trusted signer's probe acceptances applied (same probe, same status)."""
+    from imagekit.report.accepted import PROBE_KINDS
+
+    if not signed.key.acceptances:
+        return local
+    by_probe = {test.partition(":")[2]: entry
+                for test, entry in _acceptances(signed.result.statement).items()
+                if test.partition(":")[0] == "probe"}
+    marked = []
+    for line in local:
+        probe = line.name.removeprefix("probe:") if line.kind == "cluster-probe" else line.name
+        entry = by_probe.get(probe) if line.kind in PROBE_KINDS else None
+        if entry and not line.accepted and line.status is not Status.PASS \
+                and entry.get("status") == line.status.value:
+            line = line.model_copy(update={"accepted": (
+                f"{entry.get('reason', '')} (profile {entry.get('profile', '?')}, "
+                f"signed by {signed.key.label})")})
+        marked.append(line)
+    return marked
+
+
 def _summary(lines: list[EvidenceLine], signed: Signed) -> list[str]:
     """`probe PASS (5), signed by ci 3f2a…, 127.0.0.1:5001/x` per kind."""
     rows = []
@@ -171,7 +193,10 @@ def attested_decision(store: EvidenceStore, digest: Digest | str, trust: TrustPo
     lines = [line for line in lines_of(newest) if not line.kind.startswith(exclude_prefixes)] \
         if exclude_prefixes else lines_of(newest)
     signed_lines = lines
-    lines = [*lines, *local]   # what this store measured itself (later phases) counts too
+    # what this store measured itself (later phases) counts too, and a trusted signer's
+    # acceptance of a probe covers the same probe measured here (a cluster probe's in-Pod
+    # torch_arch), as the spec's own acceptances do (report.accepted.match)
+    lines = [*lines, *_accepted_here(list(local), newest)]
     outcomes = evaluate_required(lines, requirements)
     decision = decide(str(digest), lines, outcomes)
     sources = [f"test-result {newest.result.statement.get('predicate', {}).get('result')}, "

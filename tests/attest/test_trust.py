@@ -380,3 +380,33 @@ def test_every_command_refuses_a_trust_key_that_is_not_a_public_key(argv, ci, tm
     monkeypatch.setenv("IMAGEKIT_TRUST_KEYS", str(tmp_path / "absent.pub"))
     done = CliRunner().invoke(app, argv)
     assert done.exit_code == 2 and "cannot read the trust key" in done.output, done.output
+
+
+def test_a_trusted_acceptance_covers_the_same_probe_measured_here_on_the_cluster(ci, tmp_path):
+    """The operator's store holds its own cluster probe (in-Pod torch_arch FAIL on CPU torch)
+    and CI's signed statement accepting that probe's FAIL: cluster accept's gate allows it, as
+    the spec's acceptance would on CI's machine. Without the signed acceptance it refuses."""
+    from imagekit.evidence.kinds import ClusterProbeResult
+
+    pub = _public_named(ci, tmp_path, "ci")
+    trust = load_trust([pub], env={})
+    failing = tr_statement(result="FAILED", failed=["probe:torch_arch"],
+                          passed=["probe:pip_check", "images-verify:verdict", "build:build"])
+    accepted = dict(failing, predicate=dict(failing["predicate"], acceptances=[
+        {"test": "probe:torch_arch", "status": "FAIL", "reason": "stand-in CPU torch",
+         "profile": "local", "spec_digest": None}]))
+
+    def operator_store(name, statement):
+        store = EvidenceStore(tmp_path / name)
+        attest_into(store, statement, ci, trust)
+        with store.attempt(DIGEST, "cluster-probe") as attempt:
+            attempt.write_result(ClusterProbeResult(reference="127.0.0.1:5003/imagekit/x:v1"))
+            attempt.add_check(CheckResult(name="probe:torch_arch", status=Status.FAIL,
+                                          detail="no sm_90 in the CPU torch"))
+            attempt.add_check(CheckResult(name="image_id", status=Status.PASS, detail="same"))
+        return store
+
+    decision = image_phase_gate(operator_store("accepted", accepted), DIGEST, trust=trust)
+    assert decision.allowed, decision.reasons
+    with pytest.raises(CheckFailed, match="torch_arch"):
+        image_phase_gate(operator_store("not-accepted", failing), DIGEST, trust=trust)
