@@ -38,6 +38,11 @@ def round_ratios(result: dict) -> list[float]:
 
 def goal_verdict(result: dict, confidence: float = stats.CONFIDENCE) -> dict[str, Any]:
     """{"verdict", "interval", "coverage", "rounds", "note"} of one goal over its paired rounds."""
+    if not isinstance(result.get("goal"), (int, float)) or isinstance(result["goal"], bool):
+        # a goal that is an outcome, not a ratio ("ours PASS" through the cutting relay)
+        return {"verdict": "met" if result.get("met") else "missed", "rounds": None,
+                "median_ratio": None, "interval": None, "coverage": None,
+                "note": f"goal: {result.get('goal')}", "rule": "an outcome: met when it held"}
     ratios = round_ratios(result)
     better = "higher" if result.get("better") == "higher" else "lower"
     summary = stats.summarize(ratios, confidence)
