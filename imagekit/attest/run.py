@@ -42,7 +42,15 @@ def test_result_for(store: EvidenceStore, digest: Digest, name: str) -> dict:
             "result": "FAILED", "configuration": [], "passedTests": [], "warnedTests": [],
             "failedTests": [f"evidence: no attempt about {digest}"],
             "timestamp": signed_now(), "acceptances": []})
-    return test_result_statement(report, digest, name)
+    built = test_result_statement(report, digest, name)
+    # what the image's own engine parser passed (issue 29), so that a cluster accept on another
+    # machine launches only a command this image parsed, from the signed facts alone
+    from imagekit.clusteraccept.run import serve_args_records
+
+    built["predicate"]["serveArgs"] = [report.model_dump(mode="json")
+                                       for report, _ in serve_args_records(store, digest)
+                                       if not report.signer]
+    return built
 
 
 def sbom_of(engine, image: str, digest: Digest, name: str) -> dict:

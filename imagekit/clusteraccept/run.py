@@ -211,8 +211,12 @@ def serve_config(options: AcceptOptions, prefill_switch: str | None = None) -> S
 
 def serve_args_records(store: EvidenceStore, digest: Digest
                        ) -> list[tuple[ServeArgsReport, str]]:
-    """Every serve_args outcome of this image (images verify or `imagekit probe`, filed under
-    the digest), newest first, each with its attempt's path."""
+    """Every serve_args outcome of this image, newest first, each with where it came from:
+    measured here (images verify or `imagekit probe`, filed under the digest), or signed by a
+    trusted key in a test-result statement this store imported (kind `attested`: only verified,
+    trusted bundles are filed; such a report names its `signer`)."""
+    from pydantic import ValidationError
+
     found: list[tuple[tuple, ServeArgsReport, str]] = []
     for kind in ("images-verify", "probe"):
         for record in store.attempts(digest, kind):
@@ -220,6 +224,20 @@ def serve_args_records(store: EvidenceStore, digest: Digest
             if report is not None:
                 found.append(((record.started, record.attempt_id), report,
                               str(store.path_of(record))))
+    for record in store.attempts(digest, "attested"):
+        attested = store.result(record)
+        predicate = attested.statement.get("predicate")
+        items = predicate.get("serveArgs") if isinstance(predicate, dict) else None
+        for item in items if isinstance(items, list) else []:
+            try:
+                report = ServeArgsReport.model_validate(item)
+            except ValidationError:
+                continue
+            signer = f"{attested.signer} {attested.fingerprint.removeprefix('sha256:')[:8]}…"
+            found.append(((record.started, record.attempt_id),
+                          report.model_copy(update={"signer": signer}),
+                          f"{store.path_of(record)} (signed by {signer}, "
+                          f"{attested.registry}/{attested.repository})"))
     return [(report, where) for _, report, where in sorted(found, key=lambda f: f[0],
                                                            reverse=True)]
 

@@ -97,6 +97,8 @@ class ServeArgsReport(BaseModel):
     prefill_switch: str | None = None
     prefill_tried: list[PrefillSwitchTry] = []
     commands: list[ServeArgsCommand] = []
+    signer: str | None = Field(default=None, description="set when read from a statement a "
+                               "trusted key signed (kind attested), not measured here")
 
     @classmethod
     def of(cls, check) -> "ServeArgsReport":  # noqa: ANN001 - a CheckResult named serve_args

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 BUSYBOX = "docker.io/library/busybox:1.36"   # imported into containerd by infra, never pulled
 NODE = "127.0.0.1"
@@ -38,3 +39,9 @@ def wait_running(kube, namespace: str, name: str, timeout: float = 90) -> dict:
         time.sleep(0.5)
     raise AssertionError(f"pod {name} not Running after {timeout}s: "
                          f"{(pod or {}).get('status')}")
+
+
+def image_phase_snapshot(store) -> Path:  # noqa: ANN001 - an EvidenceStore
+    """Where the vllm_image fixture keeps the copy of its store holding the image phase alone
+    (before test_accept_real files its cluster accepts, some failing on purpose)."""
+    return store.root.parent / f"{store.root.name}-image-phase"

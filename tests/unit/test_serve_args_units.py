@@ -128,3 +128,48 @@ def test_a_serve_setting_names_only_launch_variables() -> None:
         ImageSpec.model_validate({**base, "serve": {"x": {"env": {"TP": "0"}}}})
     ok = ImageSpec.model_validate({**base, "serve": {"x": {"env": {"TP": "2"}, "args": ["-v"]}}})
     assert ok.serve["x"].config("sglang").tp == 2
+
+
+def test_a_launch_parsed_on_ci_counts_on_the_operators_machine_from_the_signed_statement(
+        tmp_path: Path) -> None:
+    """CI's signed test-result carries what the image's parser passed (serveArgs): an operator
+    store that holds only that trusted statement (kind attested) launches the same argv; a
+    statement without it is no licence."""
+    from imagekit.attest import keys
+    from imagekit.attest.dsse import bundle_of, sign_envelope
+    from imagekit.attest.pull import file_attested
+    from imagekit.attest.run import test_result_for
+    from imagekit.attest.verify import verify_trusted
+    from imagekit.clusteraccept.run import AcceptOptions, launch_parsed, serve_config
+    from imagekit.oci import Digest
+    from imagekit.trust import load_trust, signed_time
+
+    digest = Digest.parse(DIGEST)
+    private, public = keys.generate(tmp_path / "ci")
+    named = tmp_path / "ci.pub"
+    named.write_bytes(public.read_bytes())
+    trust = load_trust([named], env={})
+    options = AcceptOptions(namespace="ns", engine="sglang", disable_piecewise_cuda_graph=True)
+    argv = serve_argv(serve_config(options, OLD))
+
+    def operator_with(statement: dict, name: str) -> EvidenceStore:
+        key = keys.load_private(private)
+        found, signer = verify_trusted(bundle_of(sign_envelope(statement, key), key), trust)
+        store = EvidenceStore(tmp_path / name)
+        file_attested(store, digest, {
+            "type": found["predicateType"], "referrer": "sha256:" + "1" * 64,
+            "bundle": "sha256:" + "e" * 64, "statement": found, "signer": signer.name,
+            "fingerprint": signer.fingerprint, "label": signer.label,
+            "signed_at": signed_time(found)}, "127.0.0.1:5001", "imagekit/x")
+        return store
+
+    ci = EvidenceStore(tmp_path / "ci-store")
+    _record(ci, [{"label": "gpu", "argv": argv, "status": "PASS", "detail": "ok"}], OLD)
+    statement = test_result_for(ci, digest, "127.0.0.1:5001/imagekit/x")
+    assert [r["prefill_switch"] for r in statement["predicate"]["serveArgs"]] == [OLD]
+    check, switch = launch_parsed(operator_with(statement, "operator"), digest, options)
+    assert check.status is Status.PASS and switch == OLD, check.detail
+    assert "signed by ci" in check.data["evidence"]
+    bare = dict(statement, predicate=dict(statement["predicate"], serveArgs=[]))
+    check, _ = launch_parsed(operator_with(bare, "operator-bare"), digest, options)
+    assert check.status is Status.FAIL and "no serve_args evidence" in check.detail
