@@ -242,11 +242,40 @@ def _write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Pa
     lines += ["", "CI's store is the rehearsal's own (it built the images); the others start "
               "empty. The reports below were rendered from the auditor's empty store, from "
               "what the three keys signed at the registry.", ""]
-    for name, reference in promoted.items():
-        lines.append(f"- {name}: `{reference}`")
+    lines += _decision_rows(out, promoted)
     found = sorted(p.name for p in out.glob("*.md") if p.name != "index.md")
     lines += ["", "Reports: " + (", ".join(f"[{f}]({f})" for f in found) or "none")]
     (out / "index.md").write_text("\n".join(lines) + "\n")
+
+
+def _decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
+    """The auditor's gate decision per promoted image first, the raw worst status beside it
+    (issue 27: a person reads the decision, not "FAIL" under a gate that allowed it)."""
+    from imagekit.report.models import ImageReport
+
+    reports = {}
+    for path in out.glob("*.json"):
+        if path.name.endswith(".intoto.json"):
+            continue
+        try:
+            report = ImageReport.model_validate_json(path.read_text())
+        except ValueError:
+            continue
+        reports[report.subject] = (report, path.with_suffix(".md").name)
+    rows = ["| image | decision | raw status | digest | report |", "|---|---|---|---|---|"]
+    for name, reference in promoted.items():
+        # the promoted tag names the digest (local-<12 hex>), or the reference pins it
+        hit = next(((r, md) for digest, (r, md) in reports.items()
+                    if reference.endswith(digest) or digest.removeprefix("sha256:")[:12]
+                    in reference.rpartition(":")[2]), None)
+        if hit is None:
+            rows.append(f"| {name} `{reference}` | no report | - | - | - |")
+            continue
+        report, md = hit
+        decision = report.decision().replace("|", "\\|")
+        rows.append(f"| {name} `{reference}` | **{decision}** | {report.status.value} | "
+                    f"`{report.subject[:19]}…` | [{md}]({md}) |")
+    return rows
 
 
 @app.command("rehearsal")
