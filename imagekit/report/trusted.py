@@ -125,10 +125,15 @@ def lines_of(signed: Signed) -> list[EvidenceLine]:
                 kind=kind, name=name, status=status, detail=signed.source,
                 key=signed.record.key, attempt_id=signed.record.attempt_id,
                 finished=signed.record.finished, evidence=signed.where,
-                accepted=f"{entry.get('reason', '')} (profile {entry.get('profile', '?')}, "
-                         f"signed by {signed.key.label})" if entry and status is not
+                accepted=_accepted_text(entry, signed) if entry and status is not
                 Status.PASS else None))
     return lines
+
+
+def _accepted_text(entry: dict, signed: Signed) -> str:
+    """Why a signed acceptance covers a line: its reason, profile and signer."""
+    return (f"{entry.get('reason', '')} (profile {entry.get('profile', '?')}, "
+            f"signed by {signed.key.label})")
 
 
 def _accepted_here(local: list[EvidenceLine], signed: Signed) -> list[EvidenceLine]:
@@ -146,9 +151,7 @@ def _accepted_here(local: list[EvidenceLine], signed: Signed) -> list[EvidenceLi
         entry = by_probe.get(probe) if line.kind in PROBE_KINDS else None
         if entry and not line.accepted and line.status is not Status.PASS \
                 and entry.get("status") == line.status.value:
-            line = line.model_copy(update={"accepted": (
-                f"{entry.get('reason', '')} (profile {entry.get('profile', '?')}, "
-                f"signed by {signed.key.label})")})
+            line = line.model_copy(update={"accepted": _accepted_text(entry, signed)})
         marked.append(line)
     return marked
 
