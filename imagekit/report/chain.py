@@ -41,7 +41,18 @@ def summarize(predicate_type: str, statement: dict) -> list[str]:
         out = [f"result {predicate.get('result')}: {len(predicate.get('passedTests') or [])} "
                f"passed, {len(predicate.get('warnedTests') or [])} warned, "
                f"{len(predicate.get('failedTests') or [])} failed"]
+        passed = [str(t) for t in (predicate.get("passedTests") or [])[:40]]
+        if passed:
+            out.append("passed: " + ", ".join(passed))
         out += [f"failed: {t}" for t in (predicate.get("failedTests") or [])[:10]]
+        for report in (predicate.get("serveArgs") or [])[:4]:   # what the image's parser took
+            if isinstance(report, dict):
+                commands = ", ".join(f"{c.get('label')} {c.get('status')}"
+                                     for c in report.get("commands") or []
+                                     if isinstance(c, dict))
+                out.append(f"serve_args {report.get('status')}: parsed by {report.get('engine')} "
+                           f"{report.get('version')} ({commands or 'no command'}; prefill "
+                           f"switch {report.get('prefill_switch')})"[:300])
         for entry in (predicate.get("acceptances") or [])[:10]:
             if isinstance(entry, dict):
                 out.append(f"accepted {entry.get('test')} {entry.get('status')} (profile "
