@@ -1,7 +1,9 @@
-"""Kubernetes transport (`kube`) and the cluster operations built directly on it: Pod lifecycle
-done safely (`pods`), template rendering (`manifests`), imageID verification (`imageid`), the
-probe Pod (`probe`) and the GPU pre-check (`precheck`)."""
+"""Cluster flows above the Kubernetes transport (`imagekit.kube`): Pod lifecycle done safely
+(`pods`), one run's Pods from creation to cleanup (`podrun`), template rendering
+(`manifests`), imageID verification (`imageid`), the probe Pod (`probe`), the GPU pre-check
+(`precheck`), the preflight Pod (`preflight`), GPU jobs (`gpujob`) and model volumes
+(`modelvolume`)."""
 
-from imagekit.cluster.kube import AdmissionRefused, Conflict, Kube
+from imagekit.kube import AdmissionRefused, Conflict, Kube
 
 __all__ = ["AdmissionRefused", "Conflict", "Kube"]

@@ -39,12 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagekit.cluster import manifests
-from imagekit.cluster.kube import Kube
+from imagekit.cluster.podrun import CleanupReport, PodRun
 from imagekit.cluster.precheck import GPU, PodIntent, precheck
-from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
-from imagekit.errors import ImagekitError, InvalidInput, NotFound
+from imagekit.cluster.probe import ensure_namespace
+from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GpuJobResult
+from imagekit.evidence.store import Attempt
+from imagekit.kube import Kube, WaitTimeout
+from imagekit.kube.watch import observe_selection
 from imagekit.oci import ImageReference
 from imagekit.results import CheckResult, Status
 
@@ -65,7 +68,8 @@ RUN_SH = f"""#!/bin/sh
 # Rendered by imagekit.cluster.gpujob: one Pod of a torchrun world (c10d rendezvous).
 IDX=${{IMAGEKIT_INDEX:-${{JOB_COMPLETION_INDEX:-0}}}}
 IS_HOST=false; [ "$IDX" = 0 ] && IS_HOST=true
-echo "imagekit-gpujob: index $IDX of $NNODES pods, pod ip $POD_IP, rendezvous $RDZV_ENDPOINT (store host: $IS_HOST)"
+echo "imagekit-gpujob: index $IDX of $NNODES pods, pod ip $POD_IP," \\
+  "rendezvous $RDZV_ENDPOINT (store host: $IS_HOST)"
 python3 -m torch.distributed.run --nnodes="$NNODES" --nproc-per-node="$NPROC_PER_NODE" \\
   --rdzv-backend=c10d --rdzv-endpoint="$RDZV_ENDPOINT" --rdzv-id="$RDZV_ID" \\
   --rdzv-conf="is_host=$IS_HOST,read_timeout=$RDZV_TIMEOUT,join_timeout=$RDZV_TIMEOUT" \\
@@ -145,7 +149,7 @@ def server_shape(kube: Kube, namespace: str) -> ServerShape:
     """Server version, whether a dry-run Indexed Job keeps `completionMode` (a 1.20 server
     drops the unknown field silently, 1.21 drops it while the gate is off), and whether a
     cluster DNS Service exists (`kube-system/kube-dns`, the name CoreDNS keeps too)."""
-    info = kube.get("/version")
+    info = kube.version()
     version = str(info.get("gitVersion", "unknown"))
     probe = {"apiVersion": "batch/v1", "kind": "Job",
              "metadata": {"name": "imagekit-indexed-probe", "namespace": namespace},
@@ -153,14 +157,13 @@ def server_shape(kube: Kube, namespace: str) -> ServerShape:
                       "template": {"spec": {"restartPolicy": "Never", "containers": [
                           {"name": "c", "image": "registry.invalid/probe:dry-run"}]}}}}
     try:
-        created = kube.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body=probe,
-                            query={"dryRun": "All"})
+        created = kube.create(probe, dry_run=True)
         indexed = created.get("spec", {}).get("completionMode") == "Indexed"
     except ImagekitError as exc:
         indexed = False
         version += f" (dry run refused: {exc.one_line()})"
     try:
-        dns = kube.maybe_get("/api/v1/namespaces/kube-system/services/kube-dns") is not None
+        dns = kube.resource("Service").exists("kube-dns", "kube-system")
     except ImagekitError:
         dns = False
     detail = (f"server {version}: Indexed Jobs "
@@ -376,7 +379,7 @@ def node_count(kube: Kube, options: GpuJobOptions) -> CheckResult:
     """Enough nodes for the placement: N nodes carrying the nodeSelector's labels (one Pod per
     node is a hard anti-affinity, so a missing node would leave a Pod Pending until the
     rendezvous times out)."""
-    nodes = [n["metadata"]["name"] for n in kube.list("/api/v1/nodes")
+    nodes = [n["metadata"]["name"] for n in kube.resource("Node").list()
              if all(n["metadata"].get("labels", {}).get(k) == v
                     for k, v in options.node_selector.items())]
     status = Status.PASS if len(nodes) >= options.nodes else Status.FAIL
@@ -388,24 +391,15 @@ def node_count(kube: Kube, options: GpuJobOptions) -> CheckResult:
                        data={"nodes": nodes})
 
 
-def _create(kube: Kube, obj: dict) -> dict:
-    ns = obj["metadata"]["namespace"]
-    plural = {"Service": "api/v1/namespaces/{}/services", "Job": "apis/batch/v1/namespaces/{}/jobs"}
-    if obj["kind"] == "ConfigMap":
-        return kube.apply(obj)
-    return kube.call("POST", "/" + plural[obj["kind"]].format(ns), body=obj,
-                     where=f"{obj['kind']}/{obj['metadata']['name']}")
-
-
 def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered: Rendered,
-            run: GpuJobRun, attempt) -> None:
+            run: GpuJobRun, attempt: Attempt) -> None:
     ns, name = options.namespace, rendered.name
-    secret = pull_secret_for(kube, ns, pinned.registry, options.docker_config_dir,
-                             name=f"{name}-pull")  # the run's own, deleted with it
+    pods_run = PodRun(kube, ns, name, pod_selector=f"imagekit.dev/gpujob={name}")
+    secret = pods_run.pull_secret(pinned.registry, options.docker_config_dir)  # the run's own
     started = time.monotonic()
     try:
-        _create(kube, rendered.configmap)
-        created_services = [_create(kube, svc) for svc in rendered.services]
+        pods_run.apply(rendered.configmap)
+        created_services = [pods_run.create(svc) for svc in rendered.services]
         if rendered.mode == MODE_PER_INDEX:
             ip = created_services[1]["spec"]["clusterIP"]
             rendered = render(pinned, options, name, rendered.mode, rdzv_ip=ip)
@@ -413,11 +407,10 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
         for job in rendered.jobs:
             if secret:
                 job["spec"]["template"]["spec"]["imagePullSecrets"] = [{"name": secret}]
-            _create(kube, job)
+            pods_run.create(job)
         outcome = _wait(kube, options, rendered)
-        pods = kube.list(f"/api/v1/namespaces/{ns}/pods",
-                         labelSelector=f"imagekit.dev/gpujob={name}")
-        endpoints = kube.maybe_get(f"/api/v1/namespaces/{ns}/endpoints/{name}") or {}
+        pods = kube.resource("Pod").list(ns, label_selector=f"imagekit.dev/gpujob={name}")
+        endpoints = kube.resource("Endpoints").maybe_get(name, ns) or {}
         run.endpoints = sorted(a.get("ip", "") for s in endpoints.get("subsets") or []
                                for a in (s.get("addresses") or [])
                                + (s.get("notReadyAddresses") or []))
@@ -449,9 +442,10 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
                            for p in pods},
                   "rendezvous": rendered.rdzv_endpoint, "endpoints": run.endpoints}))
     finally:
-        run.checks.append(_cleanup(kube, options, rendered))
+        report = pods_run.cleanup(timeout=120)
+        run.checks.append(_cleanup_check(report, rendered))
         if secret:
-            run.checks.append(drop_run_secret(kube, ns, secret))
+            run.checks.append(report.secret_check(secret))
 
 
 def _finished(job: dict) -> str | None:
@@ -469,9 +463,14 @@ def _wait(kube: Kube, options: GpuJobOptions, rendered: Rendered,
     deadline = time.monotonic() + options.timeout_s
     expected = options.pods
     first_failure: float | None = None
-    while True:
-        jobs = [kube.maybe_get(f"/apis/batch/v1/namespaces/{ns}/jobs/{j['metadata']['name']}")
-                or {} for j in rendered.jobs]
+    jobs_api = kube.resource("Job", "batch/v1")
+    jobs: list[dict] = []
+    succeeded = 0
+    # woken by every change of the run's Pods (a watch), and at least every 2 s (the grace)
+    for pods in observe_selection(kube.resource("Pod"), ns,
+                                  f"imagekit.dev/gpujob={rendered.name}", deadline=deadline,
+                                  tick=2.0):
+        jobs = [jobs_api.maybe_get(j["metadata"]["name"], ns) or {} for j in rendered.jobs]
         succeeded = sum(int(j.get("status", {}).get("succeeded") or 0) for j in jobs)
         failed = sum(int(j.get("status", {}).get("failed") or 0) for j in jobs)
         states = [_finished(j) for j in jobs]
@@ -485,62 +484,37 @@ def _wait(kube: Kube, options: GpuJobOptions, rendered: Rendered,
             return {"status": Status.FAIL, "jobs": jobs,
                     "detail": f"{failed} Pod(s) failed, {succeeded}/{expected} Succeeded "
                               f"({rendered.mode})"}
-        pods = kube.list(f"/api/v1/namespaces/{ns}/pods",
-                         labelSelector=f"imagekit.dev/gpujob={rendered.name}")
-        for pod in pods:
+        for pod in pods.values():
             for cs in pod.get("status", {}).get("containerStatuses") or []:
                 waiting = (cs.get("state") or {}).get("waiting") or {}
                 if waiting.get("reason") in _STUCK:
                     return {"status": Status.FAIL, "jobs": jobs,
                             "detail": f"Pod {pod['metadata']['name']} stuck in "
                                       f"{waiting['reason']}: {waiting.get('message', '')}"}
-        if time.monotonic() >= deadline:
-            return {"status": Status.ERROR, "jobs": jobs,
-                    "detail": f"no outcome after {options.timeout_s:.0f}s "
-                              f"({succeeded}/{expected} Succeeded)"}
-        time.sleep(1.0)
+    return {"status": Status.ERROR, "jobs": jobs,
+            "detail": f"no outcome after {options.timeout_s:.0f}s "
+                      f"({succeeded}/{expected} Succeeded)"}
 
 
-def _cleanup(kube: Kube, options: GpuJobOptions, rendered: Rendered) -> CheckResult:
-    """Delete Jobs (their Pods with them), Services, ConfigMap; wait until no Pod is left."""
-    ns = options.namespace
-    started = time.monotonic()
-    try:
-        for job in rendered.jobs:
-            kube.delete(f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}")
-        selector = f"imagekit.dev/gpujob={rendered.name}"
-        # Background propagation: the garbage collector deletes the Pods; delete them
-        # explicitly too, so the wait does not depend on its pace.
-        for pod in kube.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=selector):
-            kube.delete(kube.pod_path(ns, pod["metadata"]["name"]),
-                        uid=pod["metadata"].get("uid"))
-        for svc in rendered.services:
-            kube.delete(f"/api/v1/namespaces/{ns}/services/{svc['metadata']['name']}")
-        kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{rendered.configmap['metadata']['name']}")
-        deadline = time.monotonic() + 120
-        while kube.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=selector):
-            if time.monotonic() > deadline:
-                return CheckResult(name="cleanup", status=Status.ERROR,
-                                   detail="Pods still present 120 s after deletion")
-            time.sleep(0.5)
-        left = [j["metadata"]["name"] for j in rendered.jobs
-                if _exists(kube, f"/apis/batch/v1/namespaces/{ns}/jobs/{j['metadata']['name']}")]
-        if left:
-            return CheckResult(name="cleanup", status=Status.ERROR,
-                               detail=f"Jobs still present: {left}")
-    except ImagekitError as exc:
-        return CheckResult(name="cleanup", status=Status.ERROR, detail=exc.one_line())
+def _cleanup_check(report: CleanupReport, rendered: Rendered) -> CheckResult:
+    """Jobs (their Pods with them), Services, ConfigMap deleted, and no Pod left."""
+    jobs = [j["metadata"]["name"] for j in rendered.jobs if f"Job {j['metadata']['name']}"
+            in report.errors]
+    pods = next((e for k, e in report.errors.items() if k.startswith("Pods ")), None)
+    if pods is not None:
+        detail = "Pods still present 120 s after deletion" if isinstance(pods, WaitTimeout) \
+            else pods.one_line()
+        return CheckResult(name="cleanup", status=Status.ERROR, detail=detail)
+    if jobs:
+        return CheckResult(name="cleanup", status=Status.ERROR,
+                           detail=f"Jobs still present: {jobs}")
+    others = [f"{k}: {e.one_line()}" for k, e in report.errors.items()
+              if not k.startswith("Secret ")]
+    if others:
+        return CheckResult(name="cleanup", status=Status.ERROR, detail="; ".join(others))
     return CheckResult(name="cleanup", status=Status.PASS,
                        detail=f"Jobs, Pods, Services, ConfigMap gone after "
-                              f"{time.monotonic() - started:.1f}s")
-
-
-def _exists(kube: Kube, path: str) -> bool:
-    try:
-        kube.get(path)
-    except NotFound:
-        return False
-    return True
+                              f"{report.seconds:.1f}s")
 
 
 def manifests_json(rendered: Rendered) -> str:

@@ -12,10 +12,13 @@ names such a node before anything is submitted (`volume_node_affinity`).
 
 from __future__ import annotations
 
+import contextlib
+
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.cluster.kube import Conflict, Kube, wait_until
 from imagekit.errors import InvalidInput, NotFound
+from imagekit.kube import Conflict, Kube
+from imagekit.kube.watch import wait_for
 
 #: The storage capability label a node must carry to mount the model volume.
 STORAGE_LABEL_KEY = "imagekit.dev/model-storage"
@@ -70,26 +73,23 @@ def ensure_model_volume(kube: Kube, volume: str, claim: str, namespace: str, pat
     """Create the PV and the PVC unless they exist (same names), wait until the claim is
     Bound. An existing PV of that name holding another path is refused, never changed."""
     pv, pvc = volume_manifests(volume, claim, namespace, path)
-    current = kube.maybe_get(f"/api/v1/persistentvolumes/{volume}")
+    volumes, claims = kube.resource("PersistentVolume"), kube.resource("PersistentVolumeClaim")
+    current = volumes.maybe_get(volume)
     if current is not None:
         held = (current.get("spec", {}).get("local") or {}).get("path")
         if held != path:
             raise InvalidInput(f"PersistentVolume {volume} exists and holds {held!r}, not "
                                f"{path!r}; it is not changed", where=volume)
     else:
-        try:
+        with contextlib.suppress(Conflict):
             kube.create(pv)
-        except Conflict:
-            pass
-    if kube.maybe_get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}") is None:
-        try:
+    if not claims.exists(claim, namespace):
+        with contextlib.suppress(Conflict):
             kube.create(pvc)
-        except Conflict:
-            pass
-    wait_until(lambda: (kube.maybe_get(
-        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}") or {}
-    ).get("status", {}).get("phase") == "Bound", timeout, 0.5,
-        what=f"PersistentVolumeClaim {namespace}/{claim} to be Bound to {volume}")
+    wait_for(claims, claim, namespace,
+             lambda pvc: True if (pvc or {}).get("status", {}).get("phase") == "Bound"
+             else None, timeout=timeout,
+             what=f"PersistentVolumeClaim {namespace}/{claim} to be Bound to {volume}")
     return ModelVolume(volume=volume, claim=claim, namespace=namespace, path=path,
                        label=storage_label())
 
@@ -99,31 +99,33 @@ def delete_model_volume(kube: Kube, volume: str, claim: str, namespace: str,
     """Delete the claim and the volume object (the directory on the node stays: Retain) and
     wait until both are gone. Returns which of them existed ({"claim": …, "volume": …}), so
     that a --delete of objects that are not there does not say "deleted"."""
-    claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}"
-    volume_path = f"/api/v1/persistentvolumes/{volume}"
-    existed = {"claim": kube.maybe_get(claim_path) is not None,
-               "volume": kube.maybe_get(volume_path) is not None}
+    volumes, claims = kube.resource("PersistentVolume"), kube.resource("PersistentVolumeClaim")
+    existed = {"claim": claims.exists(claim, namespace), "volume": volumes.exists(volume)}
     if existed["claim"]:
-        kube.delete(claim_path)
-        wait_until(lambda: kube.maybe_get(claim_path) is None, timeout, 0.5,
-                   what=f"PersistentVolumeClaim {namespace}/{claim} to be gone")
+        claims.delete(claim, namespace)
+        wait_for(claims, claim, namespace, _gone, timeout=timeout,
+                 what=f"PersistentVolumeClaim {namespace}/{claim} to be gone")
     if existed["volume"]:
-        kube.delete(volume_path)
-        wait_until(lambda: kube.maybe_get(volume_path) is None,
-                   timeout, 0.5, what=f"PersistentVolume {volume} to be gone")
+        volumes.delete(volume)
+        wait_for(volumes, volume, None, _gone, timeout=timeout,
+                 what=f"PersistentVolume {volume} to be gone")
     return existed
+
+
+def _gone(obj: dict | None) -> bool | None:
+    return True if obj is None else None
 
 
 def label_node(kube: Kube, node: str, key: str = STORAGE_LABEL_KEY,
                value: str | None = STORAGE_LABEL_VALUE) -> None:
     """Give `node` the storage capability label (value None: take it away)."""
-    kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {key: value}}})
+    kube.resource("Node").patch(node, {"metadata": {"labels": {key: value}}})
 
 
 def claim_affinity(kube: Kube, namespace: str, claim: str) -> tuple[dict | None, str]:
     """The PV behind `claim` (None when the claim or its volume is missing) and a sentence
     saying what was found (for the finding when something is missing)."""
-    pvc = kube.maybe_get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}")
+    pvc = kube.resource("PersistentVolumeClaim").maybe_get(claim, namespace)
     if pvc is None:
         return None, f"PersistentVolumeClaim {namespace}/{claim} does not exist"
     name = pvc.get("spec", {}).get("volumeName")
@@ -131,7 +133,7 @@ def claim_affinity(kube: Kube, namespace: str, claim: str) -> tuple[dict | None,
         return None, (f"PersistentVolumeClaim {namespace}/{claim} is not bound to a volume "
                       f"(phase {pvc.get('status', {}).get('phase')})")
     try:
-        pv = kube.get(f"/api/v1/persistentvolumes/{name}")
+        pv = kube.resource("PersistentVolume").get(name)
     except NotFound:
         return None, f"PersistentVolume {name} of claim {namespace}/{claim} does not exist"
     return pv, f"claim {namespace}/{claim} → PersistentVolume {name}"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from imagekit.cluster.kube import Conflict, Kube
 from imagekit.errors import TransportError
+from imagekit.kube import Conflict, Kube, WaitTimeout
+from imagekit.kube.watch import observe, wait_for
 
 #: Container waiting reasons that will not resolve by themselves.
 STUCK_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
@@ -21,7 +22,7 @@ STUCK_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrIma
                  "CrashLoopBackOff"}
 
 
-class StillPresent(TransportError):
+class StillPresent(WaitTimeout):
     """The object did not disappear in time (finalizers, or no kubelet to confirm)."""
 
 
@@ -33,31 +34,23 @@ def wait_gone(kube: Kube, namespace: str, name: str, uid: str | None = None,
               timeout: float = 120) -> float:
     """Block until Pod `name` (optionally: that uid) no longer exists; returns seconds waited.
 
-    Watches from the object's own resourceVersion, so a DELETED event between the GET and the
-    watch cannot be missed; a newer Pod of the same name (other uid) counts as "gone"."""
+    A watch from the list's own resourceVersion (`imagekit.kube.watch`), so a DELETED event
+    between the read and the watch cannot be missed; a newer Pod of the same name (other uid)
+    counts as "gone"."""
     start = time.monotonic()
-    deadline = start + timeout
-    while True:
-        current = kube.get_pod(namespace, name)
-        if current is None or (uid is not None and _uid(current) != uid):
-            return time.monotonic() - start
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            phase = "Terminating" if current["metadata"].get("deletionTimestamp") else \
-                current.get("status", {}).get("phase", "?")
-            raise StillPresent(f"pod {name} still exists after {timeout:.0f}s ({phase}; "
-                               f"finalizers={current['metadata'].get('finalizers', [])})",
-                               where=f"{namespace}/{name}")
-        for event in kube.watch(kube.pod_path(namespace),
-                                field_selector=f"metadata.name={name}",
-                                resource_version=current["metadata"]["resourceVersion"],
-                                timeout_seconds=max(1, min(int(remaining), 60))):
-            obj = event.get("object", {})
-            if event.get("type") == "ERROR":  # e.g. 410 Gone: resourceVersion too old; re-GET
-                break
-            if event.get("type") == "DELETED" and (uid is None or _uid(obj) == uid):
-                break
-        # loop: confirm with a GET (404 or another uid), else keep waiting
+    try:
+        wait_for(kube.resource("Pod"), name, namespace,
+                 lambda pod: True if pod is None or (uid is not None and _uid(pod) != uid)
+                 else None, timeout=timeout, what=f"pod {name} to be gone")
+    except WaitTimeout as exc:
+        current = exc.last or {}
+        meta = current.get("metadata", {})
+        phase = "Terminating" if meta.get("deletionTimestamp") else \
+            current.get("status", {}).get("phase", "?")
+        raise StillPresent(f"pod {name} still exists after {timeout:.0f}s ({phase}; "
+                           f"finalizers={meta.get('finalizers', [])})",
+                           where=f"{namespace}/{name}") from None
+    return time.monotonic() - start
 
 
 def delete_and_wait(kube: Kube, namespace: str, name: str, timeout: float = 120,
@@ -68,7 +61,7 @@ def delete_and_wait(kube: Kube, namespace: str, name: str, timeout: float = 120,
         return 0.0
     uid = _uid(current)
     if not current["metadata"].get("deletionTimestamp") or grace_seconds is not None:
-        kube.delete(kube.pod_path(namespace, name), uid=uid, grace_seconds=grace_seconds)
+        kube.resource("Pod").delete(name, namespace, uid=uid, grace_seconds=grace_seconds)
     return wait_gone(kube, namespace, name, uid=uid, timeout=timeout)
 
 
@@ -127,12 +120,17 @@ def wait_for_pod(kube: Kube, namespace: str, name: str, timeout: float = 180,
     """Wait until the Pod Succeeded/Failed (`until="done"`), or is Running with every container
     ready (`until="ready"`); also return early when a container is stuck (image pull failure,
     config error) for `stuck_grace` seconds, because those do not fix themselves."""
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     stuck_since: float | None = None
-    pod = kube.get_pod(namespace, name)
-    while True:
+    last: dict | None = None
+
+    def judge(pod: dict | None) -> PodOutcome | None:
+        nonlocal stuck_since, last
         if pod is None:
-            raise TransportError("pod disappeared while waiting for it", where=f"{namespace}/{name}")
+            raise TransportError("pod disappeared while waiting for it",
+                                 where=f"{namespace}/{name}")
+        last = pod
         status = pod.get("status", {})
         phase = status.get("phase", "Pending")
         if phase in ("Succeeded", "Failed"):
@@ -151,16 +149,16 @@ def wait_for_pod(kube: Kube, namespace: str, name: str, timeout: float = 180,
                                   stuck_message=waiting[0].get("message"))
         else:
             stuck_since = None
-        remaining = deadline - now
-        if remaining <= 0:
-            return PodOutcome(phase=phase, pod=pod, timed_out=True)
-        wait_s = max(1, min(int(remaining), 5 if stuck_since else 30))
-        for event in kube.watch(kube.pod_path(namespace), field_selector=f"metadata.name={name}",
-                                resource_version=pod["metadata"]["resourceVersion"],
-                                timeout_seconds=wait_s):
-            if event.get("type") in ("MODIFIED", "DELETED"):
-                break
-        pod = kube.get_pod(namespace, name)
+        return None
+
+    for pod in observe(kube.resource("Pod"), name, namespace, deadline=deadline,
+                       tick=max(1.0, min(5.0, stuck_grace / 4))):
+        outcome = judge(pod)
+        if outcome is not None:
+            return outcome
+    pod = kube.get_pod(namespace, name) or last or {}
+    return PodOutcome(phase=pod.get("status", {}).get("phase", "Pending"), pod=pod,
+                      timed_out=True)
 
 
 def observed(pod: dict | None) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.cluster.fit import image_fit
-from imagekit.cluster.kube import Kube
+from imagekit.kube import Kube
 from imagekit.results import CheckResult, Status
 
 GPU = "nvidia.com/gpu"
@@ -66,7 +66,7 @@ class PodIntent(BaseModel):
 
     @classmethod
     def from_pod(cls, pod: dict, storage: StorageNeed | None = None,
-                 non_preempting: bool = False) -> "PodIntent":
+                 non_preempting: bool = False) -> PodIntent:
         spec = pod.get("spec", {})
         gpus = 0
         for container in spec.get("containers", []):
@@ -79,7 +79,8 @@ class PodIntent(BaseModel):
                   if (v.get("persistentVolumeClaim") or {}).get("claimName")]
         return cls(claims=claims, image_cuda=notes.get(ANNOTATION_CUDA),
                    image_arch=[a.strip() for a in arch.split(",") if a.strip()]
-                   if arch is not None else None,namespace=pod.get("metadata", {}).get("namespace", "default"),
+                   if arch is not None else None,
+                   namespace=pod.get("metadata", {}).get("namespace", "default"),
                    node_name=spec.get("nodeName"), node_selector=spec.get("nodeSelector") or {},
                    tolerations=spec.get("tolerations") or [], gpus=gpus,
                    priority_class_name=spec.get("priorityClassName"),
@@ -149,7 +150,8 @@ def predict_priority_admission(intent: PodIntent, classes: list[dict]
     if intent.preemption_policy and intent.preemption_policy != policy:
         never = [c["metadata"]["name"] for c in classes if c.get("preemptionPolicy") == "Never"]
         hint = (f"use an existing non-preempting class: priorityClassName: "
-                f"{' or '.join(sorted(never))}" if never else "no PriorityClass with preemptionPolicy Never exists; ask the "
+                f"{' or '.join(sorted(never))}" if never else
+                "no PriorityClass with preemptionPolicy Never exists; ask the "
                 "cluster administrators for one, or drop preemptionPolicy and run at default "
                 "priority 0 after checking the node's workloads and free GPUs")
         return (CheckResult(name="priority_admission", status=Status.FAIL, data=data,
@@ -166,7 +168,7 @@ def predict_priority_admission(intent: PodIntent, classes: list[dict]
 def precheck(kube: Kube, intent: PodIntent) -> list[CheckResult]:
     """All findings for `intent`, each with its reason; reads only."""
     checks: list[CheckResult] = []
-    nodes = kube.list("/api/v1/nodes")
+    nodes = kube.resource("Node").list()
     if intent.node_name:
         candidates = [n for n in nodes if n["metadata"]["name"] == intent.node_name]
         if not candidates:
@@ -201,7 +203,7 @@ def precheck(kube: Kube, intent: PodIntent) -> list[CheckResult]:
 
 
 def _priority_only(kube: Kube, intent: PodIntent) -> CheckResult:
-    classes = kube.list("/apis/scheduling.k8s.io/v1/priorityclasses")
+    classes = kube.resource("PriorityClass", "scheduling.k8s.io/v1").list()
     check, _, policy = predict_priority_admission(intent, classes)
     if check.status is Status.PASS and intent.non_preempting and policy != "Never":
         never = [c["metadata"]["name"] for c in classes if c.get("preemptionPolicy") == "Never"]
@@ -260,7 +262,7 @@ def _storage_check(kube: Kube, node_name: str, labels: dict[str, str],
     if need.label and not _label_matches(labels, need.label):
         problems.append(f"label {need.label} absent")
     if need.csi_driver:
-        csinode = kube.maybe_get(f"/apis/storage.k8s.io/v1/csinodes/{node_name}")
+        csinode = kube.resource("CSINode", "storage.k8s.io/v1").maybe_get(node_name)
         drivers = [d.get("name") for d in (csinode or {}).get("spec", {}).get("drivers") or []]
         if need.csi_driver not in drivers:
             problems.append(f"CSI driver {need.csi_driver} not registered on the node "
@@ -303,7 +305,7 @@ def _claim_check(kube: Kube, node_name: str, labels: dict[str, str], namespace: 
 
 def _gpu_check(kube: Kube, node: dict, intent: PodIntent) -> CheckResult:
     name = node["metadata"]["name"]
-    pods = kube.list("/api/v1/pods", fieldSelector=f"spec.nodeName={name}")
+    pods = kube.resource("Pod").list(field_selector=f"spec.nodeName={name}")
     active = [p for p in pods if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
     allocatable = int(node.get("status", {}).get("allocatable", {}).get(GPU, 0) or 0)
     used = sum(_gpu_requests(p) for p in active)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagekit.cluster import manifests
-from imagekit.cluster.kube import Kube
-from imagekit.cluster.pods import delete_and_wait, observed, recreate_pod, wait_for_pod
+from imagekit.cluster.podrun import PodRun
+from imagekit.cluster.pods import observed
 from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
-from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
-from imagekit.errors import ImagekitError
+from imagekit.cluster.probe import ensure_namespace
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GpuPreflightResult
+from imagekit.kube import Kube
 from imagekit.oci import ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
@@ -91,16 +91,16 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
     ns, name = options.namespace, pod["metadata"]["name"]
     ensure_namespace(kube, ns)
     ref = ImageReference.parse(pod["spec"]["containers"][0]["image"])
-    secret = pull_secret_for(kube, ns, ref.registry, options.docker_config_dir,
-                             name=f"{name}-pull")  # the run's own, deleted with it
+    run = PodRun(kube, ns, name)
+    secret = run.pull_secret(ref.registry, options.docker_config_dir)  # the run's own
     if secret:
         pod["spec"]["imagePullSecrets"] = [{"name": secret}]
-    kube.apply(configmap)
+    run.apply(configmap)
     checks: list[CheckResult] = []
     started = time.monotonic()
     try:
-        recreate_pod(kube, pod)
-        outcome = wait_for_pod(kube, ns, name, timeout=options.timeout_s)
+        run.start(pod)
+        outcome = run.wait(name, timeout=options.timeout_s)
         attempt.write_json("pod-status.json", outcome.pod.get("status", {}))
         log = kube.pod_logs(ns, name)
         attempt.write_text("pod.log", log)
@@ -115,13 +115,9 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
         checks.append(CheckResult(name="preflight_pod", status=status, detail=detail,
                                   data={"observed": observed(outcome.pod)}))
     finally:
-        try:
-            waited = delete_and_wait(kube, ns, name, timeout=120)
-            checks.append(CheckResult(name="cleanup", status=Status.PASS,
-                                      detail=f"pod deleted and gone after {waited:.1f}s"))
-        except ImagekitError as exc:
-            checks.append(CheckResult(name="cleanup", status=Status.ERROR, detail=exc.one_line()))
-        kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{configmap['metadata']['name']}")
+        report = run.cleanup(timeout=120)
+        checks.append(report.pod_check(name))
         if secret:
-            checks.append(drop_run_secret(kube, ns, secret))
+            checks.append(report.secret_check(secret))
+        report.raise_first("ConfigMap")
     return checks

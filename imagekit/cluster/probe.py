@@ -16,20 +16,25 @@ the actual imageID and the probe results, archive, clean up. Steps:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import secrets as _secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagekit.cluster import manifests
 from imagekit.cluster.imageid import compare_image_id
-from imagekit.cluster.kube import Conflict, Kube, wait_until
-from imagekit.cluster.pods import observed, recreate_pod, wait_for_pod, wait_gone
+from imagekit.cluster.podrun import PodRun
+from imagekit.cluster.pods import PodOutcome, observed
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import ClusterProbeResult
+from imagekit.evidence.store import Attempt
+from imagekit.kube import Conflict, Kube
+from imagekit.kube.watch import wait_for
 from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
@@ -61,16 +66,14 @@ class ProbeOptions:
 def ensure_namespace(kube: Kube, namespace: str) -> None:
     """Create the namespace if missing and wait for its default ServiceAccount (admission
     refuses Pods until the controller-manager made it)."""
-    if kube.maybe_get(f"/api/v1/namespaces/{namespace}") is None:
-        try:
+    if not kube.resource("Namespace").exists(namespace):
+        with contextlib.suppress(Conflict):
             kube.create({"apiVersion": "v1", "kind": "Namespace",
                          "metadata": {"name": namespace,
                                       "labels": {"app.kubernetes.io/managed-by": "imagekit"}}})
-        except Conflict:
-            pass
-    wait_until(lambda: kube.maybe_get(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, 0.3,
-        what=f"ServiceAccount default in namespace {namespace}")
+    wait_for(kube.resource("ServiceAccount"), "default", namespace,
+             lambda account: account, timeout=60,
+             what=f"ServiceAccount default in namespace {namespace}")
 
 
 def pull_secret_for(kube: Kube, namespace: str, registry: str,
@@ -109,7 +112,7 @@ def parse_probe_log(log: str) -> list[CheckResult]:
         if m := _BEGIN.match(line):
             current, body = m["name"], []
             continue
-        if (m := _END.match(line)) and current == m["name"]:
+        if (m := _END.match(line)) and current is not None and current == m["name"]:
             rc = int(m["rc"])
             checks.append(_probe_check(current, rc, body))
             current = None
@@ -219,15 +222,15 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
             reference=str(ref), pinned=str(pinned), namespace=options.namespace, pod=name,
             expected=str(options.expect_digest) if options.expect_digest else None))
         ensure_namespace(kube, options.namespace)
+        run = PodRun(kube, options.namespace, name)
         # the run's own Secret (not one shared per registry): deleted with the run below
-        secret = pull_secret_for(kube, options.namespace, ref.registry,
-                                 options.docker_config_dir, name=f"{name}-pull")
+        secret = run.pull_secret(ref.registry, options.docker_config_dir)
         cm = manifests.configmap(f"{name}-probes", options.namespace, files,
                                  labels={"imagekit.dev/role": "probe"})
         try:
-            kube.apply(cm)
+            run.apply(cm)
         except BaseException:
-            _drop_secret(kube, options, secret, checks)
+            _drop_secret(run, options, checks)
             raise
         pod = manifests.render("probe-pod.yaml.j2", name=name, namespace=options.namespace,
                                image=pinned, node_name=None,
@@ -241,71 +244,45 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         attempt.write_json("probe-files.json", sorted(files))
         started = time.monotonic()
         try:
-            recreate_pod(kube, pod)
-            outcome = wait_for_pod(kube, options.namespace, name, timeout=options.timeout_s)
-            checks.extend(_outcome_checks(kube, outcome, options, name, pinned, digest, fetch,
+            run.start(pod)
+            outcome = run.wait(name, timeout=options.timeout_s)
+            checks.extend(_outcome_checks(run, outcome, options, name, pinned, digest, fetch,
                                           attempt, started))
         finally:
             if options.keep_pod:
-                _drop_secret(kube, options, secret, checks)
+                _drop_secret(run, options, checks)
             else:
-                _cleanup(kube, options, name, cm["metadata"]["name"], secret, checks)
+                _cleanup(run, options, name, secret, checks)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
         for check in checks:
             attempt.add_check(check)
     return CheckReport.of(str(ref), checks, digest=str(digest), evidence=str(attempt.path))
 
 
-def _cleanup(kube: Kube, options: ProbeOptions, name: str, configmap: str,
-             secret: str | None, checks: list[CheckResult]) -> None:
-    """Every DELETE first (the Pod, its ConfigMap, the run's pull Secret), then the wait until
-    the Pod is gone: a run stopped by a credential that could not be renewed has only the last
-    good credential's remaining moments, and those go to the deletes, not to the wait."""
-    namespace = options.namespace
-    uid: str | None = None
-    pod_error: ImagekitError | None = None
-    try:
-        current = kube.get_pod(namespace, name)
-        if current is not None:
-            uid = current["metadata"]["uid"]
-            if not current["metadata"].get("deletionTimestamp"):
-                kube.delete(kube.pod_path(namespace, name), uid=uid)
-    except ImagekitError as exc:
-        pod_error = exc
-    configmap_error: ImagekitError | None = None
-    try:
-        kube.delete(f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
-    except ImagekitError as exc:
-        configmap_error = exc
-    _drop_secret(kube, options, secret, checks)
-    if pod_error is None:
-        try:
-            waited = wait_gone(kube, namespace, name, uid=uid, timeout=120) if uid else 0.0
-            checks.append(CheckResult(name="cleanup", status=Status.PASS,
-                                      detail=f"pod deleted and gone after {waited:.1f}s"))
-        except ImagekitError as exc:
-            pod_error = exc
-    if pod_error is not None:
-        checks.append(CheckResult(name="cleanup", status=Status.ERROR,
-                                  detail=pod_error.one_line()))
-    if configmap_error is not None:
-        raise configmap_error
+def _cleanup(run: PodRun, options: ProbeOptions, name: str, secret: str | None,
+             checks: list[CheckResult]) -> None:
+    """The Pod, its ConfigMap and the run's pull Secret (unless kept): every DELETE first,
+    then the wait until the Pod is gone (`PodRun.cleanup`)."""
+    report = run.cleanup(keep_secret=options.keep_pull_secret)
+    if secret is not None and not options.keep_pull_secret:
+        checks.append(report.secret_check(secret))
+    checks.append(report.pod_check(name))
+    report.raise_first("ConfigMap")
 
 
-def _drop_secret(kube: Kube, options: ProbeOptions, secret: str | None,
-                 checks: list[CheckResult]) -> None:
+def _drop_secret(run: PodRun, options: ProbeOptions, checks: list[CheckResult]) -> None:
     """Delete the run's pull Secret (credentials created for a run leave with it), unless the
     user asked to keep it or the Pod was kept (it may still need to pull)."""
-    if secret is None or options.keep_pull_secret or options.keep_pod:
+    if run.secret is None or options.keep_pull_secret or options.keep_pod:
         return
-    checks.append(drop_run_secret(kube, options.namespace, secret))
+    checks.append(drop_run_secret(run.kube, run.namespace, run.secret))
 
 
 def drop_run_secret(kube: Kube, namespace: str, secret: str) -> CheckResult:
     """Delete a pull Secret created for one run (`pull_secret_for(..., name=<run>-pull)`):
     credentials made in the cluster for a run leave with it."""
     try:
-        kube.delete(f"/api/v1/namespaces/{namespace}/secrets/{secret}")
+        kube.resource("Secret").delete(secret, namespace)
         return CheckResult(name="cleanup-pull-secret", status=Status.PASS,
                            detail=f"pull Secret {secret} deleted")
     except ImagekitError as exc:
@@ -313,17 +290,17 @@ def drop_run_secret(kube: Kube, namespace: str, secret: str) -> CheckResult:
                            detail=f"pull Secret {secret} left behind: {exc.one_line()}")
 
 
-def _outcome_checks(kube: Kube, outcome, options: ProbeOptions, name: str,
-                    pinned: ImageReference, digest: Digest, fetch, attempt,
-                    started: float) -> list[CheckResult]:
+def _outcome_checks(run: PodRun, outcome: PodOutcome, options: ProbeOptions, name: str,
+                    pinned: ImageReference, digest: Digest, fetch: Callable[[Digest], bytes],
+                    attempt: Attempt, started: float) -> list[CheckResult]:
     checks: list[CheckResult] = []
     pod = outcome.pod
-    events = kube.events_for(options.namespace, "Pod", name)
+    collected = run.collect(name, "probe")
+    events, log = collected.events, collected.log
     attempt.write_json("pod-status.json", pod.get("status", {}))
     attempt.write_json("events.json", [
         {k: e.get(k) for k in ("type", "reason", "message", "count", "firstTimestamp",
                                "lastTimestamp")} for e in events])
-    log = kube.pod_logs(options.namespace, name, "probe")
     attempt.write_text("pod.log", log)
     elapsed = time.monotonic() - started
     if outcome.stuck_reason:

@@ -56,7 +56,7 @@ class PhaseTracker:
             self.on_phase(phase)
 
     def feed(self, line: str, now: dt.datetime | None = None) -> None:
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         self.lines += 1
         self.tail.append(line.rstrip("\n")[:1000])
         if self.lines == 1:

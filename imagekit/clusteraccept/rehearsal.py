@@ -20,6 +20,7 @@ NAMESPACE = os.environ.get("IMAGEKIT_ACCEPT_NAMESPACE", "imagekit-accept")
 VOLUME = f"{NAMESPACE}-model"
 CLAIM = "model"
 from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402
+
 STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
 MATRIX = "manifests/acceptance/matrix-standin.toml"
 

@@ -27,31 +27,44 @@ Evidence: one `cluster-accept` attempt (Pod specs, both logs, phases, the outcom
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import json
 import math
 import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.cluster import manifests
-from imagekit.cluster.kube import Kube, TransportError
-from imagekit.cluster.pods import observed, wait_gone
+from imagekit.cluster.podrun import PodRun
+from imagekit.cluster.pods import observed
 from imagekit.cluster.precheck import PodIntent, precheck
-from imagekit.cluster.probe import ensure_namespace, pull_secret_for
-from imagekit.clusteraccept.phases import (PhaseTracker, container_started, engine_error_line,
-                                           failed_start, pod_ready)
-from imagekit.errors import ImagekitError, InvalidInput
+from imagekit.cluster.probe import ensure_namespace
+from imagekit.clusteraccept.phases import (
+    PhaseTracker,
+    container_started,
+    engine_error_line,
+    failed_start,
+    pod_ready,
+)
+from imagekit.clusteraccept.protocol import AttemptLine, ProtocolError, ResultLine, parse_log
+from imagekit.errors import TransportError
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.contract import model_for
-from imagekit.evidence.kinds import (ClusterAcceptResult, EngineStartupResult, ServeArgsReport,
-                                     StartupOutcome, StartupPhase)
-from imagekit.evidence.store import AttemptRecord
+from imagekit.evidence.kinds import (
+    AttestedResult,
+    ClusterAcceptResult,
+    EngineStartupResult,
+    ServeArgsReport,
+    StartupOutcome,
+    StartupPhase,
+)
+from imagekit.evidence.store import Attempt, AttemptRecord
+from imagekit.kube import Kube
+from imagekit.kube.watch import observe
 from imagekit.launch.budget import DEFAULT_MARGIN, DEFAULT_OVERHEAD_S, ProbeBudget
 from imagekit.launch.command import Engine, ServeConfig
 from imagekit.launch.pod import engine_pod
@@ -226,6 +239,8 @@ def serve_args_records(store: EvidenceStore, digest: Digest
                               str(store.path_of(record))))
     for record in store.attempts(digest, "attested"):
         attested = store.result(record)
+        if not isinstance(attested, AttestedResult):
+            continue
         predicate = attested.statement.get("predicate")
         items = predicate.get("serveArgs") if isinstance(predicate, dict) else None
         for item in items if isinstance(items, list) else []:
@@ -262,10 +277,11 @@ def launch_parsed(store: EvidenceStore, digest: Digest, options: AcceptOptions
                 data={"argv": argv, "evidence": where, "prefill_switch": switch},
                 detail=f"the launch command was parsed by this image's own {report.engine} "
                        f"{report.version} parser ({hit.label}: {hit.detail})"[:600]), switch
-    newest, where = records[0] if records else (None, None)
+    newest: ServeArgsReport | None = records[0][0] if records else None
+    newest_where: str | None = records[0][1] if records else None
     switch = newest.prefill_switch if newest is not None else None
     argv = serve_argv(serve_config(options, switch))
-    data = {"argv": argv, "evidence": where, "prefill_switch": switch}
+    data = {"argv": argv, "evidence": newest_where, "prefill_switch": switch}
     if newest is None:
         why = f"no serve_args evidence for {digest}: this image never parsed a serve command"
     else:
@@ -317,39 +333,11 @@ def controller_files(options: AcceptOptions) -> dict[str, str]:
     return files
 
 
-class _Follower(threading.Thread):
-    """Follows the engine container's log on its own connection; retries while the container
-    is not running yet; feeds the tracker line by line."""
-
-    def __init__(self, kubeconfig: Path, namespace: str, pod: str, tracker: PhaseTracker,
-                 hooks: Hooks, lines: list[str]) -> None:
-        super().__init__(daemon=True, name="engine-log")
-        self.kubeconfig, self.namespace, self.pod = kubeconfig, namespace, pod
-        self.tracker, self.hooks, self.lines = tracker, hooks, lines
-        self.stop = threading.Event()
-        self.ended = threading.Event()
-
-    def run(self) -> None:
-        with Kube(self.kubeconfig) as kube:
-            while not self.stop.is_set():
-                try:
-                    for line in kube.follow_logs(self.namespace, self.pod, "engine"):
-                        self.lines.append(line)
-                        self.tracker.feed(line)
-                        self.hooks.log_line(line)
-                        if self.stop.is_set():
-                            return
-                    self.ended.set()
-                    return
-                except ImagekitError:
-                    time.sleep(1.0)  # ContainerCreating: 400 until it runs
-
-
-def _refile(store: EvidenceStore, digest: Digest, reference: str, doc: dict,
+def _refile(store: EvidenceStore, digest: Digest, reference: str, line: AttemptLine,
             controller_pod: str) -> str:
     """One attempt the controller made in its Pod, filed under the digest in the real store
     (its checks, its typed result, its files), with where it came from in its context."""
-    record = AttemptRecord.model_validate(doc["attempt"])
+    record = line.attempt
     model = model_for(record.kind)
     context = {**record.context, "from_controller_pod": controller_pod,
                "in_pod_attempt": record.attempt_id}
@@ -357,36 +345,25 @@ def _refile(store: EvidenceStore, digest: Digest, reference: str, doc: dict,
             Subject.of(digest, Role.SUBJECT, reference)], **context) as attempt:
         if model is not None and record.result is not None:
             attempt.write_result(model.model_validate(record.result))
-        for name, data in sorted(doc.get("files", {}).items()):
-            attempt.write_bytes(name, base64.b64decode(data))
+        for name, data in line.file_bytes().items():
+            attempt.write_bytes(name, data)
         for check in record.checks:
             attempt.add_check(check)
     return record.kind
 
 
-def _controller_results(log: str) -> tuple[list[dict], list[dict], str | None]:
-    attempts, results, harness = [], [], None
-    for line in log.splitlines():
-        if line.startswith("IMAGEKIT-ATTEMPT "):
-            attempts.append(json.loads(line.removeprefix("IMAGEKIT-ATTEMPT ")))
-        elif line.startswith("IMAGEKIT-RESULT "):
-            results.append(json.loads(line.removeprefix("IMAGEKIT-RESULT ")))
-        elif line.startswith("IMAGEKIT-HARNESS-ERROR "):
-            harness = json.loads(line.removeprefix("IMAGEKIT-HARNESS-ERROR "))["error"]
-    return attempts, results, harness
-
-
-def _controller_check(pod: dict | None, results: list[dict], harness: str | None,
+def _controller_check(pod: dict | None, results: list[ResultLine], harness: str | None,
                       filed: list[str]) -> CheckResult:
     """The controller itself: PASS when it ran the suites; ERROR (never FAIL: no verdict on
     the model) when it could not start a sub-script, the harness broke, or the Pod failed."""
-    problems = [r for r in results if r.get("status") != "PASS"]
+    problems = [r.detail for r in results if r.status != "PASS"]
     phase = (pod or {}).get("status", {}).get("phase")
-    data = {"pod_phase": phase, "results": results, "filed": filed}
+    data = {"pod_phase": phase, "results": [r.model_dump(exclude={"v"}) for r in results],
+            "filed": filed}
     if harness:
-        problems.append({"detail": f"harness error: {harness}"})
+        problems.append(f"harness error: {harness}")
     if problems or phase != "Succeeded":
-        text = "; ".join(p.get("detail", "") for p in problems) or f"controller Pod {phase}"
+        text = "; ".join(problems) or f"controller Pod {phase}"
         return CheckResult(name="controller", status=Status.ERROR, data=data,
                            detail=f"controller failure (not a model failure, not a request "
                                   f"error): {text}"[:800])
@@ -394,210 +371,176 @@ def _controller_check(pod: dict | None, results: list[dict], harness: str | None
                        detail=f"controller ran the suites; {len(filed)} attempt(s) filed")
 
 
-def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: AcceptOptions,
-               store: EvidenceStore, *, controller_image: Callable[[], ImageReference],
-               hooks: Hooks | None = None) -> CheckReport:
-    """The flow above. `controller_image` builds (or finds) the controller image and returns
-    it pinned; it is called only once the precheck is clean."""
-    hooks = hooks or Hooks()
-    started = time.monotonic()
-    pinned = reference.with_digest(digest)
-    model = options.served_model_name
-    run = f"accept-{digest.hex[:8]}-{secrets.token_hex(2)}"
-    checks: list[CheckResult] = []
-    with store.attempt(digest, KIND, subjects=[Subject.of(digest, Role.SUBJECT,
-                                                          str(reference))],
-                       reference=str(reference), namespace=options.namespace, run=run,
-                       engine=options.engine.value, model=model) as attempt:
-        hooks.stage("launch command", "parsed by this image's engine (serve_args)?")
-        parsed_check, switch = launch_parsed(store, digest, options)
-        checks.append(parsed_check)
-        hooks.step(f"{parsed_check.status.value} launch_parsed: {parsed_check.detail}")
-        hooks.stage("startup budget")
-        budget, source, budget_check = startup_budget(store, options, model)
-        checks.append(budget_check)
-        hooks.step(f"{budget_check.status.value} startup_budget: {budget_check.detail}")
-        engine_pod_doc, launch_cm = render(options, pinned, run, budget, [], switch)
-        result = dict(reference=str(reference), pinned=str(pinned), engine=options.engine.value,
-                      model=model, namespace=options.namespace,
-                      engine_pod=engine_pod_doc["metadata"]["name"],
-                      startup_budget_seconds=budget, budget_source=source)
-        refused = next((c for c in (parsed_check, budget_check) if c.status is Status.FAIL),
-                       None)
-        if refused is not None:
-            hooks.end(refused.detail[:200])
-            attempt.write_json("engine-pod.json", engine_pod_doc)
-            attempt.write_result(ClusterAcceptResult(**result, seconds=0.0))
-            attempt.finish(Status.FAIL, summary="not submitted: " + refused.detail[:300],
-                           checks=checks)
-            return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
-        # the exact spec the API will see, prechecked before anything is created
-        intent = PodIntent.from_pod(engine_pod_doc)
-        hooks.stage("precheck", "the exact engine Pod spec")
-        findings = precheck(kube, intent)
-        checks.extend(findings)
-        for finding in findings:
-            hooks.step(f"{finding.status.value} {finding.name}: {finding.detail}")
-        attempt.write_json("precheck.json", [c.model_dump(mode="json") for c in findings])
-        if any(c.status is not Status.PASS for c in findings):
-            hooks.end("; ".join(f"{c.name}: {c.detail}" for c in findings
-                                if c.status is not Status.PASS)[:300])
-            attempt.write_json("engine-pod.json", engine_pod_doc)
-            attempt.write_result(ClusterAcceptResult(**result, seconds=round(
-                time.monotonic() - started, 3)))
-            attempt.finish(Status.FAIL, summary="not submitted: precheck findings",
-                           checks=checks)
-            return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
+# ------------------------------------------------------------------------------ the steps
+# `run_accept` is these steps in order, each a function of typed input and output; the state
+# they share is the `AcceptRun` (the run's identity, its attempt, its checks so far).
 
-        hooks.stage("controller image")
-        controller_ref = controller_image()
-        hooks.stage("submit", str(pinned))
-        ensure_namespace(kube, options.namespace)
-        secret = pull_secret_for(kube, options.namespace, reference.registry,
-                                 options.docker_config_dir, name=f"{run}-pull")
-        engine_pod_doc, launch_cm = render(options, pinned, run, budget,
-                                           [secret] if secret else [], switch)
-        port = int(engine_pod_doc["spec"]["containers"][0]["ports"][0]["containerPort"])
-        service = service_for(run, options.namespace, port)
-        created: list[tuple[str, str]] = []   # (kind, name) for cleanup, in creation order
-        tracker = PhaseTracker(on_phase=hooks.phase)
-        lines: list[str] = []
-        follower: _Follower | None = None
-        controller_pod: dict | None = None
-        outcome: StartupOutcome | None = None
-        filed: list[str] = []
-        try:
-            kube.create(launch_cm)
-            created.append(("configmaps", launch_cm["metadata"]["name"]))
-            pod = kube.create(engine_pod_doc)
-            created.append(("pods", pod["metadata"]["name"]))
-            attempt.write_json("engine-pod.json", engine_pod_doc)
-            svc = kube.create(service)
-            created.append(("services", service["metadata"]["name"]))
-            cluster_ip = svc["spec"]["clusterIP"]
-            base_url = f"http://{cluster_ip}:{port}"
-            hooks.step(f"engine Pod {pod['metadata']['name']} pinned to {pinned}; Service "
-                       f"{base_url}")
-            scripts = manifests.configmap(f"{run}-scripts", options.namespace,
-                                          controller_files(options),
-                                          labels={"imagekit.dev/role": "acceptance-controller"})
-            env = {"READY_URL": f"{base_url}/health", "SUBSCRIPTS": "accept_suites.py",
-                   "READY_TIMEOUT": str(budget + 120), "BASE_URL": base_url,
-                   "SUITES": ",".join(options.suites), "REQUIRE": ",".join(options.require),
-                   "DIGEST": str(digest), "MODEL": model or "",
-                   "MAX_TOKENS": str(options.max_tokens)}
-            if options.matrix_text is not None:
-                env["MATRIX"] = "matrix.toml"
-            if options.engine_config_text is not None:
-                env["ENGINE_CONFIG"] = "engines.toml"
-            controller_doc = manifests.render(
-                "controller-pod.yaml.j2", name=f"{run}-controller", namespace=options.namespace,
-                image=controller_ref, node_selector=options.node_selector,
-                tolerations=options.tolerations, pull_secrets=[],
-                configmap=scripts["metadata"]["name"],
-                env=[{"name": k, "value": v} for k, v in env.items()],
-                deadline_seconds=int(options.timeout_s) + 600)
-            kube.create(scripts)
-            created.append(("configmaps", scripts["metadata"]["name"]))
-            kube.create(controller_doc)
-            created.append(("pods", controller_doc["metadata"]["name"]))
-            attempt.write_json("controller-pod.json", controller_doc)
-            hooks.step(f"controller Pod {controller_doc['metadata']['name']} "
-                       f"({controller_ref}) waits for the engine through the Service")
-            hooks.controller_waiting(kube, options.namespace, scripts["metadata"]["name"])
+@dataclass
+class AcceptRun:
+    """What every step of one `cluster accept` shares."""
 
-            follower = _Follower(kube.kubeconfig, options.namespace, pod["metadata"]["name"],
-                                 tracker, hooks, lines)
-            follower.start()
-            outcome = _await_start(kube, options, pod["metadata"]["name"], tracker, budget,
-                                   started)
-            seen = observed(kube.get_pod(options.namespace, pod["metadata"]["name"]))
-            if outcome.state == "ready":
-                hooks.stage("suites", f"engine ready after {outcome.seconds} s; the controller "
-                                      "runs " + ", ".join(options.suites +
-                                                          (["load matrix"] if options.matrix_text
-                                                           else [])))
-                checks.append(CheckResult(name="engine_start", status=Status.PASS,
-                                          detail=f"API ready after {outcome.seconds} s; phases "
-                                                 + ", ".join(f"{p.name} {p.seconds} s"
-                                                             for p in tracker.phases),
-                                          data={"phases": [p.model_dump() for p in
-                                                           tracker.phases],
-                                                "observed": seen}))
-                controller_pod = _await_pod_end(kube, options.namespace,
-                                                controller_doc["metadata"]["name"],
-                                                options.timeout_s - (time.monotonic() -
-                                                                     started))
-                log = kube.pod_logs(options.namespace, controller_doc["metadata"]["name"])
-                attempt.write_text("controller.log", log)
-                found, results, harness = _controller_results(log)
-                for doc in found:
-                    filed.append(_refile(store, digest, str(reference), doc,
-                                         controller_doc["metadata"]["name"]))
-                    check_lines = [CheckResult.model_validate(c) for c in
-                                   doc["attempt"].get("checks", [])]
-                    for check in check_lines:
-                        hooks.step(f"{check.status.value} {doc['attempt']['kind']} "
-                                   f"{check.name}: {check.detail[:160]}")
-                    checks.extend(check_lines)
-                checks.append(_controller_check(controller_pod, results, harness, filed))
-            else:
-                last = list(tracker.tail)[-20:]
-                error = engine_error_line(last)
-                outcome = outcome.model_copy(update={"last_lines": last})
-                checks.append(CheckResult(
-                    name="engine_start", status=Status.FAIL,
-                    data={**outcome.model_dump(), "observed": seen},
-                    detail=f"startup failed ({outcome.state}): {outcome.detail}"
-                           + (f"; engine said: {error}" if error else "")))
-                hooks.end(checks[-1].detail[:300])
-                log = kube.pod_logs(options.namespace, controller_doc["metadata"]["name"])
-                attempt.write_text("controller.log", log)
-                checks.append(CheckResult(name="controller", status=Status.DEFERRED,
-                                          detail="the engine never became ready: the suites "
-                                                 "did not run (no model verdict)"))
-        finally:
-            if follower is not None:
-                follower.stop.set()
-            engine_name = f"{run}-engine"
-            if any(k == "pods" and n == engine_name for k, n in created):
-                final = kube.get_pod(options.namespace, engine_name)
-                if final is not None:
-                    attempt.write_json("engine-pod-status.json", final.get("status", {}))
-                    attempt.write_json("engine-events.json", kube.events_for(
-                        options.namespace, "Pod", engine_name))
-                text = kube.pod_logs(options.namespace, engine_name, "engine")
-                attempt.write_text("engine.log", text if not text.startswith(
-                    "(logs unavailable") or not lines else "\n".join(lines) + "\n")
-            if not options.keep:
-                hooks.stage("cleanup", "delete and wait until gone")
-                _cleanup(kube, options.namespace, created, secret_name=secret)
-            hooks.end()
-        if outcome is not None and outcome.state == "ready" and tracker.ready_seconds:
-            _record_startup(store, digest, reference, options, model, tracker, attempt.path)
-        attempt.write_json("phases.json", [p.model_dump() for p in tracker.phases])
-        attempt.write_result(ClusterAcceptResult(
-            **result, controller_pod=f"{run}-controller", controller_image=str(controller_ref),
-            phases=list(tracker.phases), startup=outcome,
-            controller=next((c.status for c in checks if c.name == "controller"), None),
-            filed=filed, seconds=round(time.monotonic() - started, 3)))
-        for check in checks:
-            attempt.add_check(check)
-    return CheckReport.of(str(pinned), checks, evidence=str(attempt.path))
+    kube: Kube
+    reference: ImageReference
+    digest: Digest
+    options: AcceptOptions
+    store: EvidenceStore
+    hooks: Hooks
+    attempt: Attempt
+    run: str
+    started: float
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def pinned(self) -> ImageReference:
+        return self.reference.with_digest(self.digest)
+
+    @property
+    def model(self) -> str | None:
+        return self.options.served_model_name
+
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 3)
 
 
-def _await_start(kube: Kube, options: AcceptOptions, name: str, tracker: PhaseTracker,
-                 budget: int, started: float) -> StartupOutcome:
-    """Poll the Pod until it is ready or its start failed; the tracker learns when the
-    container started (phase times are from there)."""
+@dataclass(frozen=True)
+class Plan:
+    """The gates' outcome (step 1): the launch command, the startup budget, the spec."""
+
+    parsed: CheckResult
+    prefill_switch: str | None
+    budget: int
+    budget_source: str
+    budget_check: CheckResult
+    engine_pod: dict
+    result: dict
+
+    @property
+    def refused(self) -> CheckResult | None:
+        return next((c for c in (self.parsed, self.budget_check) if c.status is Status.FAIL),
+                    None)
+
+
+@dataclass
+class Submitted:
+    """What step 3 created: the engine Pod, its Service, the controller Pod (and their
+    ConfigMaps and the run's pull Secret, all in `pods`)."""
+
+    pods: PodRun
+    engine_pod: dict
+    engine_name: str
+    controller_doc: dict
+    controller_ref: ImageReference
+    base_url: str
+
+
+@dataclass
+class ControllerOutcome:
+    """What the controller Pod came to (step 5)."""
+
+    checks: list[CheckResult]
+    filed: list[str]
+
+
+def plan(ctx: AcceptRun) -> Plan:
+    """Step 1: the launch command parsed by the image's own engine? the startup budget?"""
+    hooks, options = ctx.hooks, ctx.options
+    hooks.stage("launch command", "parsed by this image's engine (serve_args)?")
+    parsed_check, switch = launch_parsed(ctx.store, ctx.digest, options)
+    ctx.checks.append(parsed_check)
+    hooks.step(f"{parsed_check.status.value} launch_parsed: {parsed_check.detail}")
+    hooks.stage("startup budget")
+    budget, source, budget_check = startup_budget(ctx.store, options, ctx.model)
+    ctx.checks.append(budget_check)
+    hooks.step(f"{budget_check.status.value} startup_budget: {budget_check.detail}")
+    engine_pod_doc, _ = render(options, ctx.pinned, ctx.run, budget, [], switch)
+    result = dict(reference=str(ctx.reference), pinned=str(ctx.pinned),
+                  engine=options.engine.value, model=ctx.model, namespace=options.namespace,
+                  engine_pod=engine_pod_doc["metadata"]["name"],
+                  startup_budget_seconds=budget, budget_source=source)
+    return Plan(parsed=parsed_check, prefill_switch=switch, budget=budget,
+                budget_source=source, budget_check=budget_check, engine_pod=engine_pod_doc,
+                result=result)
+
+
+def precheck_spec(ctx: AcceptRun, spec: Plan) -> list[CheckResult]:
+    """Step 2: the exact spec the API will see, prechecked before anything is created."""
+    intent = PodIntent.from_pod(spec.engine_pod)
+    ctx.hooks.stage("precheck", "the exact engine Pod spec")
+    findings = precheck(ctx.kube, intent)
+    ctx.checks.extend(findings)
+    for finding in findings:
+        ctx.hooks.step(f"{finding.status.value} {finding.name}: {finding.detail}")
+    ctx.attempt.write_json("precheck.json", [c.model_dump(mode="json") for c in findings])
+    return [c for c in findings if c.status is not Status.PASS]
+
+
+def submit(ctx: AcceptRun, spec: Plan, pods: PodRun,
+           controller_image: Callable[[], ImageReference]) -> Submitted:
+    """Step 3: the launch ConfigMap, the engine Pod pinned by digest, its Service, the
+    controller's scripts and the controller Pod (which waits for the engine)."""
+    hooks, options, run = ctx.hooks, ctx.options, ctx.run
+    hooks.stage("controller image")
+    controller_ref = controller_image()
+    hooks.stage("submit", str(ctx.pinned))
+    ensure_namespace(ctx.kube, options.namespace)
+    secret = pods.pull_secret(ctx.reference.registry, options.docker_config_dir)
+    engine_pod_doc, launch_cm = render(options, ctx.pinned, run, spec.budget,
+                                       [secret] if secret else [], spec.prefill_switch)
+    port = int(engine_pod_doc["spec"]["containers"][0]["ports"][0]["containerPort"])
+    service = service_for(run, options.namespace, port)
+    pods.create(launch_cm)
+    pod = pods.create(engine_pod_doc)
+    ctx.attempt.write_json("engine-pod.json", engine_pod_doc)
+    svc = pods.create(service)
+    base_url = f"http://{svc['spec']['clusterIP']}:{port}"
+    hooks.step(f"engine Pod {pod['metadata']['name']} pinned to {ctx.pinned}; Service "
+               f"{base_url}")
+    scripts = manifests.configmap(f"{run}-scripts", options.namespace,
+                                  controller_files(options),
+                                  labels={"imagekit.dev/role": "acceptance-controller"})
+    env = {"READY_URL": f"{base_url}/health", "SUBSCRIPTS": "accept_suites.py",
+           "READY_TIMEOUT": str(spec.budget + 120), "BASE_URL": base_url,
+           "SUITES": ",".join(options.suites), "REQUIRE": ",".join(options.require),
+           "DIGEST": str(ctx.digest), "MODEL": ctx.model or "",
+           "MAX_TOKENS": str(options.max_tokens)}
+    if options.matrix_text is not None:
+        env["MATRIX"] = "matrix.toml"
+    if options.engine_config_text is not None:
+        env["ENGINE_CONFIG"] = "engines.toml"
+    controller_doc = manifests.render(
+        "controller-pod.yaml.j2", name=f"{run}-controller", namespace=options.namespace,
+        image=controller_ref, node_selector=options.node_selector,
+        tolerations=options.tolerations, pull_secrets=[],
+        configmap=scripts["metadata"]["name"],
+        env=[{"name": k, "value": v} for k, v in env.items()],
+        deadline_seconds=int(options.timeout_s) + 600)
+    pods.create(scripts)
+    pods.create(controller_doc)
+    ctx.attempt.write_json("controller-pod.json", controller_doc)
+    hooks.step(f"controller Pod {controller_doc['metadata']['name']} "
+               f"({controller_ref}) waits for the engine through the Service")
+    hooks.controller_waiting(ctx.kube, options.namespace, scripts["metadata"]["name"])
+    return Submitted(pods=pods, engine_pod=pod, engine_name=pod["metadata"]["name"],
+                     controller_doc=controller_doc, controller_ref=controller_ref,
+                     base_url=base_url)
+
+
+def await_start(kube: Kube, options: AcceptOptions, name: str, tracker: PhaseTracker,
+                budget: int, started: float) -> StartupOutcome:
+    """Step 4: watch the engine Pod until it is ready or its start failed (re-judged every
+    second: its events and the log follower's lines move without the Pod changing); the
+    tracker learns when the container started (phase times are from there)."""
     deadline = started + min(options.timeout_s, budget + 300)
     created = time.monotonic()
-    while True:
-        pod = kube.get_pod(options.namespace, name) or {}
+    seconds: float | None = None
+    pod: dict = {}
+    for state in observe(kube.resource("Pod"), name, options.namespace, deadline=deadline,
+                         tick=1.0):
+        pod = state or {}
         began = container_started(pod)
         if began is not None and tracker.started is None:
             tracker.started = began
-        since = (dt.datetime.now(dt.timezone.utc) - began).total_seconds() if began else None
+        since = (dt.datetime.now(dt.UTC) - began).total_seconds() if began else None
         seconds = round(since, 3) if since is not None else None
         if pod_ready(pod) and tracker.seen("api_ready"):
             return StartupOutcome(state="ready", seconds=tracker.ready_seconds or seconds)
@@ -607,26 +550,170 @@ def _await_start(kube: Kube, options: AcceptOptions, name: str, tracker: PhaseTr
                                     or time.monotonic() - created > 60):
             time.sleep(1.0)  # let the log follower read the last lines
             return failure.model_copy(update={"last_lines": list(tracker.tail)[-20:]})
-        if pod_ready(pod):  # ready by the probe, the ready line not (yet) seen
-            time.sleep(0.5)
-            if tracker.seen("api_ready") or time.monotonic() > deadline:
-                return StartupOutcome(state="ready", seconds=tracker.ready_seconds or seconds)
-            continue
-        if time.monotonic() > deadline:
-            return StartupOutcome(state="timeout", seconds=seconds,
-                                  detail=f"not ready within {deadline - started:.0f} s",
-                                  last_lines=list(tracker.tail)[-20:])
-        time.sleep(1.0)
+    if pod_ready(pod):  # ready by the probe, the ready line not seen by the deadline
+        return StartupOutcome(state="ready", seconds=tracker.ready_seconds or seconds)
+    return StartupOutcome(state="timeout", seconds=seconds,
+                          detail=f"not ready within {deadline - started:.0f} s",
+                          last_lines=list(tracker.tail)[-20:])
 
 
-def _await_pod_end(kube: Kube, namespace: str, name: str, timeout: float) -> dict | None:
-    deadline = time.monotonic() + max(timeout, 30)
-    while time.monotonic() < deadline:
-        pod = kube.get_pod(namespace, name)
-        if pod is None or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-            return pod
-        time.sleep(1.0)
-    return kube.get_pod(namespace, name)
+def run_controller(ctx: AcceptRun, submitted: Submitted) -> ControllerOutcome:
+    """Step 5: wait until the controller Pod ends, read its lines (the versioned protocol,
+    `protocol.py`) and file every attempt it made under the digest."""
+    name = submitted.controller_doc["metadata"]["name"]
+    controller_pod = submitted.pods.wait_ended(
+        name, max(ctx.options.timeout_s - (time.monotonic() - ctx.started), 30))
+    log = ctx.kube.pod_logs(ctx.options.namespace, name)
+    ctx.attempt.write_text("controller.log", log)
+    try:
+        said = parse_log(log)
+    except ProtocolError as exc:
+        return ControllerOutcome(checks=[CheckResult(
+            name="controller", status=Status.ERROR,
+            data={"pod_phase": (controller_pod or {}).get("status", {}).get("phase")},
+            detail=f"controller failure (not a model failure, not a request error): its "
+                   f"log breaks the line protocol: {exc.one_line()}"[:800])], filed=[])
+    checks: list[CheckResult] = []
+    filed: list[str] = []
+    for line in said.attempts:
+        filed.append(_refile(ctx.store, ctx.digest, str(ctx.reference), line, name))
+        for check in line.attempt.checks:
+            ctx.hooks.step(f"{check.status.value} {line.attempt.kind} "
+                           f"{check.name}: {check.detail[:160]}")
+        checks.extend(line.attempt.checks)
+    checks.append(_controller_check(controller_pod, said.results, said.harness_error, filed))
+    return ControllerOutcome(checks=checks, filed=filed)
+
+
+def collect_engine(ctx: AcceptRun, pods: PodRun, lines: list[str]) -> None:
+    """Step 6: the engine Pod's final status, its events and its log, into the attempt
+    (when it was created at all)."""
+    name = f"{ctx.run}-engine"
+    if not any(o.get("kind") == "Pod" and o["metadata"]["name"] == name for o in pods.objects):
+        return
+    collected = pods.collect(name, "engine")
+    if collected.pod is not None:
+        ctx.attempt.write_json("engine-pod-status.json", collected.status)
+        ctx.attempt.write_json("engine-events.json", collected.events)
+    text = collected.log
+    ctx.attempt.write_text("engine.log", text if not text.startswith(
+        "(logs unavailable") or not lines else "\n".join(lines) + "\n")
+
+
+def cleanup(ctx: AcceptRun, pods: PodRun, timeout: float = 120) -> None:
+    """Step 7: delete everything in reverse order, then wait until each object is really
+    gone (a Pod may stay Terminating; the next run's recreate must not meet it, section 6).
+    What stayed is said (a `TransportError` naming it), never dropped."""
+    ctx.hooks.stage("cleanup", "delete and wait until gone")
+    report = pods.cleanup(timeout=timeout, grace_seconds=5)
+    if report.errors:
+        raise TransportError("cleanup left: " + "; ".join(
+            f"{label} ({error.one_line()})" for label, error in report.errors.items()),
+            where=ctx.options.namespace)
+
+
+def _not_submitted(ctx: AcceptRun, spec: Plan, summary: str, seconds: float) -> CheckReport:
+    ctx.attempt.write_json("engine-pod.json", spec.engine_pod)
+    ctx.attempt.write_result(ClusterAcceptResult(**spec.result, seconds=seconds))
+    ctx.attempt.finish(Status.FAIL, summary=summary, checks=ctx.checks)
+    return CheckReport.of(str(ctx.pinned), ctx.checks, evidence=str(ctx.attempt.path))
+
+
+def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: AcceptOptions,
+               store: EvidenceStore, *, controller_image: Callable[[], ImageReference],
+               hooks: Hooks | None = None) -> CheckReport:
+    """The flow above, as its steps. `controller_image` builds (or finds) the controller
+    image and returns it pinned; it is called only once the precheck is clean."""
+    hooks = hooks or Hooks()
+    started = time.monotonic()
+    run = f"accept-{digest.hex[:8]}-{secrets.token_hex(2)}"
+    with store.attempt(digest, KIND, subjects=[Subject.of(digest, Role.SUBJECT,
+                                                          str(reference))],
+                       reference=str(reference), namespace=options.namespace, run=run,
+                       engine=options.engine.value,
+                       model=options.served_model_name) as attempt:
+        ctx = AcceptRun(kube=kube, reference=reference, digest=digest, options=options,
+                        store=store, hooks=hooks, attempt=attempt, run=run, started=started)
+        spec = plan(ctx)
+        refused = spec.refused
+        if refused is not None:
+            hooks.end(refused.detail[:200])
+            return _not_submitted(ctx, spec, "not submitted: " + refused.detail[:300], 0.0)
+        findings = precheck_spec(ctx, spec)
+        if findings:
+            hooks.end("; ".join(f"{c.name}: {c.detail}" for c in findings)[:300])
+            return _not_submitted(ctx, spec, "not submitted: precheck findings",
+                                  ctx.seconds())
+
+        pods = PodRun(kube, options.namespace, run)
+        tracker = PhaseTracker(on_phase=hooks.phase)
+        lines: list[str] = []
+        submitted: Submitted | None = None
+        outcome: StartupOutcome | None = None
+        filed: list[str] = []
+        controller_ref: ImageReference | None = None
+
+        def on_line(line: str) -> None:
+            lines.append(line)
+            tracker.feed(line)
+            hooks.log_line(line)
+
+        try:
+            submitted = submit(ctx, spec, pods, controller_image)
+            controller_ref = submitted.controller_ref
+            pods.follow(submitted.engine_name, "engine", on_line)
+            outcome = await_start(kube, options, submitted.engine_name, tracker, spec.budget,
+                                  started)
+            seen = observed(kube.get_pod(options.namespace, submitted.engine_name))
+            if outcome.state == "ready":
+                hooks.stage("suites", f"engine ready after {outcome.seconds} s; the controller "
+                                      "runs " + ", ".join(options.suites +
+                                                          (["load matrix"] if options.matrix_text
+                                                           else [])))
+                ctx.checks.append(CheckResult(
+                    name="engine_start", status=Status.PASS,
+                    detail=f"API ready after {outcome.seconds} s; phases "
+                           + ", ".join(f"{p.name} {p.seconds} s" for p in tracker.phases),
+                    data={"phases": [p.model_dump() for p in tracker.phases],
+                          "observed": seen}))
+                done = run_controller(ctx, submitted)
+                ctx.checks.extend(done.checks)
+                filed = done.filed
+            else:
+                last = list(tracker.tail)[-20:]
+                error = engine_error_line(last)
+                outcome = outcome.model_copy(update={"last_lines": last})
+                ctx.checks.append(CheckResult(
+                    name="engine_start", status=Status.FAIL,
+                    data={**outcome.model_dump(), "observed": seen},
+                    detail=f"startup failed ({outcome.state}): {outcome.detail}"
+                           + (f"; engine said: {error}" if error else "")))
+                hooks.end(ctx.checks[-1].detail[:300])
+                name = submitted.controller_doc["metadata"]["name"]
+                attempt.write_text("controller.log", kube.pod_logs(options.namespace, name))
+                ctx.checks.append(CheckResult(name="controller", status=Status.DEFERRED,
+                                              detail="the engine never became ready: the "
+                                                     "suites did not run (no model verdict)"))
+        finally:
+            for follower in pods.followers:
+                follower.stop.set()
+            collect_engine(ctx, pods, lines)
+            if not options.keep:
+                cleanup(ctx, pods)
+            hooks.end()
+        if outcome is not None and outcome.state == "ready" and tracker.ready_seconds:
+            _record_startup(store, digest, reference, options, ctx.model, tracker,
+                            attempt.path)
+        attempt.write_json("phases.json", [p.model_dump() for p in tracker.phases])
+        attempt.write_result(ClusterAcceptResult(
+            **spec.result, controller_pod=f"{run}-controller",
+            controller_image=str(controller_ref), phases=list(tracker.phases),
+            startup=outcome,
+            controller=next((c.status for c in ctx.checks if c.name == "controller"), None),
+            filed=filed, seconds=ctx.seconds()))
+        for check in ctx.checks:
+            attempt.add_check(check)
+    return CheckReport.of(str(ctx.pinned), ctx.checks, evidence=str(attempt.path))
 
 
 def _record_startup(store: EvidenceStore, digest: Digest, reference: ImageReference,
@@ -644,29 +731,3 @@ def _record_startup(store: EvidenceStore, digest: Digest, reference: ImageRefere
         attempt.add_check(CheckResult(name="startup_observed", status=Status.PASS,
                                       detail=f"API ready {observed:.1f} s after the container "
                                              "started (live phases)"))
-
-
-def _cleanup(kube: Kube, namespace: str, created: list[tuple[str, str]],
-             secret_name: str | None, timeout: float = 120) -> None:
-    """Delete in reverse order, then wait until each object is really gone (a Pod may stay
-    Terminating; the next run's recreate must not meet it, section 6)."""
-    uids: dict[str, str | None] = {}
-    for kind, name in reversed(created):
-        path = f"/api/v1/namespaces/{namespace}/{kind}/{name}"
-        if kind == "pods":
-            current = kube.maybe_get(path)
-            uids[name] = (current or {}).get("metadata", {}).get("uid")
-            kube.delete(path, grace_seconds=5)
-        else:
-            kube.delete(path)
-    if secret_name:
-        kube.delete(f"/api/v1/namespaces/{namespace}/secrets/{secret_name}")
-    for kind, name in created:
-        if kind == "pods":
-            wait_gone(kube, namespace, name, uids.get(name), timeout=timeout)
-        else:
-            deadline = time.monotonic() + timeout
-            while kube.maybe_get(f"/api/v1/namespaces/{namespace}/{kind}/{name}") is not None:
-                if time.monotonic() > deadline:
-                    raise TransportError(f"{kind}/{name} still present after {timeout:.0f} s")
-                time.sleep(0.3)

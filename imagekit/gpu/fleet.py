@@ -29,15 +29,16 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.cluster import manifests
-from imagekit.cluster.kube import Kube
-from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
+from imagekit.cluster.podrun import PodRun
+from imagekit.cluster.pods import wait_for_pod
 from imagekit.cluster.precheck import PodIntent, precheck
 from imagekit.cluster.preflight import PreflightOptions, render_preflight
-from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
-from imagekit.errors import ImagekitError, InvalidInput
+from imagekit.cluster.probe import ensure_namespace
+from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import BandwidthSample, GpuPreflightResult
 from imagekit.gpu.record import PreflightRecord
+from imagekit.kube import Kube
 from imagekit.oci import ImageReference
 from imagekit.results import CheckResult, Status, overall
 
@@ -114,9 +115,9 @@ def baseline_files(folder: Path) -> dict[str, str]:
 
 
 def select_nodes(kube: Kube, selector: dict[str, str]) -> list[dict]:
-    query = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))} \
-        if selector else {}
-    return sorted(kube.list("/api/v1/nodes", **query), key=lambda n: n["metadata"]["name"])
+    labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+    return sorted(kube.resource("Node").list(label_selector=labels),
+                  key=lambda n: n["metadata"]["name"])
 
 
 def pod_command(nproc: int, script_name: str, args: list[str]) -> list[str]:
@@ -150,7 +151,7 @@ def nodes_to_mark(rows: list[NodeRow]) -> list[str]:
 def mark_node(kube: Kube, node: str, cordon: bool, taint: bool) -> list[str]:
     """Cordon and/or taint one node; returns what was changed (already-set marks are not)."""
     done: list[str] = []
-    current = kube.get(f"/api/v1/nodes/{node}")
+    current = kube.resource("Node").get(node)
     spec = current.get("spec", {})
     patch: dict = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
                    "spec": {}}
@@ -163,7 +164,7 @@ def mark_node(kube: Kube, node: str, cordon: bool, taint: bool) -> list[str]:
         patch["spec"]["taints"] = taints + [TAINT]  # a merge patch replaces the whole list
         done.append(f"tainted {TAINT_KEY}={TAINT['value']}:{TAINT['effect']}")
     if done:  # resourceVersion in the patch: a concurrent change answers 409, not a lost taint
-        kube.patch(f"/api/v1/nodes/{node}", patch)
+        kube.resource("Node").patch(node, patch)
     return done
 
 
@@ -219,45 +220,37 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
         else:
             pods[name] = pod
     evidence: list[str] = []
-    secret: str | None = None
+    run: PodRun | None = None
     try:
         if pods:
             assert configmap is not None
             ensure_namespace(kube, options.namespace)
             ref = ImageReference.parse(next(iter(pods.values()))["spec"]["containers"][0]
                                        ["image"])
-            secret = pull_secret_for(kube, options.namespace, ref.registry,
-                                     options.docker_config_dir,
-                                     name=f"{configmap['metadata']['name']}-pull")
-            kube.apply(configmap)
+            run = PodRun(kube, options.namespace, configmap["metadata"]["name"])
+            secret = run.pull_secret(ref.registry, options.docker_config_dir)
+            run.apply(configmap)
             for pod in pods.values():
                 if secret:
                     pod["spec"]["imagePullSecrets"] = [{"name": secret}]
-                recreate_pod(kube, pod)
+                run.start(pod)
             with ThreadPoolExecutor(max_workers=min(16, len(pods))) as pool:
                 outcomes = dict(zip(pods, pool.map(
-                    lambda item: _outcome(kube, options, item[0], item[1]), pods.items())))
-            for node, (row, log, record) in outcomes.items():
-                rows[node] = row
+                    lambda item: _outcome(kube, options, item[0], item[1]), pods.items()),
+                    strict=True))
+            for node_name, (row, log, record) in outcomes.items():
+                rows[node_name] = row
                 evidence.append(_evidence(store, pinned, options, row, log, record))
     finally:
-        for pod in pods.values():
-            try:
-                delete_and_wait(kube, options.namespace, pod["metadata"]["name"], timeout=120)
-            except ImagekitError:
-                pass
-        if configmap is not None and pods:
-            kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
-                        f"{configmap['metadata']['name']}")
-        if secret:
-            drop_run_secret(kube, options.namespace, secret)
+        if run is not None:
+            run.cleanup(timeout=120)   # what it could not delete: the Pods' own rows say why
     marked: dict[str, list[str]] = {}
     if options.cordon_failed or options.taint_failed:
-        for node in nodes_to_mark(list(rows.values())):
-            done = mark_node(kube, node, options.cordon_failed, options.taint_failed)
+        for failed in nodes_to_mark(list(rows.values())):
+            done = mark_node(kube, failed, options.cordon_failed, options.taint_failed)
             if done:
-                marked[node] = done
-                rows[node] = rows[node].model_copy(update={"marked": done})
+                marked[failed] = done
+                rows[failed] = rows[failed].model_copy(update={"marked": done})
     ordered = [rows[n["metadata"]["name"]] for n in nodes]
     names: list[str] = []
     for row in ordered:

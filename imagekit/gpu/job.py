@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagekit.cluster.gpujob import GpuJobOptions, GpuJobRun, run_gpu_job
-from imagekit.cluster.kube import Kube
 from imagekit.evidence import EvidenceStore
 from imagekit.gpu import PreflightRecord, RecordedPreflight, busbw_factor, record_preflight
+from imagekit.kube import Kube
 from imagekit.oci import ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import sys
 import traceback
@@ -32,6 +31,11 @@ STORE = Path(os.environ.get("EVIDENCE_DIR", "/tmp/imagekit-evidence"))
 
 
 def emit(store_root: Path) -> int:
+    """Print every attempt of the in-Pod store as one `IMAGEKIT-ATTEMPT` line, through the
+    protocol's own model (imagekit/clusteraccept/protocol.py, version 1)."""
+    from imagekit.clusteraccept.protocol import AttemptLine
+    from imagekit.evidence.store import AttemptRecord
+
     count = 0
     for record in sorted(store_root.rglob("attempt.json")):
         directory = record.parent
@@ -41,8 +45,9 @@ def emit(store_root: Path) -> int:
                 continue
             files[str(path.relative_to(directory))] = base64.b64encode(path.read_bytes()
                                                                        ).decode()
-        print("IMAGEKIT-ATTEMPT " + json.dumps({"attempt": json.loads(record.read_text()),
-                                                 "files": files}, sort_keys=True), flush=True)
+        line = AttemptLine(attempt=AttemptRecord.model_validate_json(record.read_text()),
+                           files=files)
+        print(line.to_line(), flush=True)
         count += 1
     return count
 
@@ -96,8 +101,10 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - the harness broke: said once, exit 3
         traceback.print_exc()
         emit(STORE)
-        print("IMAGEKIT-HARNESS-ERROR " + json.dumps(
-            {"error": f"{type(exc).__name__}: {exc}"[:500]}), flush=True)
+        from imagekit.clusteraccept.protocol import HarnessErrorLine
+
+        print(HarnessErrorLine(error=f"{type(exc).__name__}: {exc}"[:500]).to_line(),
+              flush=True)
         return 3
     print(f"accept_suites: {emit(STORE)} attempt(s)", flush=True)
     return 0

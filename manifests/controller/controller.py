@@ -37,9 +37,16 @@ def script_dir() -> Path:
     return Path(__file__).absolute().parent
 
 
+#: the log-line protocol's version (imagekit/clusteraccept/protocol.py, `ResultLine`): this
+#: file is stdlib-only (it also runs on a bare python image), so it writes that model's JSON
+#: by hand; tests/cluster/test_accept_unit.py checks it validates there
+PROTOCOL_VERSION = 1
+
+
 def report(phase: str, status: str, detail: str, **data: object) -> None:
-    print("IMAGEKIT-RESULT " + json.dumps({"phase": phase, "status": status, "detail": detail,
-                                            **data}, sort_keys=True), flush=True)
+    print("IMAGEKIT-RESULT " + json.dumps({**data, "phase": phase, "status": status,
+                                            "detail": detail, "v": PROTOCOL_VERSION},
+                                           sort_keys=True), flush=True)
 
 
 def wait_ready(timeout: float) -> bool:

@@ -33,7 +33,7 @@ _HEAD_MAX = 64 * 1024
 def _self_signed(folder: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "imagekit-test-kube-front")])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
@@ -53,7 +53,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 class KubeFront:
     def __init__(self, admin_kubeconfig: Path, folder: Path) -> None:
-        from imagekit.cluster import kubeconfig
+        from imagekit.kube import kubeconfig
 
         target = kubeconfig.load(admin_kubeconfig)
         assert target.user.token, "the local cluster's admin user has a static token"

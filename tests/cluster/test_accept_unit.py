@@ -14,6 +14,8 @@ import pytest
 from imagekit.evidence import EvidenceStore
 from imagekit.results import Status
 
+from .fake_api import FakeKube
+
 DIGEST = "sha256:" + "b" * 64
 IMAGE = "127.0.0.1:5001/imagekit/vllm@" + DIGEST
 
@@ -51,27 +53,17 @@ def test_node_affinity_matching_names_what_the_node_lacks() -> None:
     assert node_matches_affinity({"spec": {}}, {})[0]           # no affinity: any node
 
 
-class _FakeKube:
+def _FakeKube(labels: dict[str, str]) -> FakeKube:
     """Only what the precheck reads (a unit test of the finding's wording; the real cluster
     case is in test_accept_real.py)."""
+    from imagekit.cluster.modelvolume import volume_manifests
 
-    def __init__(self, labels: dict[str, str]) -> None:
-        from imagekit.cluster.modelvolume import volume_manifests
-
-        self.pv, self.pvc = volume_manifests("m-pv", "m", "ns", "/m")
-        self.labels = labels
-
-    def list(self, path: str, **_: object) -> list[dict]:
-        if path == "/api/v1/nodes":
-            return [{"metadata": {"name": "cpu-node", "labels": self.labels},
-                     "status": {"conditions": [{"type": "Ready", "status": "True"}]}}]
-        return []
-
-    def maybe_get(self, path: str) -> dict | None:
-        return self.pvc if path.endswith("/persistentvolumeclaims/m") else None
-
-    def get(self, path: str) -> dict:
-        return self.pv
+    pv, pvc = volume_manifests("m-pv", "m", "ns", "/m")
+    return FakeKube({
+        "/api/v1/nodes": [{"metadata": {"name": "cpu-node", "labels": labels},
+                           "status": {"conditions": [{"type": "Ready", "status": "True"}]}}],
+        "/api/v1/namespaces/ns/persistentvolumeclaims/m": pvc,
+        "/api/v1/persistentvolumes/m-pv": pv})
 
 
 def test_precheck_names_the_node_without_the_storage_label() -> None:
@@ -94,7 +86,7 @@ def test_precheck_names_the_node_without_the_storage_label() -> None:
 def test_phases_are_stamped_as_their_lines_arrive() -> None:
     from imagekit.clusteraccept.phases import PhaseTracker
 
-    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.UTC)
     seen = []
     tracker = PhaseTracker(started=t0, on_phase=seen.append)
     for n, line in enumerate(VLLM_START.splitlines()):
@@ -144,8 +136,12 @@ def _startup_evidence(store: EvidenceStore, observed: float, model: str) -> None
 
 def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
         tmp_path: Path) -> None:
-    from imagekit.clusteraccept.run import (DEFAULT_STARTUP_S, AcceptOptions, required_for,
-                                            startup_budget)
+    from imagekit.clusteraccept.run import (
+        DEFAULT_STARTUP_S,
+        AcceptOptions,
+        required_for,
+        startup_budget,
+    )
 
     store = EvidenceStore(tmp_path)
     options = AcceptOptions(namespace="ns")
@@ -161,35 +157,109 @@ def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
         check.detail and "not submitted" in check.detail
 
 
-def test_controller_attempts_are_filed_under_the_digest(tmp_path: Path) -> None:
-    from imagekit.clusteraccept.run import _controller_check, _controller_results, _refile
+def _pod_attempt(tmp_path: Path) -> Path:
     from imagekit.evidence.kinds import AcceptResult
-    from imagekit.oci import Digest
+    from imagekit.results import CheckResult
 
     pod_store = EvidenceStore(tmp_path / "pod")
     with pod_store.attempt(DIGEST, "accept-functional", suite="functional") as attempt:
         attempt.write_result(AcceptResult(kind="accept-functional", suite="functional"))
         attempt.write_text("exchanges/001-x.json", "{}")
-        from imagekit.results import CheckResult
         attempt.add_check(CheckResult(name="streaming", status=Status.DEFERRED, detail="x"))
-    record = next((tmp_path / "pod").rglob("attempt.json"))
-    doc = {"attempt": json.loads(record.read_text()),
-           "files": {"exchanges/001-x.json": base64.b64encode(b"{}").decode()}}
-    log = ("controller: engine ready\nIMAGEKIT-ATTEMPT " + json.dumps(doc) + "\n"
-           'IMAGEKIT-RESULT {"phase": "accept_suites.py", "status": "PASS", "detail": "ok"}\n')
-    found, results, harness = _controller_results(log)
-    assert len(found) == 1 and results[0]["status"] == "PASS" and harness is None
+    return tmp_path / "pod"
+
+
+def _controller_log(store_root: Path, capsys) -> str:
+    """What the controller Pod prints: accept_suites.emit (the in-Pod side of the protocol)
+    and controller.report, run here from manifests/controller/ as the Pod runs them."""
+    import importlib.util
+
+    from imagekit.cluster.manifests import MANIFESTS_DIR
+
+    modules = {}
+    for name in ("accept_suites", "controller"):
+        spec = importlib.util.spec_from_file_location(
+            f"_pod_{name}", MANIFESTS_DIR / "controller" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules[name] = module
+    capsys.readouterr()
+    print("controller: engine ready")
+    assert modules["accept_suites"].emit(store_root) == 1
+    modules["controller"].report("accept_suites.py", "PASS", "ok", returncode=0)
+    return capsys.readouterr().out
+
+
+def test_controller_attempts_are_filed_under_the_digest(tmp_path: Path, capsys) -> None:
+    from imagekit.clusteraccept.protocol import ResultLine, parse_log
+    from imagekit.clusteraccept.run import _controller_check, _refile
+    from imagekit.evidence.kinds import AcceptResult
+    from imagekit.oci import Digest
+
+    log = _controller_log(_pod_attempt(tmp_path), capsys)
+    said = parse_log(log)
+    assert len(said.attempts) == 1 and said.results[0].status == "PASS"
+    assert said.results[0].model_extra == {"returncode": 0} and said.harness_error is None
     store = EvidenceStore(tmp_path / "real")
-    assert _refile(store, Digest.parse(DIGEST), "r:t", found[0], "ctl") == "accept-functional"
+    assert _refile(store, Digest.parse(DIGEST), "r:t", said.attempts[0], "ctl") == \
+        "accept-functional"
     [filed] = store.attempts(DIGEST, "accept-functional")
     assert isinstance(store.result(filed), AcceptResult)
     assert filed.context["from_controller_pod"] == "ctl" and filed.checks[0].name == "streaming"
-    ok = _controller_check({"status": {"phase": "Succeeded"}}, results, None, ["x"])
+    assert (store.path_of(filed) / "exchanges" / "001-x.json").read_text() == "{}"
+    ok = _controller_check({"status": {"phase": "Succeeded"}}, said.results, None, ["x"])
     assert ok.status is Status.PASS
-    broken = _controller_check({"status": {"phase": "Failed"}}, [
-        {"phase": "controller", "status": "ERROR",
-         "detail": "cannot start accept_suites.py: No such file or directory"}], None, [])
+    broken = _controller_check({"status": {"phase": "Failed"}}, [ResultLine(
+        phase="controller", status="ERROR",
+        detail="cannot start accept_suites.py: No such file or directory")], None, [])
     assert broken.status is Status.ERROR and "not a model failure" in broken.detail
+
+
+def test_the_attempt_line_contract_round_trips(tmp_path: Path) -> None:
+    from imagekit.clusteraccept.protocol import (
+        AttemptLine,
+        HarnessErrorLine,
+        ResultLine,
+        parse_line,
+    )
+    from imagekit.evidence.store import AttemptRecord
+
+    record_path = next(_pod_attempt(tmp_path).rglob("attempt.json"))
+    record = AttemptRecord.model_validate_json(record_path.read_text())
+    line = AttemptLine(attempt=record, files={"a.txt": base64.b64encode(b"hi").decode()})
+    text = line.to_line()
+    assert text.startswith("IMAGEKIT-ATTEMPT {") and "\n" not in text
+    assert json.loads(text.removeprefix("IMAGEKIT-ATTEMPT "))["v"] == 1
+    back = parse_line(text)
+    assert back == line and isinstance(back, AttemptLine)
+    assert back.file_bytes() == {"a.txt": b"hi"}
+    for other in (ResultLine(phase="p", status="PASS", detail="d"),
+                  HarnessErrorLine(error="boom")):
+        assert parse_line(other.to_line()) == other
+    assert parse_line("controller: prose is not protocol") is None
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ('IMAGEKIT-RESULT {"v": 2, "phase": "p", "status": "PASS"}',
+     "protocol version 2; this imagekit reads version 1 only"),
+    ('IMAGEKIT-RESULT {"phase": "p", "status": "PASS"}',
+     "protocol version None; this imagekit reads version 1 only"),
+    ("IMAGEKIT-ATTEMPT {not json", "IMAGEKIT-ATTEMPT line is not JSON"),
+    ('IMAGEKIT-ATTEMPT ["a"]', "IMAGEKIT-ATTEMPT line is not a JSON object"),
+    ('IMAGEKIT-ATTEMPT {"v": 1, "files": {}}',
+     "IMAGEKIT-ATTEMPT line does not match the contract: attempt: Field required"),
+    ('IMAGEKIT-HARNESS-ERROR {"v": 1, "error": "x", "guess": 1}',
+     "does not match the contract: guess: Extra inputs are not permitted"),
+])
+def test_a_wrong_version_or_a_malformed_line_is_refused(line: str, says: str) -> None:
+    """The cases that make the contract FAIL: never guessed at, never skipped."""
+    from imagekit.clusteraccept.protocol import ProtocolError, parse_log
+
+    with pytest.raises(ProtocolError) as caught:
+        parse_log("controller: engine ready\n" + line + "\n")
+    assert says in caught.value.message
+    assert caught.value.where == "controller log line 2"
 
 
 def test_engine_pod_for_the_cpu_platform(tmp_path: Path) -> None:

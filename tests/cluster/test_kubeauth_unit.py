@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from imagekit.cluster import kubeconfig
-from imagekit.cluster.kube import Kube
-from imagekit.cluster.kubeauth import KubeAuth, KubeCredentialError, source_for
 from imagekit.errors import TransportError
+from imagekit.kube import Kube, kubeconfig
+from imagekit.kube.kubeauth import KubeAuth, KubeCredentialError, source_for
 
 from . import exec_plugin
+from .fake_api import RESOURCE_LISTS
 from .kube_front import exec_kubeconfig, plugin_runs, plugin_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +57,8 @@ class Api:
         self.seen.append((run, verdict))
         if verdict != "ok":
             return httpx.Response(401, json={"kind": "Status", "message": "Unauthorized"})
+        if request.url.path in RESOURCE_LISTS:      # discovery, through the same credential
+            return httpx.Response(200, json=RESOURCE_LISTS[request.url.path])
         return httpx.Response(200, json={"run": run})
 
 
@@ -229,17 +231,16 @@ def test_credential_error_says_what_the_run_left_behind(tmp_path: Path) -> None:
                            fail_after=1)
     clock = Clock()
     api = Api(clock)
-    with pytest.raises(KubeCredentialError) as caught:
-        with Kube(path) as kube:
-            kube._http = httpx.Client(base_url=SERVER, auth=KubeAuth(kube.credentials),
-                                      transport=httpx.MockTransport(api))
-            kube.create({"apiVersion": "v1", "kind": "ConfigMap",
-                         "metadata": {"name": "gone", "namespace": "ns"}})
-            kube.create({"apiVersion": "v1", "kind": "Pod",
-                         "metadata": {"name": "stays", "namespace": "ns"}})
-            kube.delete("/api/v1/namespaces/ns/configmaps/gone")
-            api.revoked.add("1")
-            kube.get_pod("ns", "stays")
+    with pytest.raises(KubeCredentialError) as caught, Kube(path) as kube:
+        kube._http = httpx.Client(base_url=SERVER, auth=KubeAuth(kube.credentials),
+                                  transport=httpx.MockTransport(api))
+        kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "gone", "namespace": "ns"}})
+        kube.create({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "stays", "namespace": "ns"}})
+        kube.delete("/api/v1/namespaces/ns/configmaps/gone")
+        api.revoked.add("1")
+        kube.get_pod("ns", "stays")
     message = caught.value.one_line()
     assert message.endswith("left behind (created by this run, not deleted): Pod ns/stays "
                             f"({path})")
@@ -261,7 +262,7 @@ def _pki(folder: Path):
     def name(cn: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
 
     def issue(cn: str, key, ca: bool = False, san: bool = False) -> x509.Certificate:

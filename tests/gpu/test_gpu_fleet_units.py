@@ -8,8 +8,14 @@ import shlex
 from pathlib import Path
 
 from imagekit.cluster.precheck import PodIntent, precheck
-from imagekit.gpu.fleet import RECORD_MARK, FleetReport, NodeRow, nodes_to_mark, \
-    parse_pod_log, pod_command
+from imagekit.gpu.fleet import (
+    RECORD_MARK,
+    FleetReport,
+    NodeRow,
+    nodes_to_mark,
+    parse_pod_log,
+    pod_command,
+)
 from imagekit.results import CheckResult, Status
 
 SAMPLE = Path(__file__).resolve().parents[2] / "gpu_checks" / "samples" / \
@@ -60,17 +66,25 @@ def test_table_cells() -> None:
     assert report.cell(rows[0], "nvml-ecc") == "PASS" and report.cell(rows[0], "nvml-pcie") == "-"
 
 
+class _Items:
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def list(self, namespace: str | None = None, **_: object) -> list[dict]:
+        return self.items
+
+    def maybe_get(self, name: str, namespace: str | None = None) -> None:
+        return None
+
+
 class FakeKube:
-    """Reads only: the three lists precheck makes."""
+    """Reads only: the lists precheck makes (nodes; every other kind empty)."""
 
     def __init__(self, nodes: list[dict]) -> None:
         self.nodes = nodes
 
-    def list(self, path: str, **query: str) -> list[dict]:
-        return self.nodes if path == "/api/v1/nodes" else []
-
-    def maybe_get(self, path: str) -> None:
-        return None
+    def resource(self, kind: str, api_version: str = "v1") -> _Items:
+        return _Items(self.nodes if kind == "Node" else [])
 
 
 def _node(name: str, labels: dict[str, str]) -> dict:
@@ -144,7 +158,7 @@ def test_the_cli_prints_a_node_by_check_table(monkeypatch, tmp_path, capsys) -> 
 
     class NoKube:
         def __init__(self, *a: object) -> None: ...
-        def __enter__(self) -> "NoKube": return self
+        def __enter__(self) -> NoKube: return self
         def __exit__(self, *a: object) -> None: ...
 
     monkeypatch.setattr(kube_module, "Kube", NoKube)

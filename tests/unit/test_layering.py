@@ -1,7 +1,8 @@
 """The design card's rule, enforced: a lower layer never imports a higher one.
 
-types (errors, results, oci, evidence, inputs, progress, stats) < transports (registry, engine, cluster)
-< operations (everything else, in `OPERATION_ORDER`) < cli. Imports inside functions count too,
+types (errors, results, oci, evidence, inputs, progress, stats)
+< transports (registry, engine, cluster, kube) < operations (everything else, in
+`OPERATION_ORDER`) < cli. Imports inside functions count too,
 and so do dynamic ones: `importlib.import_module("…")`, `__import__("…")`,
 `importlib.util.find_spec("…")` with a literal (or a module-level constant) name are checked like
 `import` statements, and any dynamic import at all is allowed only in `DYNAMIC_IMPORTS` (each
@@ -18,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 #: progress: phases of long steps, reported by transports and operations alike (issue 19)
 TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "__init__"}
-TRANSPORTS = {"registry", "engine", "cluster"}
+TRANSPORTS = {"registry", "engine", "cluster", "kube"}
 CLI = {"cli", "__main__"}
 
 #: Operations in order: one may import the operations of earlier rows (and its own package),

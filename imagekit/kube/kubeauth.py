@@ -37,8 +37,8 @@ from pathlib import Path
 
 import httpx
 
-from imagekit.cluster.kubeconfig import Target, load_client_cert
 from imagekit.errors import InvalidInput
+from imagekit.kube.kubeconfig import Target, load_client_cert
 
 #: how long a plugin may run (a plugin that waits for a browser is interactive, not here)
 EXEC_TIMEOUT_S = 60.0
@@ -192,7 +192,7 @@ class ExecSource(CredentialSource):
                 self._draining = True
                 until = cached.expires_at or now
                 when = "expires" if until > now else "expired"
-                stamp = dt.datetime.fromtimestamp(until, dt.timezone.utc)
+                stamp = dt.datetime.fromtimestamp(until, dt.UTC)
                 raise KubeCredentialError(
                     f"kubeconfig user {self.user!r}: the exec plugin could not renew the "
                     f"credential, which {when} at {stamp:%H:%M:%S} UTC: {self.failure}; "
@@ -329,7 +329,7 @@ class ExecSource(CredentialSource):
                 raise self._fail(f"exec plugin {command!r} printed an unreadable "
                                  f"expirationTimestamp {str(stamp)[:40]!r}") from None
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+                parsed = parsed.replace(tzinfo=dt.UTC)
             expires_at = parsed.timestamp()
         return Credential(header=f"Bearer {token}" if token else None, expires_at=expires_at,
                           obtained_at=started,

@@ -5,7 +5,7 @@ A user authenticates with one of (client-go's order):
 
 - `exec`: a credential plugin (EKS `aws eks get-token`, GKE `gke-gcloud-auth-plugin`, AKS
   `kubelogin`, OIDC helpers) that prints an `ExecCredential`; re-run before its
-  `expirationTimestamp` and after a 401 (`imagekit.cluster.kubeauth`);
+  `expirationTimestamp` and after a 401 (`imagekit.kube.kubeauth`);
 - `tokenFile`: a bearer token re-read when the file changes (projected ServiceAccount tokens
   are rotated in place by the kubelet);
 - `token`, `username`/`password`: static;

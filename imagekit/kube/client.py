@@ -1,0 +1,410 @@
+"""The Kubernetes API client: httpx against the API server, the kubeconfig read as client-go
+reads it (`kubeconfig.py`), credentials kept fresh (`kubeauth.py`), paths from the server's
+own discovery (`discovery.py`), API statuses as typed errors (`errors.py`).
+
+Flows ask for resources by kind (`kube.resource("Pod")`, `kube.resource("Job", "batch/v1")`)
+and never build an API path: that is this package's job alone (tests/unit/test_kube_layering.py).
+
+Objects travel as plain dicts in the API's own camelCase JSON (what `kubectl get -o json`
+shows), not as generated model classes: a manifest rendered from a template goes in as it is,
+and fields a client's models do not know (the server is v1.20) are neither dropped nor
+invented.
+
+Why httpx and not the kubernetes package's `ApiClient`/`DynamicClient` (measured, see
+docs/cluster.md "The Kubernetes transport"): importing `kubernetes.dynamic` costs about a second
+of a CLI command's start on this machine, and its `DynamicClient` discovers every group at its
+first call; this transport imports httpx only (already loaded by every command that talks to a
+server) and asks for one resource list per group-version it uses.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import stamina
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import InfraError, InvalidInput, NotFound, TransportError
+from imagekit.kube.discovery import Discovery, ResourceInfo
+from imagekit.kube.errors import AdmissionRefused, Conflict, Gone, for_status
+
+__all__ = ["AdmissionRefused", "Conflict", "Gone", "Kube", "Resource", "WatchEvent",
+           "default_kubeconfig"]
+
+
+def default_kubeconfig() -> Path:
+    """$KUBECONFIG, else ~/.kube/config. (The CLI prefers the kubeconfig infra recorded; this
+    transport layer does not read infra state.)"""
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return Path(env.split(os.pathsep)[0])
+    return Path.home() / ".kube" / "config"
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        return body.get("message") or response.reason_phrase
+    except (ValueError, AttributeError):
+        return response.text[:300] or response.reason_phrase
+
+
+class WatchEvent(BaseModel):
+    """One line of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR (then `object`
+    is a Status, e.g. code 410 when the resourceVersion is too old)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str | None:
+        return (self.object.get("metadata") or {}).get("resourceVersion")
+
+
+class Resource:
+    """One kind of one group-version on this server (the Python client's
+    `DynamicClient.resources.get(api_version=, kind=)`): get, list, delete, patch, watch by
+    name and namespace; the path comes from discovery."""
+
+    def __init__(self, kube: Kube, info: ResourceInfo) -> None:
+        self.kube, self.info = kube, info
+
+    @property
+    def kind(self) -> str:
+        return self.info.kind
+
+    def path(self, name: str | None = None, namespace: str | None = None,
+             subresource: str | None = None) -> str:
+        if self.info.namespaced and name is not None and not namespace:
+            raise InvalidInput(f"{self.kind} {name}: a namespaced kind needs a namespace")
+        return self.info.path(name, namespace, subresource)
+
+    def get(self, name: str, namespace: str | None = None) -> dict:
+        return self.kube.call("GET", self.path(name, namespace))
+
+    def maybe_get(self, name: str, namespace: str | None = None) -> dict | None:
+        try:
+            return self.get(name, namespace)
+        except NotFound:
+            return None
+
+    def exists(self, name: str, namespace: str | None = None) -> bool:
+        return self.maybe_get(name, namespace) is not None
+
+    def list_with_version(self, namespace: str | None = None, *,
+                          label_selector: str | None = None,
+                          field_selector: str | None = None) -> tuple[list[dict], str]:
+        """(items, the list's resourceVersion: where a watch of the same selection starts)."""
+        query = {k: v for k, v in (("labelSelector", label_selector),
+                                   ("fieldSelector", field_selector)) if v}
+        body = self.kube.call("GET", self.path(None, namespace), query=query or None)
+        return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
+
+    def list(self, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict]:
+        return self.list_with_version(namespace, label_selector=label_selector,
+                                      field_selector=field_selector)[0]
+
+    def create(self, obj: dict) -> dict:
+        return self.kube.create(obj)
+
+    def delete(self, name: str, namespace: str | None = None, *, uid: str | None = None,
+               grace_seconds: int | None = None) -> dict | None:
+        """Delete; with `uid` only that very object (a newer one of the same name is kept).
+        Returns None when it was already gone."""
+        return self.kube.delete(self.path(name, namespace), uid=uid,
+                                grace_seconds=grace_seconds)
+
+    def patch(self, name: str, patch: dict, namespace: str | None = None) -> dict:
+        """A JSON merge patch."""
+        return self.kube.patch(self.path(name, namespace), patch)
+
+    def watch(self, namespace: str | None = None, *, field_selector: str | None = None,
+              label_selector: str | None = None, resource_version: str | None = None,
+              timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """The collection's events from `resource_version` until the server-side timeout (or
+        the credential's renewal point, just after it: callers loop, see `watch.observe`).
+        A 410 at the start raises `Gone`; one inside the stream is an ERROR event."""
+        return self.kube.watch_path(self.path(None, namespace), field_selector=field_selector,
+                                    label_selector=label_selector,
+                                    resource_version=resource_version,
+                                    timeout_seconds=timeout_seconds)
+
+
+class Kube:
+    """A connection to one cluster (kubeconfig file).
+
+    The kubeconfig is read as client-go reads it (`kubeconfig.py`: current context, CA,
+    client certificates, inline *-data fields); the user's credential is live
+    (`kubeauth.py`): an exec plugin is re-run before its token expires and after a 401, a
+    tokenFile is re-read when it changes. Requests go through httpx with that credential on
+    each one, watches and log streams included.
+
+    The objects this connection created and has not deleted are remembered (`left()`): when
+    the run ends on a credential that cannot be renewed, the error says what stayed behind."""
+
+    def __init__(self, kubeconfig: Path | str | None = None, *, context: str | None = None,
+                 discovery: Discovery | None = None) -> None:
+        from imagekit.kube import kubeconfig as kubeconfig_file
+        from imagekit.kube.kubeauth import KubeAuth, source_for
+
+        path = Path(kubeconfig) if kubeconfig else default_kubeconfig()
+        if not path.is_file():
+            raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
+                             "--kubeconfig", where=str(path))
+        self.kubeconfig = path
+        self.context = context
+        target = kubeconfig_file.load(path, context)
+        self.user = target.user_name
+        ssl_context = kubeconfig_file.ssl_context(target)
+        self.credentials = source_for(target, ssl_context)
+        self.credentials.current()  # a plugin that cannot run fails here, before any change
+        self.host = target.cluster.server.rstrip("/")
+        self._created: dict[str, str] = {}
+        self.discovery = discovery or Discovery(lambda p: self.call("GET", p))
+        hooks: dict[str, list[Callable[..., Any]]] = {}
+        if target.cluster.tls_server_name:  # the name the server's certificate is checked for
+            sni = target.cluster.tls_server_name
+            hooks["request"] = [lambda request: request.extensions.setdefault("sni_hostname",
+                                                                              sni)]
+        self._http = httpx.Client(base_url=self.host, verify=ssl_context,
+                                  auth=KubeAuth(self.credentials),
+                                  headers={"Accept": "application/json"}, event_hooks=hooks,
+                                  timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
+
+    def another(self) -> Kube:
+        """A second connection to the same cluster (a log follower's own thread), sharing this
+        one's discovery."""
+        return Kube(self.kubeconfig, context=self.context, discovery=self.discovery)
+
+    def left(self) -> list[str]:
+        """`Kind namespace/name` of what this connection created and did not delete."""
+        return list(self._created.values())
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        from imagekit.kube.kubeauth import KubeCredentialError
+
+        if isinstance(exc, KubeCredentialError) and self._created and \
+                "left behind:" not in exc.message:
+            exc.message += "; left behind (created by this run, not deleted): " + \
+                ", ".join(self.left())
+        self.close()
+
+    # ---------------------------------------------------------------- resources
+    def resource(self, kind: str, api_version: str = "v1") -> Resource:
+        """The resource of `kind` in `api_version`, as the server's discovery names it."""
+        return Resource(self, self.discovery.resolve(kind, api_version))
+
+    def resource_of(self, obj: dict) -> Resource:
+        return self.resource(obj.get("kind", ""), obj.get("apiVersion", "v1"))
+
+    def version(self) -> dict:
+        """The server's /version (gitVersion, platform)."""
+        return self.call("GET", "/version")
+
+    # ---------------------------------------------------------------- raw calls
+    def _raise_for(self, response: httpx.Response, where: str) -> None:
+        error = for_status(response.status_code, _message(response) if
+                           response.status_code >= 400 else "", where)
+        if error is not None:
+            raise error
+
+    def request(self, method: str, path: str, *, body: Any = None,
+                query: dict | None = None, where: str | None = None,
+                timeout: float | None = None) -> httpx.Response:
+        content_type = "application/merge-patch+json" if method == "PATCH" else \
+            "application/json"
+
+        def send() -> httpx.Response:
+            return self._http.request(
+                method, path, params=query or None,
+                content=json.dumps(body).encode() if body is not None else None,
+                headers={"Content-Type": content_type} if body is not None else None,
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+
+        try:
+            if method == "GET":  # reads are safe to repeat over a dropped connection
+                for attempt in stamina.retry_context(on=httpx.TransportError, attempts=3,
+                                                     wait_initial=0.2, wait_max=2.0):
+                    with attempt:
+                        response = send()
+            else:  # a write is never repeated blindly: the first one may have landed
+                response = send()
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
+                from None
+        self._raise_for(response, where or path)
+        return response
+
+    def call(self, method: str, path: str, body: Any = None, query: dict | None = None,
+             where: str | None = None) -> dict:
+        """One API request by path (this package, and tests); returns the JSON body as a
+        dict, or raises a typed error. Flows use `resource()`."""
+        response = self.request(method, path, body=body, query=query, where=where)
+        return response.json() if response.content else {}
+
+    def get(self, path: str, **query: Any) -> dict:
+        return self.call("GET", path, query=query or None)
+
+    def maybe_get(self, path: str) -> dict | None:
+        try:
+            return self.get(path)
+        except NotFound:
+            return None
+
+    def list(self, path: str, **query: Any) -> list[dict]:
+        return self.get(path, **query).get("items", [])
+
+    def patch(self, path: str, patch: dict) -> dict:
+        return self.call("PATCH", path, body=patch)
+
+    def delete(self, path: str, uid: str | None = None, grace_seconds: int | None = None
+               ) -> dict | None:
+        """Delete by path; with `uid` only that very object. None when it was already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
+                                "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            deleted = self.call("DELETE", path, body=body)
+        except NotFound:
+            self._created.pop(path, None)
+            return None
+        self._created.pop(path, None)
+        return deleted
+
+    # ---------------------------------------------------------------- objects
+    def object_path(self, obj: dict) -> str:
+        meta = obj["metadata"]
+        resource = self.resource_of(obj)
+        namespace = meta.get("namespace", "default") if resource.info.namespaced else None
+        return resource.path(meta["name"], namespace)
+
+    def collection_path(self, obj: dict) -> str:
+        resource = self.resource_of(obj)
+        namespace = obj["metadata"].get("namespace", "default") \
+            if resource.info.namespaced else None
+        return resource.path(None, namespace)
+
+    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+        """Create an object from its manifest dict (any kind the server discovers); with
+        `dry_run` the server only says what it would have stored (`dryRun=All`)."""
+        created = self.call("POST", self.collection_path(obj), body=obj,
+                            query={"dryRun": "All"} if dry_run else None,
+                            where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+        if not dry_run:
+            self._remember(obj)
+        return created
+
+    def _remember(self, obj: dict) -> None:
+        kind, meta = obj.get("kind"), obj["metadata"]
+        if kind != "Namespace":  # namespaces are kept on purpose (shared by runs)
+            where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+            self._created[self.object_path(obj)] = f"{kind} {where}{meta['name']}"
+
+    def replace(self, obj: dict) -> dict:
+        return self.call("PUT", self.object_path(obj), body=obj,
+                         where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+
+    def apply(self, obj: dict) -> dict:
+        """Create, or replace an existing object of the same name (ConfigMap, Secret)."""
+        try:
+            return self.create(obj)
+        except Conflict:
+            current = self.get(self.object_path(obj))
+            updated = dict(obj)
+            updated["metadata"] = {**obj["metadata"],
+                                   "resourceVersion": current["metadata"]["resourceVersion"]}
+            return self.replace(updated)
+
+    def delete_object(self, obj: dict, *, grace_seconds: int | None = None) -> dict | None:
+        """Delete the object a manifest (or a read) names; that uid only when it has one."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        return self.delete(self.object_path(obj), uid=uid, grace_seconds=grace_seconds)
+
+    # ---------------------------------------------------------------- pods
+    def pod_path(self, namespace: str, name: str | None = None) -> str:
+        return self.resource("Pod").path(name or None, namespace)
+
+    def get_pod(self, namespace: str, name: str) -> dict | None:
+        return self.resource("Pod").maybe_get(name, namespace)
+
+    def pod_logs(self, namespace: str, name: str, container: str | None = None) -> str:
+        query = {"container": container} if container else None
+        try:
+            return self.request("GET", self.resource("Pod").path(name, namespace, "log"),
+                                query=query).text
+        except (NotFound, TransportError, InvalidInput) as exc:
+            return f"(logs unavailable: {exc.one_line()})"
+
+    def follow_logs(self, namespace: str, name: str, container: str | None = None,
+                    timeout_seconds: float = 3600) -> Iterator[str]:
+        """The container's log as it is written (`kubectl logs -f`): one line at a time until
+        the container ends or `timeout_seconds` pass. Raises like `request` while the
+        container has not started (400 "ContainerCreating"), so callers retry."""
+        query: dict[str, Any] = {"follow": "true"}
+        if container:
+            query["container"] = container
+        path = self.resource("Pod").path(name, namespace, "log")
+        try:
+            with self._http.stream("GET", path, params=query,
+                                   timeout=httpx.Timeout(timeout_seconds, connect=10.0,
+                                                         read=timeout_seconds)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise_for(response, path)
+                yield from response.iter_lines()
+        except httpx.HTTPError as exc:
+            raise TransportError(f"log stream ended: {exc}", where=path) from None
+
+    def events_for(self, namespace: str, kind: str, name: str) -> builtins.list[dict]:
+        return self.resource("Event").list(
+            namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")
+
+    # ---------------------------------------------------------------- watch
+    def watch_path(self, path: str, *, field_selector: str | None = None,
+                   label_selector: str | None = None, resource_version: str | None = None,
+                   timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """Stream watch events of a collection until the server-side timeout. A watch ends
+        no later than the credential's renewal point (just after it): callers loop, and their
+        next request renews it while the old one is still valid."""
+        renew_in = self.credentials.renew_in()
+        if renew_in is not None:
+            timeout_seconds = max(1, min(timeout_seconds, int(renew_in) + 1))
+        query: dict[str, Any] = {"watch": "true", "timeoutSeconds": timeout_seconds,
+                                 "allowWatchBookmarks": "false"}
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        try:
+            with self._http.stream("GET", path, params=query,
+                                   timeout=httpx.Timeout(timeout_seconds + 15.0,
+                                                         connect=10.0)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise_for(response, path)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield WatchEvent.model_validate(json.loads(line))
+        except httpx.HTTPError as exc:
+            raise TransportError(f"watch failed: {exc}", where=path) from None
+
