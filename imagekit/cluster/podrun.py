@@ -10,7 +10,8 @@ starts Pods shares (probe, gpu-preflight, the fleet preflight, gpujob, cluster a
 - `collect`: its status, events and log;
 - `cleanup`: every DELETE first, in reverse order (a run stopped by a credential that could
   not be renewed has only the last good credential's remaining moments, and those go to the
-  deletes), then a watch until each object is gone. What could not be deleted is named in the
+  deletes), then a watch until each Pod (and each object the server kept, marked for
+  deletion) is gone. What could not be deleted is named in the
   report (`left`), never dropped silently.
 """
 
@@ -210,7 +211,11 @@ class PodRun:
                                           grace_seconds=grace_seconds if kind == "Pod" else None)
                 if deleted is not None:
                     report.deleted.append(label)
-                    pending.append((kind, name, uid))
+                    # waited for: a Pod (graceful termination), or what the server kept
+                    # (its answer is the object, marked for deletion: finalizers)
+                    if kind == "Pod" or (deleted.get("kind") != "Status" and (
+                            deleted.get("metadata") or {}).get("deletionTimestamp")):
+                        pending.append((kind, name, uid))
             except ImagekitError as exc:
                 report.errors[label] = exc
         pods = self.kube.resource("Pod")
