@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.kube.errors import UnknownResource
+from imagekit.kube.errors import NotFound, UnknownResource
 
 #: the only two path roots of the API (core group, named groups); everything else builds on
 #: `ResourceInfo.path`
@@ -72,7 +72,11 @@ class Discovery:
             known = self._lists.get(api_version)
             if known is not None:
                 return known
-            body = self._fetch(group_version_root(api_version))
+            try:
+                body = self._fetch(group_version_root(api_version))
+            except NotFound:
+                raise UnknownResource(f"the API server serves no {api_version}",
+                                      where=group_version_root(api_version)) from None
             self.requests += 1
             found: dict[str, ResourceInfo] = {}
             for entry in body.get("resources", []):

@@ -47,6 +47,8 @@ def test_an_unknown_kind_or_a_missing_namespace_is_refused() -> None:
     kube = FakeKube()
     with pytest.raises(UnknownResource, match="serves no kind 'Job' in v1"):
         kube.resource("Job")        # Jobs are batch/v1: no guessing of the group
+    with pytest.raises(UnknownResource, match="serves no example.com/v9"):
+        kube.resource("Widget", "example.com/v9")   # a group-version the server lacks: 404
     with pytest.raises(InvalidInput, match="needs a namespace"):
         kube.resource("Pod").get("x")
     assert kube.object_path({"apiVersion": "v1", "kind": "Secret",
