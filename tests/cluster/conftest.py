@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+
 @pytest.fixture(scope="session")
 def cluster_state():
     from imagekit.infra.state import load_state
@@ -101,8 +102,8 @@ def vllm_image(cluster_state, tmp_path_factory):
     Built once per session: test_accept_real and the three actors' journey share it."""
     from imagekit.engine import Engine
     from imagekit.evidence import EvidenceStore
-    from imagekit.oci import ImageReference
     from imagekit.imagesverify import verify_images
+    from imagekit.oci import ImageReference
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 

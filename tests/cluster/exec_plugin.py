@@ -64,7 +64,7 @@ def main() -> int:
     version = "client.authentication.k8s.io/v0" if args.mode == "wrong-version" \
         else info["apiVersion"]
     expires = time.time() + args.ttl
-    stamp = dt.datetime.fromtimestamp(expires, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = dt.datetime.fromtimestamp(expires, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     # RFC 3339 in whole seconds (as real plugins print): the token itself holds the exact ms,
     # and the stamp is rounded down, so imagekit renews no later than the front expires it
     if args.mode == "cert":       # a client certificate instead of a token (STATE/client.*)

@@ -17,8 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.clusteraccept.run import (CPU_ENGINE_ARGS, CPU_ENGINE_ENV, AcceptOptions, Hooks,
-                                        run_accept)
+from imagekit.clusteraccept.run import (
+    CPU_ENGINE_ARGS,
+    CPU_ENGINE_ENV,
+    AcceptOptions,
+    Hooks,
+    run_accept,
+)
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference
 from imagekit.results import Status
@@ -45,9 +50,8 @@ def accept_ns(kube):
 def model_claim(kube, accept_ns):
     """The stand-in model on a local PV only nodes labelled imagekit.dev/model-storage=local
     can mount, and its read-only claim; the node gets the label (it is left: others use it)."""
+    from imagekit.cluster.modelvolume import delete_model_volume, ensure_model_volume, label_node
     from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
-    from imagekit.cluster.modelvolume import (delete_model_volume, ensure_model_volume,
-                                              label_node)
 
     from .helpers import NODE
 
@@ -111,7 +115,7 @@ class _Switch(Hooks):
                 time.sleep(1)
             current = kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
             kube.replace({**current, "data": {**current["data"], "generation": "2\n"}})
-            self.switched_at = dt.datetime.now(dt.timezone.utc)
+            self.switched_at = dt.datetime.now(dt.UTC)
 
         self.thread = threading.Thread(target=switch, daemon=True)
         self.thread.start()
@@ -219,8 +223,8 @@ def test_a_budget_shorter_than_the_observed_start_is_reported_before_submission(
 
 def test_a_node_without_the_storage_label_is_a_finding_and_nothing_is_created(
         kube, accept_ns, vllm_image) -> None:
-    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
     from imagekit.cluster.modelvolume import delete_model_volume, volume_manifests
+    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
 
     tag, digest, store = vllm_image
     key = f"imagekit.dev/model-storage-{secrets.token_hex(3)}"     # no node carries it

@@ -311,10 +311,10 @@ def test_configmap_switch_while_controller_waits(kube, python_image, cluster_sta
     started = {mode: _controller_run(kube, ns, python_image, mode, secret)
                for mode in ("absolute", "resolve")}
     try:
-        for mode, (name, _) in started.items():
+        for name, _ in started.values():
             wait_running(kube, ns, name, timeout=120)
         time.sleep(2)  # both controllers are inside wait_ready() now
-        for mode, (name, cm) in started.items():
+        for _name, cm in started.values():
             updated = dict(cm)
             updated["data"] = {**cm["data"], "generation": "2\n"}
             kube.apply(updated)                      # the kubelet swaps ..data, drops old dir
@@ -329,7 +329,7 @@ def test_configmap_switch_while_controller_waits(kube, python_image, cluster_sta
         assert phase == "Failed", log
         assert "No such file or directory" in log and '"phase": "controller"' in log
     finally:
-        for mode, (name, _) in started.items():
+        for name, _ in started.values():
             delete_and_wait(kube, ns, name, timeout=POD_GONE_S)
             kube.delete(f"/api/v1/namespaces/{ns}/configmaps/{name}")
 

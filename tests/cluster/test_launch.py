@@ -14,7 +14,11 @@ import pytest
 
 from imagekit.errors import InvalidInput
 from imagekit.launch import (
-    ServeConfig, parse_startup_log, required_startup_seconds, serve_argv, startup_budget_check,
+    ServeConfig,
+    parse_startup_log,
+    required_startup_seconds,
+    serve_argv,
+    startup_budget_check,
 )
 from imagekit.launch.budget import ProbeBudget
 from imagekit.results import Status
@@ -124,9 +128,9 @@ def record_first_start() -> str:
     lines.append("[2026-05-12 08:25:52 TP0] Capture cuda graph begin. This can take up to several "
                  "minutes. avail mem=20.31 GB")
     lines.append("[2026-05-12 08:25:52 TP0] Capture cuda graph bs [1, 2, 4]")
-    lines.append("Capturing batches (bs=4 avail_mem=20.30 GB):   0%|          | 0/3 [00:00<?, ?it/s]"
-                 "\rCapturing batches (bs=1 avail_mem=20.11 GB): 100%|██████████| 3/3 "
-                 "[01:24<00:00, 28.21s/it]")
+    lines.append("Capturing batches (bs=4 avail_mem=20.30 GB):   0%|          | 0/3 "
+                 "[00:00<?, ?it/s]\rCapturing batches (bs=1 avail_mem=20.11 GB): "
+                 "100%|██████████| 3/3 [01:24<00:00, 28.21s/it]")
     for rank in range(8):
         lines.append(f"[2026-05-12 08:27:17 TP{rank}] Capture cuda graph end. Time elapsed: "
                      f"{84.66 + rank * 0.01:.2f} s. mem usage=0.41 GB. avail mem=19.90 GB.")
@@ -135,7 +139,8 @@ def record_first_start() -> str:
     assert len(buckets) == 42 and buckets[0] == 4 and buckets[-1] == 2048
     lines.append("[2026-05-12 08:27:17 TP0] Capture piecewise CUDA graph begin. avail mem=19.90 GB")
     lines.append(f"[2026-05-12 08:27:17 TP0] Capture cuda graph num tokens {buckets}")
-    lines.append("Compiling num tokens (num_tokens=2048):   2%|▏         | 1/42 [00:31<21:41, 31.74s/it]")
+    lines.append("Compiling num tokens (num_tokens=2048):   2%|▏         | 1/42 "
+                 "[00:31<21:41, 31.74s/it]")
     return "\n".join(lines) + "\n"
 
 
