@@ -171,7 +171,7 @@ def _pod_attempt(tmp_path: Path) -> Path:
 
 def _controller_log(store_root: Path, capsys) -> str:
     """What the controller Pod prints: accept_suites.emit (the in-Pod side of the protocol)
-    and controller.report, run here from manifests/controller/ as the Pod runs them."""
+    and controller.report, run here from the packaged controller scripts as the Pod runs them."""
     import importlib.util
 
     from imagekit.cluster.manifests import MANIFESTS_DIR
