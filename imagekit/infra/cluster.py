@@ -35,8 +35,11 @@ import ssl
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import tomli_w
+import yaml
 
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import podnet, processes
@@ -253,6 +256,59 @@ def _api_get(p: ClusterPaths, path: str) -> httpx.Response | None:
 
 # ------------------------------------------------------------------------------ containerd config
 
+def containerd_config(d: Path) -> dict[str, Any]:
+    """containerd's config.toml (version 2) for the cluster rooted at `d` (written by tomli-w)."""
+    cri: dict[str, Any] = {
+        "sandbox_image": PAUSE_IMAGE,
+        "stream_server_address": "127.0.0.1",
+        "stream_server_port": "0",
+        "containerd": {
+            "snapshotter": "overlayfs",
+            "default_runtime_name": "runc",
+            "runtimes": {"runc": {
+                "runtime_type": "io.containerd.runc.v2",
+                "options": {"SystemdCgroup": False, "BinaryName": f"{d}/runc-wrap"}}},
+        },
+        "cni": {"bin_dir": f"{d}/cni-bin", "conf_dir": f"{d}/cni-conf"},
+        "registry": {"config_path": f"{d}/certs.d"},
+    }
+    return {
+        "version": 2,
+        "root": f"{d}/root",
+        "state": f"{d}/state",
+        "grpc": {"address": f"{d}/containerd.sock"},
+        "ttrpc": {"address": f"{d}/containerd.sock.ttrpc"},
+        "plugins": {"io.containerd.grpc.v1.cri": cri,
+                    "io.containerd.internal.v1.opt": {"path": f"{d}/opt"}},
+    }
+
+
+def kubelet_config_doc(pki: Path) -> dict[str, Any]:
+    """The kubelet's KubeletConfiguration (written by yaml.safe_dump)."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": "127.0.0.1",
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": f"{pki}/ca.crt"}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                         "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        # ConfigMap updates reach mounted volumes at the Pod's next sync: 10 s instead of 1 min,
+        # so the ConfigMap-switch regression test does not wait a minute per update.
+        "syncFrequency": "10s",
+        "clusterDomain": "cluster.local",
+    }
+
+
 def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     d = p.ctrd
     for sub in ("cni-bin", "cni-conf", "certs.d", "root", "state", "opt"):
@@ -261,33 +317,7 @@ def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     # The CNI network is not part of config.toml (nor of the fingerprint): containerd watches
     # conf_dir and uses a new network for new sandboxes without a restart.
     podnet.install_cni(d / "cni-bin", d / "cni-conf", d / "cni-ipam")
-    config = f"""version = 2
-root = "{d}/root"
-state = "{d}/state"
-[grpc]
-  address = "{d}/containerd.sock"
-[ttrpc]
-  address = "{d}/containerd.sock.ttrpc"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "{d}/runc-wrap"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{d}/cni-bin"
-    conf_dir = "{d}/cni-conf"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "{d}/certs.d"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{d}/opt"
-"""
+    config = tomli_w.dumps(containerd_config(d))
     (d / "config.toml").write_text(config)
     hosts = write_registry_hosts(p.certs_d, state)
     return hashlib.sha256((config + hosts).encode()).hexdigest()[:16]
@@ -299,11 +329,11 @@ def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
     tree") and silently uses its loopback default (plain HTTP, no CA); a `[host."https://…"]`
     section instead would be tried first and `server` retried WITHOUT its CA, so a wrong digest
     would surface as an x509 error instead of "not found"."""
-    lines = [f'server = "{scheme}://{address}"', 'capabilities = ["pull", "resolve"]']
+    doc: dict[str, Any] = {"server": f"{scheme}://{address}", "capabilities": ["pull", "resolve"]}
     if ca is not None:
-        lines.append(f'ca = "{ca}"')
-    lines.append("[host]")
-    return "\n".join(lines) + "\n"
+        doc["ca"] = str(ca)
+    doc["host"] = {}
+    return tomli_w.dumps(doc)
 
 
 def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
@@ -457,25 +487,7 @@ def up(state: InfraState) -> ComponentStatus:
     _wait("containerd socket", p.containerd_sock.exists, 30, ctrd)
     _import_images(p)
     kubelet_config = p.root / "kubelet-config.yaml"
-    kubelet_config.write_text(f"""apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-cgroupDriver: cgroupfs
-failSwapOn: false
-authentication: {{anonymous: {{enabled: false}}, webhook: {{enabled: false}}, x509: {{clientCAFile: "{pki}/ca.crt"}}}}
-authorization: {{mode: AlwaysAllow}}
-evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-# ConfigMap updates reach mounted volumes at the Pod's next sync: 10 s instead of 1 min, so the
-# ConfigMap-switch regression test does not wait a minute per update.
-syncFrequency: 10s
-clusterDomain: cluster.local
-""")
+    kubelet_config.write_text(yaml.safe_dump(kubelet_config_doc(p.pki), sort_keys=False))
     p.kubelet.mkdir(parents=True, exist_ok=True)
     labels = ",".join(f"{k}={v}" for k, v in NODE_LABELS.items())
     kubelet = _start("k8s-kubelet", [
