@@ -43,6 +43,7 @@ import yaml
 
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import podnet, processes
+from imagekit.infra.pki import write_cluster_pki
 from imagekit.infra.state import REGISTRY_LAYOUT, ComponentStatus, InfraState, StatePaths
 from imagekit.progress import current as current_progress
 from imagekit.progress import run_logged
@@ -181,38 +182,15 @@ def ensure_built(log: Path) -> None:
 # ------------------------------------------------------------------------------ PKI, kubeconfig
 
 def _ensure_pki(p: ClusterPaths) -> None:
-    """Cluster CA, apiserver cert, kubelet-client cert, service-account key, admin token.
+    """Cluster CA, apiserver cert, kubelet-client cert, service-account key (`cryptography`,
+    imagekit.infra.pki.write_cluster_pki), admin token.
 
     Separate from the registries' CA on purpose: the cluster's trust is its own."""
     if (p.pki / "sa.pub").is_file() and p.kubeconfig.is_file() and p.tokens.is_file():
         return
     p.pki.mkdir(parents=True, exist_ok=True)
     os.chmod(p.root, 0o700)
-    log = p.logs / "k8s-pki.log"
-    k = str(p.pki)
-
-    def ossl(*args: str) -> None:
-        _run(["openssl", *args], "openssl " + args[0], log=log)
-
-    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=imagekit-k8s-ca",
-         "-keyout", f"{k}/ca.key", "-out", f"{k}/ca.crt")
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
-         "-keyout", f"{k}/apiserver.key", "-out", f"{k}/apiserver.csr")
-    (p.pki / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.96.0.1\n")
-    ossl("x509", "-req", "-in", f"{k}/apiserver.csr", "-CA", f"{k}/ca.crt", "-CAkey", f"{k}/ca.key",
-         "-CAcreateserial", "-days", "3650", "-extfile", f"{k}/san.ext", "-out", f"{k}/apiserver.crt")
-    # client cert the apiserver presents to the kubelet (logs, exec)
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj",
-         "/O=system:masters/CN=kube-apiserver-kubelet-client",
-         "-keyout", f"{k}/kubelet-client.key", "-out", f"{k}/kubelet-client.csr")
-    ossl("x509", "-req", "-in", f"{k}/kubelet-client.csr", "-CA", f"{k}/ca.crt", "-CAkey",
-         f"{k}/ca.key", "-CAcreateserial", "-days", "3650", "-out", f"{k}/kubelet-client.crt")
-    ossl("genrsa", "-out", f"{k}/sa.key", "2048")
-    ossl("rsa", "-in", f"{k}/sa.key", "-pubout", "-out", f"{k}/sa.pub")
-    for key in p.pki.glob("*.key"):
-        os.chmod(key, 0o600)
+    write_cluster_pki(p.pki)
     token = secrets.token_hex(16)
     _write_private(p.tokens, f"{token},admin,admin,system:masters\n")
     kubeconfig = {
