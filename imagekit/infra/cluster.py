@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import tomli_w
 import yaml
 
@@ -523,8 +524,8 @@ def down(state: InfraState) -> None:
 
 def _unmount_below(root: Path) -> None:
     prefix = str(root) + "/"
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-              if line.split()[1].startswith(prefix)]
+    mounts = [part.mountpoint for part in psutil.disk_partitions(all=True)
+              if part.mountpoint.startswith(prefix)]
     for mount in sorted(mounts, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
 
