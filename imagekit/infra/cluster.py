@@ -34,6 +34,7 @@ import shutil
 import ssl
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -296,10 +297,14 @@ def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     # The CNI network is not part of config.toml (nor of the fingerprint): containerd watches
     # conf_dir and uses a new network for new sandboxes without a restart.
     podnet.install_cni(d / "cni-bin", d / "cni-conf", d / "cni-ipam")
-    config = tomli_w.dumps(containerd_config(d))
-    (d / "config.toml").write_text(config)
+    config = containerd_config(d)
+    (d / "config.toml").write_text(tomli_w.dumps(config))
     hosts = write_registry_hosts(p.certs_d, state)
-    return hashlib.sha256((config + hosts).encode()).hexdigest()[:16]
+    # The fingerprint (a change restarts containerd and the kubelet) is of what the files MEAN:
+    # canonical JSON of the documents, so a new tomli-w that lays the text out differently
+    # restarts nothing. (Before issue 25 it hashed the f-string text: the first `infra up
+    # --cluster` with this code restarts both once.)
+    return hashlib.sha256((json.dumps(config, sort_keys=True) + hosts).encode()).hexdigest()[:16]
 
 
 def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
@@ -316,7 +321,8 @@ def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
 
 
 def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
-    """hosts.toml for every loopback registry in the infra state; returns their joined text."""
+    """hosts.toml for every loopback registry in the infra state; returns what they say (each
+    document as canonical JSON, with its CA), joined: the input of the config fingerprint."""
     texts = []
     # the cluster pulls from the contract's three registries; the referrers-API registry (a
     # hop for attestations, manifests in memory) is not one of its mirrors
@@ -331,7 +337,8 @@ def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
             shutil.copy2(source, ca)
         text = registry_hosts_toml(endpoint.address, endpoint.scheme, ca)
         (directory / "hosts.toml").write_text(text)
-        texts.append(text + (ca.read_text() if ca else ""))
+        texts.append(json.dumps(tomllib.loads(text), sort_keys=True)
+                     + (ca.read_text() if ca else ""))
     return "".join(texts)
 
 

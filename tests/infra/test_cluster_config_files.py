@@ -154,3 +154,39 @@ def test_rendered_into_a_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert hosts == {"server": "http://127.0.0.1:5001", "capabilities": ["pull", "resolve"],
                      "host": {}}
     assert cluster._write_containerd_config(paths, state) == fp     # stable fingerprint
+
+
+def test_fingerprint_follows_meaning_not_layout(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config fingerprint (a change restarts containerd and the kubelet) stays when only
+    the layout of the TOML changes, and changes with a value."""
+    import tomli_w
+
+    from imagekit.infra.state import InfraState, RegistryEndpoint
+
+    monkeypatch.setattr(cluster.podnet, "install_cni", lambda *a: None)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("CA")
+    state = InfraState(
+        state_dir=tmp_path, docker_config_dir=tmp_path, ca_file=ca,
+        registries={"target": RegistryEndpoint(name="target", address="127.0.0.1:5003",
+                                               scheme="https", auth="bearer", ca_file=ca)})
+    paths = cluster.ClusterPaths(tmp_path)
+    fp = cluster._write_containerd_config(paths, state)
+    hosts_file = paths.certs_d / "127.0.0.1:5003/hosts.toml"
+    layout = hosts_file.read_text()
+    dumps = tomli_w.dumps
+    monkeypatch.setattr(cluster.tomli_w, "dumps",
+                        lambda doc: dumps(doc, multiline_strings=True, indent=2))
+    assert cluster._write_containerd_config(paths, state) == fp
+    assert hosts_file.read_text() != layout                 # other layout, same meaning
+    original = cluster.containerd_config
+
+    def systemd(d: Path) -> dict:
+        doc = original(d)
+        doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"][
+            "options"]["SystemdCgroup"] = True
+        return doc
+
+    monkeypatch.setattr(cluster, "containerd_config", systemd)
+    assert cluster._write_containerd_config(paths, state) != fp
