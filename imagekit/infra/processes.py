@@ -355,7 +355,11 @@ def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
 def port_holders(port: int) -> list[tuple[int, list[str]]]:
     """(pid, cmdline) of processes with a listening TCP socket on `port` (any address)."""
     holders: list[tuple[int, list[str]]] = []
-    pids = sorted({c.pid for c in psutil.net_connections(kind="tcp")
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:      # not root: nobody's sockets can be named
+        return holders
+    pids = sorted({c.pid for c in connections
                    if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
                    and c.pid is not None})
     for pid in pids:
