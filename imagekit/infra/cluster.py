@@ -297,14 +297,27 @@ def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     # The CNI network is not part of config.toml (nor of the fingerprint): containerd watches
     # conf_dir and uses a new network for new sandboxes without a restart.
     podnet.install_cni(d / "cni-bin", d / "cni-conf", d / "cni-ipam")
-    config = containerd_config(d)
-    (d / "config.toml").write_text(tomli_w.dumps(config))
+    config = _ensure_toml(d / "config.toml", containerd_config(d))
     hosts = write_registry_hosts(p.certs_d, state)
-    # The fingerprint (a change restarts containerd and the kubelet) is of what the files MEAN:
-    # canonical JSON of the documents, so a new tomli-w that lays the text out differently
-    # restarts nothing. (Before issue 25 it hashed the f-string text: the first `infra up
-    # --cluster` with this code restarts both once.)
-    return hashlib.sha256((json.dumps(config, sort_keys=True) + hosts).encode()).hexdigest()[:16]
+    # The fingerprint (a change restarts containerd and the kubelet) is of the files' bytes,
+    # and a file is rewritten only when what it says changes: so a file another layout wrote
+    # (the f-string templates before issue 25, another tomli-w) with the same meaning is kept,
+    # and so is the fingerprint of the daemons running on it.
+    return hashlib.sha256((config + hosts).encode()).hexdigest()[:16]
+
+
+def _ensure_toml(path: Path, doc: dict[str, Any]) -> str:
+    """Write `doc` to `path` (tomli-w) unless the file there already says exactly that (same
+    document, whatever its layout); the file's text."""
+    try:
+        text = path.read_text()
+        if tomllib.loads(text) == doc:
+            return text
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        pass
+    text = tomli_w.dumps(doc)
+    path.write_text(text)
+    return text
 
 
 def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
@@ -321,8 +334,8 @@ def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
 
 
 def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
-    """hosts.toml for every loopback registry in the infra state; returns what they say (each
-    document as canonical JSON, with its CA), joined: the input of the config fingerprint."""
+    """hosts.toml for every loopback registry in the infra state (rewritten only when what it
+    says changes); returns their texts and CAs joined, an input of the config fingerprint."""
     texts = []
     # the cluster pulls from the contract's three registries; the referrers-API registry (a
     # hop for attestations, manifests in memory) is not one of its mirrors
@@ -335,10 +348,9 @@ def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
             source = endpoint.ca_file or state.ca_file
             ca = directory / "ca.crt"
             shutil.copy2(source, ca)
-        text = registry_hosts_toml(endpoint.address, endpoint.scheme, ca)
-        (directory / "hosts.toml").write_text(text)
-        texts.append(json.dumps(tomllib.loads(text), sort_keys=True)
-                     + (ca.read_text() if ca else ""))
+        text = _ensure_toml(directory / "hosts.toml", tomllib.loads(
+            registry_hosts_toml(endpoint.address, endpoint.scheme, ca)))
+        texts.append(text + (ca.read_text() if ca else ""))
     return "".join(texts)
 
 

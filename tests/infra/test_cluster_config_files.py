@@ -156,10 +156,14 @@ def test_rendered_into_a_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert cluster._write_containerd_config(paths, state) == fp     # stable fingerprint
 
 
-def test_fingerprint_follows_meaning_not_layout(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The config fingerprint (a change restarts containerd and the kubelet) stays when only
-    the layout of the TOML changes, and changes with a value."""
+def test_same_meaning_keeps_the_file_and_the_fingerprint(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config fingerprint (a change restarts containerd and the kubelet) is of the files'
+    bytes, and a file is rewritten only when its meaning changes: files the former templates
+    wrote (the running cluster's) are kept, with the fingerprint the former code computed, so
+    the first `infra up --cluster` with this code restarts nothing. A changed value rewrites."""
+    import hashlib
+
     import tomli_w
 
     from imagekit.infra.state import InfraState, RegistryEndpoint
@@ -172,14 +176,24 @@ def test_fingerprint_follows_meaning_not_layout(tmp_path: Path,
         registries={"target": RegistryEndpoint(name="target", address="127.0.0.1:5003",
                                                scheme="https", auth="bearer", ca_file=ca)})
     paths = cluster.ClusterPaths(tmp_path)
-    fp = cluster._write_containerd_config(paths, state)
+    config_file = paths.ctrd / "config.toml"
     hosts_file = paths.certs_d / "127.0.0.1:5003/hosts.toml"
-    layout = hosts_file.read_text()
+    fp = cluster._write_containerd_config(paths, state)
+    assert config_file.read_text() == tomli_w.dumps(containerd_config(paths.ctrd))
+    # another layout of the same documents (a future tomli-w): nothing rewritten, same print
     dumps = tomli_w.dumps
     monkeypatch.setattr(cluster.tomli_w, "dumps",
                         lambda doc: dumps(doc, multiline_strings=True, indent=2))
     assert cluster._write_containerd_config(paths, state) == fp
-    assert hosts_file.read_text() != layout                 # other layout, same meaning
+    # the former templates' files (what the running cluster has): kept, the former print
+    legacy = _legacy_containerd(paths.ctrd)
+    legacy_hosts = _legacy_hosts("127.0.0.1:5003", "https", hosts_file.parent / "ca.crt")
+    config_file.write_text(legacy)
+    hosts_file.write_text(legacy_hosts)
+    former = hashlib.sha256((legacy + legacy_hosts + "CA").encode()).hexdigest()[:16]
+    assert cluster._write_containerd_config(paths, state) == former
+    assert config_file.read_text() == legacy and hosts_file.read_text() == legacy_hosts
+    # a changed value: rewritten, another print
     original = cluster.containerd_config
 
     def systemd(d: Path) -> dict:
@@ -189,4 +203,5 @@ def test_fingerprint_follows_meaning_not_layout(tmp_path: Path,
         return doc
 
     monkeypatch.setattr(cluster, "containerd_config", systemd)
-    assert cluster._write_containerd_config(paths, state) != fp
+    assert cluster._write_containerd_config(paths, state) not in (fp, former)
+    assert tomllib.loads(config_file.read_text()) == systemd(paths.ctrd)
