@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from imagekit.cli import rehearsal
+from imagekit import rehearsal
 from imagekit.progress import LineProgress, ProgressEvent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def _run(code: int, heartbeat: float = 0.4, judged_after: bool = False
     out = io.StringIO()
     sink = LineProgress(out, as_json=True, heartbeat_s=heartbeat)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = rehearsal._run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink,
+    done = rehearsal.run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink,
                                judged_after=judged_after)
     sink.close()
     return done, [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
@@ -82,7 +82,7 @@ def test_a_killed_steps_open_phases_end_as_failed() -> None:
     out = io.StringIO()
     sink = LineProgress(out, as_json=True, heartbeat_s=60)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = rehearsal._run_live([sys.executable, "-c", KILLED], env, "demo", sink)
+    done = rehearsal.run_live([sys.executable, "-c", KILLED], env, "demo", sink)
     assert done.returncode == -9
     events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
     child = [e for e in events if e.step == "demo › child"]
