@@ -330,7 +330,10 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
         sink = NullProgress()
 
         def __init__(self) -> None:
-            self.checks, self.calls, self.stores, self.argv = [], [], [], []
+            self.checks: list[CheckResult] = []
+            self.calls: list[tuple] = []
+            self.stores: list[Path | None] = []
+            self.argv: list[tuple[str, ...]] = []
 
         def add_check(self, check) -> None:
             self.checks.append(check)
