@@ -447,3 +447,17 @@ def test_no_cli_module_patches_a_command_at_import() -> None:
     assert info.callback is not None and info.callback.__module__ == "imagekit.cli.cluster"
     assert {"nodes", "gpus_per_node", "pods_per_node", "pod_env", "job_mode", "each_node"} <= \
         set(inspect.signature(info.callback).parameters)
+
+
+def test_package_data_is_not_a_module_but_its_locator_is_checked(tmp_path: Path) -> None:
+    """Scripts under assets/ (probes, controller files) run inside images and Pods and are not
+    layer-checked; assets/__init__.py is a type-layer module (importlib.resources is allowed,
+    an import of a higher layer is not)."""
+    root = _tree(tmp_path, {
+        "assets/__init__.py": "from importlib import resources\n\n\ndef f():\n"
+                              "    from imagekit.cli.app import app\n",
+        "assets/probes/p.py": "import importlib\n\nimportlib.import_module('vllm')\n",
+        "assets/manifests/controller/c.py": "from imagekit.acceptance import x\n",
+    })
+    problems = violations(root)
+    assert problems == ["assets/__init__.py (layer 1) imports imagekit.cli (layer 4)"], problems
