@@ -94,7 +94,7 @@ def test_precheck_names_the_node_without_the_storage_label() -> None:
 def test_phases_are_stamped_as_their_lines_arrive() -> None:
     from imagekit.clusteraccept.phases import PhaseTracker
 
-    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.UTC)
     seen = []
     tracker = PhaseTracker(started=t0, on_phase=seen.append)
     for n, line in enumerate(VLLM_START.splitlines()):
@@ -144,8 +144,12 @@ def _startup_evidence(store: EvidenceStore, observed: float, model: str) -> None
 
 def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
         tmp_path: Path) -> None:
-    from imagekit.clusteraccept.run import (DEFAULT_STARTUP_S, AcceptOptions, required_for,
-                                            startup_budget)
+    from imagekit.clusteraccept.run import (
+        DEFAULT_STARTUP_S,
+        AcceptOptions,
+        required_for,
+        startup_budget,
+    )
 
     store = EvidenceStore(tmp_path)
     options = AcceptOptions(namespace="ns")

@@ -19,6 +19,7 @@ from imagekit.report.resolve import resolve
 from imagekit.results import CheckResult, Status
 from tests.report.conftest import fake_digest
 
+
 @pytest.fixture(autouse=True)
 def _spec(spec_file) -> None:
     """Acceptances come from the test's own small spec (tests/report/conftest.py)."""
@@ -36,7 +37,7 @@ def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status
         name=name, profile="local", engine=name, base=base, cache_key="0" * 64,
         local_tag=f"imagekit-local/{name}:0000", image_id=image_id,
         reference=ImageReference.parse(f"127.0.0.1:5001/imagekit/{name}@{digest}"),
-        digest=digest, seconds=35.2, built=dt.datetime.now(dt.timezone.utc))
+        digest=digest, seconds=35.2, built=dt.datetime.now(dt.UTC))
     result = kinds.BuildResult(name=name, profile="local", engine=name, base=str(base),
                                base_digest=str(base.digest), image_id=str(image_id),
                                digest=str(digest), reference=str(record.reference),
