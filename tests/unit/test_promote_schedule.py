@@ -14,7 +14,7 @@ from imagekit.promote.copy import largest_first, promote
 
 
 def _blob(n: int, size: int) -> Descriptor:
-    return Descriptor(mediaType="application/vnd.oci.image.layer.v1.tar+gzip",
+    return Descriptor(media_type="application/vnd.oci.image.layer.v1.tar+gzip",
                       digest=Digest.of_bytes(str(n).encode()), size=size)
 
 
