@@ -9,10 +9,10 @@ promote, a third of what imagekit itself spends — on a 2-core machine, wall ti
 
 So the lean path carries a blob's exchanges — the blob GET and the upload PATCH, and the bodiless
 blob HEAD, upload POST and commit PUT (`Transport.send_small`: httpx's exchange costs ~0.5 ms
-more CPU, four per blob) — and only the ordinary case: no proxy configured, the registry answering directly. Everything else stays with
-httpx: the auth flow (the lean path only sends the header the flow already earned for those
-scopes), challenges, redirects (a blob GET redirected to storage), the ping, manifests. A lean
-GET answered anything but 200/206/404 is closed and the caller repeats it through httpx, which
+more CPU, four per blob) — and only the ordinary case: no proxy configured, the registry
+answering directly. Everything else stays with httpx: the auth flow (the lean path only sends
+the header the flow already earned for those scopes), challenges, redirects (a blob GET
+redirected to storage), the ping, manifests. A lean GET answered anything but 200/206/404 is closed and the caller repeats it through httpx, which
 handles that answer as it always did. Errors are raised as httpx's exception types, so the one
 retry policy (`retry.classify`) judges them the same way.
 
