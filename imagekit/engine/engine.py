@@ -8,6 +8,7 @@ stdout, its noise on stderr). Nothing here decides whether an outcome is good: o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -193,10 +194,8 @@ class Engine:
         return output
 
     def remove(self, ref: str, force: bool = False) -> None:
-        try:
+        with contextlib.suppress(DockerException):
             self.client.image.remove(ref, force=force)
-        except DockerException:
-            pass
 
     def import_rootfs(self, tarball: Path, tag: str, changes: Iterable[str] = ()) -> Digest:
         """`docker import` a root filesystem tarball (what debootstrap made) as an image."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import http.client
 import logging
 import os
-import socket
 import ssl
 import threading
 import urllib.request
@@ -51,7 +50,7 @@ def enabled() -> bool:
 class LeanResponse:
     """The parts of an `httpx.Response` the blob code uses: status, headers, body, close."""
 
-    def __init__(self, pool: "LeanPool", conn: http.client.HTTPConnection,
+    def __init__(self, pool: LeanPool, conn: http.client.HTTPConnection,
                  response: http.client.HTTPResponse) -> None:
         self._pool, self._conn, self._response = pool, conn, response
         self.status_code = response.status
@@ -69,7 +68,7 @@ class LeanResponse:
                 self._body = b""
         return self._body.decode(errors="replace")
 
-    def finish(self) -> "LeanResponse":
+    def finish(self) -> LeanResponse:
         """Read a small answer whole (an upload's 202) and give the connection back."""
         try:
             self._body = self._response.read(1 << 16)
@@ -96,7 +95,7 @@ class LeanResponse:
                 raise httpx.RemoteProtocolError(
                     "peer closed connection without sending complete message body "
                     f"(received {got + len(exc.partial)} bytes, expected {expected})") from None
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise httpx.ReadTimeout("timed out reading a blob body") from None
             except (OSError, http.client.HTTPException) as exc:
                 raise httpx.ReadError(f"{type(exc).__name__}: {exc}") from None
@@ -196,7 +195,7 @@ class LeanPool:
             except ssl.SSLError as exc:
                 conn.close()
                 raise httpx.ConnectError(str(exc)) from exc
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 conn.close()
                 raise httpx.ReadTimeout("timed out") from None
             except (OSError, http.client.HTTPException) as exc:

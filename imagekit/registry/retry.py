@@ -68,7 +68,7 @@ class RetryPolicy(BaseModel):
         return min(self.deadline, self.timeout)
 
     @classmethod
-    def from_env(cls) -> "RetryPolicy":
+    def from_env(cls) -> RetryPolicy:
         values: dict[str, float | int] = {}
         for field, env, kind in (("attempts", "IMAGEKIT_RETRY_ATTEMPTS", int),
                                  ("wait_initial", "IMAGEKIT_RETRY_WAIT_INITIAL", float),
@@ -81,7 +81,7 @@ class RetryPolicy(BaseModel):
                 values[field] = env_number(env, kind)  # one line naming a bad variable
         return cls(**values)
 
-    def budget(self, what: str) -> "Budget":
+    def budget(self, what: str) -> Budget:
         return Budget(self, what)
 
 

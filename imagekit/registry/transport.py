@@ -20,11 +20,22 @@ from imagekit.errors import ImagekitError, TransportError
 from imagekit.registry import lean, ratelimit
 from imagekit.registry.auth import SCOPES, RegistryAuth
 from imagekit.registry.credentials import CredentialSource
-from imagekit.registry.endpoint import api_host, is_loopback, is_verify_failure, ssl_cause, \
-    ssl_context
+from imagekit.registry.endpoint import (
+    api_host,
+    is_loopback,
+    is_verify_failure,
+    ssl_cause,
+    ssl_context,
+)
 from imagekit.registry.interrupt import check as check_stop
-from imagekit.registry.retry import RETRY_STATUSES, Budget, RetryableStatus, RetryPolicy, \
-    _unresolvable, wall_left
+from imagekit.registry.retry import (
+    RETRY_STATUSES,
+    Budget,
+    RetryableStatus,
+    RetryPolicy,
+    _unresolvable,
+    wall_left,
+)
 
 T = TypeVar("T")
 MAX_REDIRECTS = 10
@@ -150,7 +161,7 @@ class Transport:
 
     def send_body(self, method: str, url: str, *, scopes: list[str], budget: Budget,
                   headers: dict[str, str] | None = None, body=None, params=None
-                  ) -> "httpx.Response | lean.LeanResponse | None":
+                  ) -> httpx.Response | lean.LeanResponse | None:
         """A blob GET (`body` None, streamed) or upload PATCH (`body` an iterator, sent
         chunked) through the lean path (`lean.py`), with the Authorization header the httpx
         flow earned for `scopes`. None: the lean path does not apply here (off, a proxy, or a
