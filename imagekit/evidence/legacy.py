@@ -62,7 +62,7 @@ def _digest(value: Any) -> str | None:
     return None
 
 
-def _json(store: "EvidenceStore", record: "AttemptRecord", name: str) -> Any:
+def _json(store: EvidenceStore, record: AttemptRecord, name: str) -> Any:
     for entry in record.files:
         if entry.path == name and entry.size <= _MAX_JSON_BYTES:
             try:
@@ -72,7 +72,7 @@ def _json(store: "EvidenceStore", record: "AttemptRecord", name: str) -> Any:
     return None
 
 
-def _json_files(store: "EvidenceStore", record: "AttemptRecord") -> Iterator[tuple[str, Any]]:
+def _json_files(store: EvidenceStore, record: AttemptRecord) -> Iterator[tuple[str, Any]]:
     base = store.path_of(record)
     for entry in record.files:
         if not entry.path.endswith(".json") or entry.size > _MAX_JSON_BYTES:
@@ -93,7 +93,7 @@ def _int(value: Any) -> int | None:
 
 # -- subjects --------------------------------------------------------------------------------
 
-def subjects(store: "EvidenceStore", record: "AttemptRecord") -> list[Subject]:
+def subjects(store: EvidenceStore, record: AttemptRecord) -> list[Subject]:
     key = _digest(record.key)
     context = record.context
     if record.kind == "verify-copy":
@@ -128,7 +128,7 @@ def subjects(store: "EvidenceStore", record: "AttemptRecord") -> list[Subject]:
 
 # -- results ---------------------------------------------------------------------------------
 
-def result(store: "EvidenceStore", record: "AttemptRecord") -> EvidenceResult | None:
+def result(store: EvidenceStore, record: AttemptRecord) -> EvidenceResult | None:
     reader = _READERS.get(record.kind)
     if reader is None and record.kind.startswith("accept-"):
         reader = _accept

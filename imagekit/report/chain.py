@@ -21,6 +21,7 @@ from imagekit.report.trusted import Signed, signed_statements
 from imagekit.results import Status
 from imagekit.trust.policy import TrustPolicy, short_type
 
+
 def phase_of(predicate_type: str) -> str:
     name = short_type(predicate_type)
     if name in ("test-result", "sbom"):
@@ -119,9 +120,8 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
                       resolution: str | None = None) -> ImageReport:
     """The report of what this store holds plus the chain trusted keys signed (pulled from
     the registry first), with the gate decision `promote` would reach here."""
-    from imagekit.report.gate import check_promotable
-
     from imagekit.errors import ImagekitError
+    from imagekit.report.gate import check_promotable
 
     digest = Digest.parse(str(digest))
     pulled = None

@@ -37,11 +37,11 @@ from imagekit.oci.digest import Digest
 from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
 from imagekit.report.models import (
     AcceptanceVerdict,
-    ClusterStart,
-    GoodputPoint,
     BandwidthPoint,
+    ClusterStart,
     EndpointDigest,
     EvidenceLine,
+    GoodputPoint,
     ImageFacts,
     ImageReport,
     LatencySeries,
@@ -80,7 +80,7 @@ def all_records(store: EvidenceStore) -> list[AttemptRecord]:
     """Every finished attempt in the store. An attempt.json that cannot be read is an error
     (EvidenceError naming the key), never silently skipped: the verdict would be incomplete."""
     records = []
-    for key in store.keys():
+    for key in store.keys():  # noqa: SIM118 - EvidenceStore.keys() is a method, not a dict
         try:
             # keys() says `name:<slug>` but attempts() wants the bare slug for names
             records.extend(store.attempts(key.removeprefix("name:")))
@@ -460,7 +460,7 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         facts = facts.model_copy(update={"name": name})
     report = ImageReport(
         subject=str(digest), requested=requested or str(digest), resolution=resolution,
-        generated=dt.datetime.now(dt.timezone.utc), evidence_root=str(store.root),
+        generated=dt.datetime.now(dt.UTC), evidence_root=str(store.root),
         status=overall_status(current, outcomes),
         aliases=sorted(aliases - {str(digest)}), profile=profile, accepted=accepted,
         facts=facts, checks=current, history=history,

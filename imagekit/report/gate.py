@@ -80,8 +80,12 @@ def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requiremen
     """(decision, the lines it rests on) from the trusted statements about `digest`, beside
     what this store measured later (`local`: cluster probes…, each line naming its source)."""
     from imagekit.errors import ImagekitError
-    from imagekit.report.trusted import TEST_RESULT_TYPE, attested_decision, lines_of, \
-        signed_statements
+    from imagekit.report.trusted import (
+        TEST_RESULT_TYPE,
+        attested_decision,
+        lines_of,
+        signed_statements,
+    )
 
     problems, pulled, ignored = [], "", []
     if pull is not None:
