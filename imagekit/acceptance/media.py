@@ -150,4 +150,5 @@ def pixel_census(data: bytes, limit: int = 4) -> list[tuple[int, tuple[int, int,
 
 def dominant_colour(rgb: tuple[int, int, int]) -> str:
     """Nearest named colour; used to check the pixels sent are the pixels meant."""
-    return min(COLOURS, key=lambda name: sum((a - b) ** 2 for a, b in zip(COLOURS[name], rgb)))
+    return min(COLOURS, key=lambda name: sum((a - b) ** 2
+                                             for a, b in zip(COLOURS[name], rgb, strict=True)))

@@ -19,8 +19,14 @@ import re
 
 from imagekit.acceptance.models import Exchange
 from imagekit.acceptance.needle import NeedleDocument, make_document
-from imagekit.acceptance.protocol import (Verdict, combine, failed, passed, response_problems,
-                                          server_words)
+from imagekit.acceptance.protocol import (
+    Verdict,
+    combine,
+    failed,
+    passed,
+    response_problems,
+    server_words,
+)
 from imagekit.acceptance.suite import SuiteContext, user
 from imagekit.results import CheckResult, Status
 
