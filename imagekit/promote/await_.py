@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,7 +41,7 @@ DEFAULT_INTERVAL_S = 1.0
 MAX_INTERVAL_S = 30.0
 
 
-class PollState(str, Enum):
+class PollState(StrEnum):
     ABSENT = "absent"
     MANIFEST_ONLY = "manifest-only"
     BLOBS_PARTIAL = "blobs-partial"

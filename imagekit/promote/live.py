@@ -11,6 +11,7 @@ ERROR attempt with the hops it had recorded ("interrupted: process N is gone").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,7 +45,7 @@ class LiveAttempt:
 
     @classmethod
     def begin(cls, store: EvidenceStore, digest: Digest, context: dict[str, Any]
-              ) -> "LiveAttempt":
+              ) -> LiveAttempt:
         finish_orphans(store, digest)
         attempt = store.begin(digest, KIND, **context)
         attempt.write_json(RUNNING, {"pid": os.getpid(), "process_start": _process_start(
@@ -97,7 +98,8 @@ def finish_orphans(store: EvidenceStore, digest: Digest) -> list[Path]:
         why = (f"interrupted: process {pid} ended without finishing the promotion (killed?) "
                f"after {len(hops)} hop(s)")
         checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.ERROR, detail=why))
-        try:
+        # a hop file from another version: the checks still carry it
+        with contextlib.suppress(KeyError, TypeError, ValueError):
             attempt.write_result(PromoteEvidence(
                 source=str(context.get("source", "")), digest=str(digest),
                 via=list(context.get("via") or []), to=context.get("to"), error=why,
@@ -108,8 +110,6 @@ def finish_orphans(store: EvidenceStore, digest: Digest) -> list[Path]:
                                   referrers=(list(h.get("referrers") or [])
                                              if h.get("mode", "copy") == "copy" else None))
                                   for h in hops]))
-        except (KeyError, TypeError, ValueError):
-            pass  # a hop file from another version: the checks still carry it
         attempt.finish(Status.ERROR, summary=why, checks=checks)
         done.append(path)
     return done

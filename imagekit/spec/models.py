@@ -94,7 +94,7 @@ class ImageSpec(BaseModel):
     serve: dict[str, ServeSetting] = {}
 
     @model_validator(mode="after")
-    def _serve_settings_build(self) -> "ImageSpec":
+    def _serve_settings_build(self) -> ImageSpec:
         from imagekit.errors import InvalidInput
 
         for label, setting in self.serve.items():
@@ -175,7 +175,7 @@ class ImagesSpec(BaseModel):
     root: Path = Path(".")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ImagesSpec":
+    def _consistent(self) -> ImagesSpec:
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
         if not self.images:

@@ -91,8 +91,8 @@ def _normal_time(value: str) -> str | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 
 def fingerprint_of(key: ec.EllipticCurvePublicKey) -> str:
