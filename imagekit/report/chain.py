@@ -35,8 +35,8 @@ def phase_of(predicate_type: str) -> str:
 
 def summarize(predicate_type: str, statement: dict) -> list[str]:
     """A few lines of what a statement says (generic for unknown types)."""
-    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) \
-        else {}
+    raw = statement.get("predicate")
+    predicate: dict = raw if isinstance(raw, dict) else {}
     name = short_type(predicate_type)
     if name == "test-result":
         out = [f"result {predicate.get('result')}: {len(predicate.get('passedTests') or [])} "

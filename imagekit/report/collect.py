@@ -328,24 +328,26 @@ def _known(versions: dict[str, str | None]) -> dict[str, str]:
 def facts_of(store: EvidenceStore, reads: list[Read]) -> ImageFacts:
     """Final versions, base digest and fix layers: the latest images-verify result, else the
     latest probe (versions) and build (base digest)."""
-    verified = [r for r in reversed(reads) if isinstance(r.result, ImagesVerifyResult)]
-    probes = [r for r in reversed(reads) if isinstance(r.result, ProbeResult)]
-    builds = [r for r in reversed(reads) if isinstance(r.result, BuildResult)]
+    verified = [(r, r.result) for r in reversed(reads) if isinstance(r.result, ImagesVerifyResult)]
+    probes = [(r, r.result) for r in reversed(reads) if isinstance(r.result, ProbeResult)]
+    builds = [(r, r.result) for r in reversed(reads) if isinstance(r.result, BuildResult)]
     versions: dict[str, str] = {}
     source = base = None
     fixes: list[str] = []
-    for read in verified + probes:
-        versions = _known(read.result.versions)
+    with_versions: list[tuple[Read, ImagesVerifyResult | ProbeResult]] = [*verified, *probes]
+    for read, found in with_versions:
+        versions = _known(found.versions)
         if versions:
             source = _relpath(store, read.record)
             break
-    for read in verified + builds:
-        base = read.result.base_digest
+    with_base: list[tuple[Read, ImagesVerifyResult | BuildResult]] = [*verified, *builds]
+    for _, built in with_base:
+        base = built.base_digest
         if base:
             break
-    for read in verified:
-        if read.result.fix_layers:
-            fixes = list(read.result.fix_layers)
+    for _, checked in verified:
+        if checked.fix_layers:
+            fixes = list(checked.fix_layers)
             break
     name = image_and_profile([r.result for r in reads])[0]
     return ImageFacts(name=name, versions=versions, base_digest=base, fix_layers=fixes,
@@ -410,8 +412,10 @@ def goodput_of(store: EvidenceStore, reads: list[Read]) -> list[GoodputPoint]:
         value = check.data.get("goodput") if isinstance(check.data, dict) else None
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        spec = check.data.get("spec") if isinstance(check.data.get("spec"), dict) else {}
-        slo = spec.get("slo") if isinstance(spec.get("slo"), dict) else {}
+        raw_spec = check.data.get("spec")
+        spec: dict = raw_spec if isinstance(raw_spec, dict) else {}
+        raw_slo = spec.get("slo")
+        slo: dict = raw_slo if isinstance(raw_slo, dict) else {}
         floor = slo.get("goodput_floor")
         points.append(GoodputPoint(label=check.name, goodput=float(value),
                                    floor=float(floor) if isinstance(floor, (int, float))
