@@ -118,7 +118,7 @@ def signed_lines_for(store: EvidenceStore, digest: Digest, report, trust) -> lis
 
     if not trust or (report is not None and _image_phase(report.checks)):
         return []
-    newest = (signed_statements(store, digest, trust)[0].get(TR) or [None])[0]
+    newest = next(iter(signed_statements(store, digest, trust)[0].get(TR) or []), None)
     return [line for line in lines_of(newest) if not line.accepted or newest.key.acceptances] \
         if newest is not None else []
 

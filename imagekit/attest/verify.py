@@ -185,8 +185,8 @@ def _one_key(key) -> TrustPolicy:  # noqa: ANN001 - an EllipticCurvePublicKey
 def acceptances_of(statement: dict) -> list[dict]:
     """The acceptances the signer's profile applied, as signed: `{test, status, reason,
     profile, spec_digest}` per accepted line (attest/statements.py)."""
-    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) \
-        else {}
+    raw = statement.get("predicate")
+    predicate: dict = raw if isinstance(raw, dict) else {}
     found = predicate.get("acceptances")
     if not isinstance(found, list):
         return []
