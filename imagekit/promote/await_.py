@@ -129,7 +129,7 @@ def poll_once(client: RegistryClient, target: ImageReference, root: ManifestBlob
     repo, digest, tag = target.repository, root.digest, target.tag
     try:
         tag_digest = client.manifest_exists(repo, tag) if tag else None
-        if tag_digest is not None and tag_digest != digest:
+        if tag and tag_digest is not None and tag_digest != digest:
             confirmed = client.get_manifest(repo, tag).digest  # hashed, not a header's word
             if confirmed != digest:
                 return PollRecord(at_s=at_s, state=PollState.OTHER_DIGEST,

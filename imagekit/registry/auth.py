@@ -334,7 +334,8 @@ class RegistryAuth(httpx.Auth):
             headers = {}
             if credential is not None:
                 headers["Authorization"] = basic_header(credential.username, credential.secret)
-            request = httpx.Request("GET", realm, params=params, headers=headers,
+            # a tuple: httpx's params type takes a covariant tuple, not a list[tuple[str, str]]
+            request = httpx.Request("GET", realm, params=tuple(params), headers=headers,
                                     extensions=extensions)
         response = yield request
         response.read()

@@ -52,7 +52,8 @@ class LeanResponse:
 
     def __init__(self, pool: LeanPool, conn: http.client.HTTPConnection,
                  response: http.client.HTTPResponse) -> None:
-        self._pool, self._conn, self._response = pool, conn, response
+        self._pool, self._response = pool, response
+        self._conn: http.client.HTTPConnection | None = conn
         self.status_code = response.status
         self.headers = response.headers  # case-insensitive .get(), like httpx's
         self._done = False
