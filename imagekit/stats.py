@@ -25,9 +25,8 @@ never blocking) otherwise.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 CONFIDENCE = 0.90
 STATISTIC = "median of cycles"
