@@ -42,7 +42,8 @@ class Captured:
 
         sys.stdout.flush()
         sys.stderr.flush()
-        self.files = [tempfile.TemporaryFile(mode="w+b") for _ in (1, 2)]
+        # read and closed in __exit__ (`_read`), once fds 1 and 2 are restored
+        self.files = [tempfile.TemporaryFile(mode="w+b") for _ in (1, 2)]  # noqa: SIM115
         self.saved = [os.dup(1), os.dup(2)]
         for fd, target in zip((1, 2), self.files):
             os.dup2(target.fileno(), fd)
