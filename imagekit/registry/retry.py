@@ -68,7 +68,7 @@ class RetryPolicy(BaseModel):
         return min(self.deadline, self.timeout)
 
     @classmethod
-    def from_env(cls) -> RetryPolicy:
+    def from_env(cls) -> "RetryPolicy":
         values: dict[str, float | int] = {}
         for field, env, kind in (("attempts", "IMAGEKIT_RETRY_ATTEMPTS", int),
                                  ("wait_initial", "IMAGEKIT_RETRY_WAIT_INITIAL", float),

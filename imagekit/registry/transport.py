@@ -161,7 +161,7 @@ class Transport:
 
     def send_body(self, method: str, url: str, *, scopes: list[str], budget: Budget,
                   headers: dict[str, str] | None = None, body=None, params=None
-                  ) -> httpx.Response | lean.LeanResponse | None:
+                  ) -> "httpx.Response | lean.LeanResponse | None":
         """A blob GET (`body` None, streamed) or upload PATCH (`body` an iterator, sent
         chunked) through the lean path (`lean.py`), with the Authorization header the httpx
         flow earned for `scopes`. None: the lean path does not apply here (off, a proxy, or a

@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -292,13 +292,13 @@ def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
                env: dict[str, str] | None = None) -> TrustPolicy:
     """The trust policy from `--trust-key` files, `$IMAGEKIT_TRUST_KEYS` and a policy file
     (`--trust-policy`, else `$IMAGEKIT_TRUST_POLICY`). Raises InvalidInput (exit 2)."""
-    environ: Mapping[str, str] = os.environ if env is None else env
+    env = os.environ if env is None else env
     given: list[tuple[Path, str]] = [(Path(p), "--trust-key") for p in trust_keys]
-    for part in (environ.get(TRUST_KEYS_ENV) or "").split(os.pathsep):
+    for part in (env.get(TRUST_KEYS_ENV) or "").split(os.pathsep):
         if part.strip():
             given.append((Path(part.strip()), f"${TRUST_KEYS_ENV}"))
-    if policy is None and environ.get(TRUST_POLICY_ENV):
-        policy = Path(environ[TRUST_POLICY_ENV])
+    if policy is None and env.get(TRUST_POLICY_ENV):
+        policy = Path(env[TRUST_POLICY_ENV])
     loose: dict[str, tuple[ec.EllipticCurvePublicKey, Path, str]] = {}
     for path, source in given:
         public = load_trusted_public(path)

@@ -42,7 +42,7 @@ class Captured:
 
         sys.stdout.flush()
         sys.stderr.flush()
-        # read and closed in __exit__ (`_read`), once fds 1 and 2 are restored
+        # closed in __exit__ (the capture spans the parser's whole run)
         self.files = [tempfile.TemporaryFile(mode="w+b") for _ in (1, 2)]  # noqa: SIM115
         self.saved = [os.dup(1), os.dup(2)]
         for fd, target in zip((1, 2), self.files):
