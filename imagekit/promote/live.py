@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from imagekit.evidence import Attempt, EvidenceKey, EvidenceStore
 from imagekit.evidence.kinds import HopEvidence, PromoteEvidence
 from imagekit.oci.digest import Digest
@@ -29,13 +31,15 @@ RUNNING = "running.json"
 
 
 def _process_start(pid: int) -> float | None:
-    """The process's start time (clock ticks since boot, from /proc), None when it is gone:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22 through
+    psutil), None when it is gone:
     a pid alone may have been reused by another process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return float(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        process = psutil.Process(pid)
+        ticks = (process.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK")
+    except (psutil.Error, ValueError):
         return None
+    return float(round(ticks))
 
 
 class LiveAttempt:
