@@ -13,7 +13,7 @@ from imagekit.errors import CheckFailed
 @app.command("gpu-record")
 @guarded
 def gpu_record(
-    file: Path = typer.Argument(..., help="JSON written by gpu_checks/preflight.py --json."),
+    file: Path = typer.Argument(..., help="JSON written by the GPU preflight's --json."),
     digest: str = typer.Option(None, "--digest",
                                help="Image digest the preflight ran in (evidence key)."),
     name: str = typer.Option(None, "--name",
@@ -111,7 +111,7 @@ def each_node_preflight(pinned, *, namespace: str, selector: dict[str, str],
 
     if script is None or not script.is_file():
         raise InvalidInput("--each-node needs --script, the preflight script "
-                           "(gpu_checks/preflight.py)", where=str(script))
+                           "(imagekit/assets/preflight/__main__.py)", where=str(script))
     options = FleetOptions(namespace=namespace, node_selector=selector,
                            tolerations=tolerations, gpus=gpus, script=script,
                            script_args=script_args, timeout_s=timeout, cordon_failed=cordon,

@@ -48,6 +48,7 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
              nodes: int, gpus_per_node: int | None, pods_per_node: int,
              pod_env: list[str] | None, job_mode: str, preflight_arg: list[str] | None = None,
              each_node: bool = False, **_ignored) -> None:
+    from imagekit import assets
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
@@ -86,7 +87,7 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
         nodes=nodes, gpus_per_node=gpus_per_node, pods_per_node=pods_per_node,
         namespace=namespace, node_selector=node_selector, tolerations=tolerations,
         priority_class_name=priority_class,
-        script=script or Path("gpu_checks/preflight.py"), script_args=args, env=env,
+        script=script or assets.path("preflight"), script_args=args, env=env,
         timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
     options.validate()
     with Kube(cluster_cli._kubeconfig(kubeconfig)) as kube:
