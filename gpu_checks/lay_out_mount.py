@@ -1,6 +1,7 @@
-"""Write the files of `imagekit cluster gpu-preflight --script imagekit/assets/preflight/__main__.py`'s
-ConfigMap into DIR as its Pod's volume lays them out (items: preflight/<module>.py), so that
-`cd DIR && python3 -m preflight` runs exactly what the Pod runs. Prints the Pod's command.
+"""Write the files of the ConfigMap of `imagekit cluster gpu-preflight --script
+imagekit/assets/preflight/__main__.py` into DIR as its Pod's volume lays them out (items:
+preflight/<module>.py), so that `cd DIR && python3 -m preflight` runs exactly what the Pod runs.
+Prints the Pod's command.
 
     python gpu_checks/lay_out_mount.py DIR
 """

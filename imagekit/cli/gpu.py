@@ -28,8 +28,8 @@ def gpu_record(
     from rich.table import Table
 
     from imagekit.gpu import record_preflight
-    from imagekit.inputs import load_json, read_bytes, read_text
     from imagekit.gpu.evidence import summary_line
+    from imagekit.inputs import load_json, read_bytes, read_text
     from imagekit.oci import Digest
     from imagekit.results import CheckReport, Status
 

@@ -1,9 +1,9 @@
 """The GPU preflight as a distributed Kubernetes job: many Pods, one torchrun world.
 
 The GPU preflight package (imagekit/assets/preflight, run as `-m preflight`) runs under
-`torch.distributed.run` in every Pod; the Pods meet through torchrun's c10d rendezvous (a TCPStore hosted by the Pod of index 0) and the Job controller
-creates, tracks and finishes the Pods — it is the distributed engine, imagekit only renders,
-submits, waits and collects.
+`torch.distributed.run` in every Pod; the Pods meet through torchrun's c10d rendezvous (a
+TCPStore hosted by the Pod of index 0) and the Job controller creates, tracks and finishes the
+Pods — it is the distributed engine, imagekit only renders, submits, waits and collects.
 
 Two shapes, chosen from what the API server really does (not from its version string alone):
 
@@ -69,7 +69,8 @@ RUN_SH = f"""#!/bin/sh
 IDX=${{IMAGEKIT_INDEX:-${{JOB_COMPLETION_INDEX:-0}}}}
 IS_HOST=false; [ "$IDX" = 0 ] && IS_HOST=true
 export PYTHONPATH="/imagekit${{PYTHONPATH:+:$PYTHONPATH}}"  # a package runs as -m <package>
-echo "imagekit-gpujob: index $IDX of $NNODES pods, pod ip $POD_IP, rendezvous $RDZV_ENDPOINT (store host: $IS_HOST)"
+echo "imagekit-gpujob: index $IDX of $NNODES pods, pod ip $POD_IP," \\
+  "rendezvous $RDZV_ENDPOINT (store host: $IS_HOST)"
 python3 -m torch.distributed.run --nnodes="$NNODES" --nproc-per-node="$NPROC_PER_NODE" \\
   --rdzv-backend=c10d --rdzv-endpoint="$RDZV_ENDPOINT" --rdzv-id="$RDZV_ID" \\
   --rdzv-conf="is_host=$IS_HOST,read_timeout=$RDZV_TIMEOUT,join_timeout=$RDZV_TIMEOUT" \\

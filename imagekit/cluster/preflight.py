@@ -24,7 +24,6 @@ from imagekit.evidence.kinds import GpuPreflightResult
 from imagekit.oci import ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
-
 MOUNT = "/imagekit"
 
 

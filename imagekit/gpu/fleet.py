@@ -17,6 +17,7 @@ node after looking at it). Runs tolerate that taint, so a marked node can be che
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets as _secrets
 import shlex
@@ -28,11 +29,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit.assets.preflight.verdicts import default_baselines
 from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube
 from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
 from imagekit.cluster.precheck import PodIntent, precheck
-from imagekit.assets.preflight.verdicts import default_baselines
 from imagekit.cluster.preflight import PreflightOptions, add_files, render_preflight, ship_script
 from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError, InvalidInput
@@ -240,16 +241,15 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
                 recreate_pod(kube, pod)
             with ThreadPoolExecutor(max_workers=min(16, len(pods))) as pool:
                 outcomes = dict(zip(pods, pool.map(
-                    lambda item: _outcome(kube, options, item[0], item[1]), pods.items())))
-            for node, (row, log, record) in outcomes.items():
-                rows[node] = row
+                    lambda item: _outcome(kube, options, item[0], item[1]), pods.items()),
+                    strict=True))
+            for node_name, (row, log, record) in outcomes.items():
+                rows[node_name] = row
                 evidence.append(_evidence(store, pinned, options, row, log, record))
     finally:
         for pod in pods.values():
-            try:
+            with contextlib.suppress(ImagekitError):
                 delete_and_wait(kube, options.namespace, pod["metadata"]["name"], timeout=120)
-            except ImagekitError:
-                pass
         if configmap is not None and pods:
             kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
                         f"{configmap['metadata']['name']}")
@@ -257,11 +257,11 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             drop_run_secret(kube, options.namespace, secret)
     marked: dict[str, list[str]] = {}
     if options.cordon_failed or options.taint_failed:
-        for node in nodes_to_mark(list(rows.values())):
-            done = mark_node(kube, node, options.cordon_failed, options.taint_failed)
+        for node_name in nodes_to_mark(list(rows.values())):
+            done = mark_node(kube, node_name, options.cordon_failed, options.taint_failed)
             if done:
-                marked[node] = done
-                rows[node] = rows[node].model_copy(update={"marked": done})
+                marked[node_name] = done
+                rows[node_name] = rows[node_name].model_copy(update={"marked": done})
     ordered = [rows[n["metadata"]["name"]] for n in nodes]
     names: list[str] = []
     for row in ordered:

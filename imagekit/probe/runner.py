@@ -150,7 +150,7 @@ def parse_outcome(probe: str, outcome: RunOutcome) -> CheckResult:
         return CheckResult(name=probe, status=Status.ERROR, detail=f"probe {why}: {tail}",
                            data={"exit_code": outcome.returncode})
     try:
-        status = Status(result.get("status"))
+        status = Status(str(result.get("status")))
     except ValueError:
         return CheckResult(name=probe, status=Status.ERROR,
                            detail=f"probe printed an unknown status {result.get('status')!r}")
