@@ -3,7 +3,8 @@ only, no relative import, so it also runs alone).
 
 Loaded by the preflight inside the Pod (`from .fit import fit_checks`), by the cluster precheck
 (imagekit/cluster/fit.py imports it as imagekit.assets.preflight.fit) and by the in-image probe
-`torch_arch` (the probe runners ship this file beside the probes as `_cudafit.py`).
+`torch_arch` as `_cudafit` (the cluster probe's ConfigMap carries it under that name; `imagekit
+probe` mounts this folder at /imagekit-preflight; in a checkout or a wheel it is beside probes/).
 
 Why: an image whose kernels were built for another GPU generation, or for a newer CUDA than the
 node's driver runs, fails only when the first kernel launches ("no kernel image is available",
