@@ -42,7 +42,7 @@ ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_", "CUDA_VIS
                 "CUDA_DEVICE_ORDER")
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
           "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 MODES = ("in_place", "out_of_place")  # all-reduce modes of the small-message timing
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .common import _ANSI, check
+from .common import ANSI, check
 from .fit import fit_checks
 from .state import Base
 
@@ -26,7 +26,7 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
     {"GPU0": {"CPU Affinity": "0-47", "NUMA Affinity": "0", ...}}}. Unknown layouts yield empty
     parts; the raw text is always kept beside the parse by the caller.
     """
-    lines = [_ANSI.sub("", line).rstrip("\n") for line in text.splitlines()]
+    lines = [ANSI.sub("", line).rstrip("\n") for line in text.splitlines()]
     header_index = next((i for i, line in enumerate(lines)
                          if line.startswith("\t") and "GPU0" in line), None)
     result: dict[str, Any] = {"devices": [], "links": {}, "affinity": {}}
