@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: the GPU preflight package (imagekit/assets/preflight), run as `python -m preflight`
 PACKAGE = REPO / "imagekit" / "assets" / "preflight"
 MODULES = ("common", "fit", "stats", "state", "devices", "health", "matmul", "allreduce",
-           "small", "verdicts", "table", "run", "cli")
+           "health_verdicts", "small", "verdicts", "table", "run", "cli")
 SMALL = ["--backend", "gloo", "--max-bytes", "8K", "--check-bytes", "16K", "--matmul-n", "64"]
 
 

@@ -12,7 +12,8 @@ from . import T_START
 from .allreduce import AllReducePart
 from .common import ENV_PREFIXES, SCHEMA, busbw_factor, check, human_bytes, size_list, worst
 from .devices import DevicesPart, numa_of
-from .health import HealthPart, health_checks
+from .health import HealthPart
+from .health_verdicts import health_checks
 from .matmul import MatmulPart
 from .small import SmallPart, parse_nccl_tests
 from .verdicts import (
