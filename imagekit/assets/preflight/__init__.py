@@ -24,7 +24,8 @@ Modules: `common` (record pieces, sizes, hooks), `fit` (image-to-GPU fit rules, 
 `stats` (median of cycles and its interval, stdlib only), `state` (ranks, process group),
 `devices`, `health` (NVML readings), `health_verdicts` (the nvml-* checks), `matmul`,
 `allreduce`, `small` (small messages), `verdicts` (baseline and nccl-tests comparisons), `table`,
-`run` (the whole preflight), `cli` (arguments, exit status), `__main__`. Importing this package imports nothing but the standard library.
+`run` (the whole preflight), `cli` (arguments, exit status), `__main__`. Importing this package
+imports nothing but the standard library.
 
 Bandwidth definitions (nccl-tests, doc/PERFORMANCE.md): for each size every rank times `iters`
 all-reduces after `warmup` untimed ones (CUDA events on GPUs; barrier + perf_counter on CPUs);
