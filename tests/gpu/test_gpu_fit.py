@@ -39,16 +39,26 @@ def test_the_fit_rules_are_one_file_that_every_place_loads(preflight: ModuleType
     assert imports <= {"__future__", "re", "typing"}, imports       # stdlib only, no relative
     files = probe_files(PROBES, [("torch_arch", ["sm_90"])])         # the cluster probe's
     assert files["_cudafit.py"] == source
+    mount = tmp_path / "mount"
+    mount.mkdir()
     for name, text in files.items():                                 # ConfigMap, laid out flat
-        (tmp_path / name).write_text(text)
-    done = subprocess.run([sys.executable, "torch_arch.py", "sm_90"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert json.loads(done.stdout.strip().splitlines()[-1])["status"] == "FAIL", done.stderr
-    assert "CPU build" in done.stdout                                # this machine's CPU torch
-    (tmp_path / "_cudafit.py").unlink()                              # nothing to load: it says so
-    broken = subprocess.run([sys.executable, "torch_arch.py", "sm_90"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
-    assert broken.returncode != 0 and "fit" in broken.stderr
+        (mount / name).write_text(text)
+    fake = tmp_path / "lib" / "torch"                                # a CUDA 12.4 sm_80/sm_90
+    fake.mkdir(parents=True)                                         # torch, as in an image
+    (fake / "__init__.py").write_text(
+        "__version__ = '2.5.1+cu124'\n"
+        "class version:\n    cuda = '12.4'\n"
+        "class cuda:\n    @staticmethod\n    def get_arch_list():\n"
+        "        return ['sm_80', 'sm_90']\n")
+    env = {"PYTHONPATH": str(tmp_path / "lib"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "torch_arch.py", "sm_90", "sm_100"], cwd=mount,
+                          capture_output=True, text=True, timeout=60, env=env)
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdict["status"] == "FAIL" and "sm_100" in verdict["detail"], done.stderr
+    (mount / "_cudafit.py").unlink()                                 # nothing to load: it says so
+    broken = subprocess.run([sys.executable, "torch_arch.py", "sm_90"], cwd=mount,
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert broken.returncode != 0 and "fit" in broken.stderr, broken.stderr
 
 
 # (image CUDA, arch list, compute capability, driver CUDA) -> (fit-cuda, fit-arch)
