@@ -138,7 +138,7 @@ def test_the_cli_prints_a_node_by_check_table(monkeypatch, tmp_path, capsys) -> 
 
     import imagekit.cluster.kube as kube_module
     import imagekit.gpu.fleet as fleet
-    from imagekit.cli.gpu import each_node_preflight
+    from imagekit.cli.gpujob import each_node_preflight
     from imagekit.oci import ImageReference
 
     rows = [NodeRow(node="gpu-a", status=Status.PASS, stage="preflight", detail="ok",
