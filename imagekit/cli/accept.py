@@ -4,14 +4,13 @@ unreachable server."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              show_progress)
+                              settings, show_progress)
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -51,7 +50,8 @@ def _api_key(path: Path | None) -> str | None:
         if not key:
             raise InvalidInput("API key file is empty", where=str(path))
         return key
-    return os.environ.get("IMAGEKIT_API_KEY") or None
+    secret = settings().api_key  # $IMAGEKIT_API_KEY: a SecretStr, never printed
+    return secret.get_secret_value() or None if secret is not None else None
 
 
 def _digest(value: str | None) -> str | None:

@@ -26,9 +26,15 @@ TrustPolicyOpt = typer.Option(
 
 def load(trust_key: list[Path] | None, trust_policy: Path | None) -> "TrustPolicy":
     """The trust policy (empty when nothing is trusted). Bad input: one line, exit 2."""
+    from imagekit.cli.app import settings
     from imagekit.trust import load_trust
+    from imagekit.trust.policy import TRUST_KEYS_ENV, TRUST_POLICY_ENV
 
-    return load_trust(list(trust_key or []), trust_policy)
+    given = settings()
+    env = {name: str(value) for name, value in ((TRUST_KEYS_ENV, given.trust_keys),
+                                                (TRUST_POLICY_ENV, given.trust_policy))
+           if value is not None}
+    return load_trust(list(trust_key or []), trust_policy, env=env)
 
 
 def registry_options(registry: str, base: Any = None) -> Any:
@@ -36,9 +42,12 @@ def registry_options(registry: str, base: Any = None) -> Any:
     --insecure/--ca-file), else infra's CA and docker config for its loopback registries."""
     if base is not None:
         return base
+    from imagekit.cli.app import settings
+    from imagekit.registry import RegistryOptions
     from imagekit.report.resolve import _registry_options
 
-    return _registry_options(registry)
+    given = settings()
+    return _registry_options(registry, RegistryOptions.from_settings(given), given.state_dir)
 
 
 def puller(trust: "TrustPolicy", reference: "ImageReference | None", pool: Any) -> Any:

@@ -17,7 +17,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 #: progress: phases of long steps, reported by transports and operations alike (issue 19)
-TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "__init__"}
+TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "settings",
+         "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
 CLI = {"cli", "__main__"}
 
