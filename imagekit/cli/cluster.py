@@ -325,13 +325,16 @@ def cluster_probe(
     namespace: str = typer.Option("imagekit", help="Namespace for the probe Pod."),
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
-    probes_dir: Path = typer.Option(Path("probes"), help="Directory of in-image probes (*.py)."),
+    probes_dir: Path = typer.Option(None, help="Directory of in-image probes (*.py); default: "
+                                               "the packaged probes ($IMAGEKIT_PROBES_DIR)."),
     probe: list[str] = typer.Option(
         None, "--probe", help="Run only these probes, NAME or NAME=ARG,ARG (repeatable; "
                               "e.g. find_spec=nixl,sglang cli_help=sglang). Default: the "
                               "spec's probes for this repository, else all without arguments."),
-    spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec",
-                                   help="Images spec giving each repository's probes."),
+    spec_file: Path = typer.Option(None, "--spec",
+                                   help="Images spec giving each repository's probes (default "
+                                        "$IMAGEKIT_IMAGES_SPEC, ./dockerfiles/images.toml, "
+                                        "else the packaged one)."),
     profile: str = typer.Option(None, help="Spec profile whose accepted statuses apply "
                                            "(default: the spec's default profile)."),
     timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
@@ -354,7 +357,9 @@ def cluster_probe(
     from imagekit.inputs import dns_label, existing_dir, positive
     from imagekit.names import resolve_target
     from imagekit.oci import Digest
+    from imagekit.probe.runner import probes_dir as default_probes_dir
 
+    probes_dir = probes_dir or default_probes_dir()
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
     expected = Digest.parse(expect_digest) if expect_digest else None
     timeout = positive(timeout, "--timeout", maximum=86400)

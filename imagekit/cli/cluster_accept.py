@@ -64,7 +64,9 @@ def cluster_accept(
     force_launch: str = typer.Option(None, "--force-launch", metavar="REASON",
                                      help="Launch even though this image's engine never parsed "
                                           "the command (serve_args); the reason is recorded."),
-    spec_file: Path = typer.Option(Path("dockerfiles/images.toml"), "--spec"),
+    spec_file: Path = typer.Option(None, "--spec", help="Images spec (default "
+                                   "$IMAGEKIT_IMAGES_SPEC, ./dockerfiles/images.toml, else the "
+                                   "packaged one)."),
     profile: str = typer.Option(None, help="Spec profile."),
     key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,

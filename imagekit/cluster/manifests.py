@@ -1,4 +1,4 @@
-"""Render the Pod templates under manifests/ into API objects (dicts).
+"""Render the Pod templates under imagekit/assets/manifests/ into API objects (dicts).
 
 Templates are YAML with Jinja2 placeholders; every value goes through `tojson`, so a value can
 never inject YAML structure. Every image is pinned: a reference without `@sha256:…` is refused,
@@ -15,12 +15,13 @@ from typing import Any
 import jinja2
 import yaml
 
+from imagekit import assets
 from imagekit.errors import InvalidInput
 from imagekit.oci import ImageReference
 
-#: Where the templates and scripts live: <repo>/manifests, or $IMAGEKIT_MANIFESTS_DIR.
-MANIFESTS_DIR = Path(os.environ.get("IMAGEKIT_MANIFESTS_DIR")
-                     or Path(__file__).absolute().parents[2] / "manifests")
+#: Where the templates and scripts live: $IMAGEKIT_MANIFESTS_DIR, else the packaged ones
+#: (imagekit/assets/manifests, shipped in the wheel).
+MANIFESTS_DIR = Path(os.environ.get("IMAGEKIT_MANIFESTS_DIR") or assets.path("manifests"))
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 

@@ -1,11 +1,11 @@
 """The acceptance controller's image: imagekit's acceptance client on the local bookworm base.
 
-Built from `dockerfiles/controller/Dockerfile` on the stand-ins' rootfs image (debootstrap,
-cached by its own key), pip dependencies fetched with the CA bundle as the BuildKit secret
-`pip_cert` (never in a layer), imagekit's source copied last. Cached by a content key of all
-of that: an unchanged second run finds the local tag and only re-pushes (the registry already
-has every blob). The scripts the controller runs are not in the image: they come from a
-ConfigMap (section 9).
+Built from `imagekit/assets/dockerfiles/controller/Dockerfile` on the stand-ins' rootfs image
+(debootstrap, cached by its own key), pip dependencies fetched with the CA bundle as the
+BuildKit secret `pip_cert` (never in a layer), imagekit's source copied last. Cached by a
+content key of all of that: an unchanged second run finds the local tag and only re-pushes (the
+registry already has every blob). The scripts the controller runs are not in the image: they
+come from a ConfigMap (section 9).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from imagekit import assets
 from imagekit.engine import Engine
 from imagekit.errors import CheckFailed
 from imagekit.oci import Digest, ImageReference
@@ -24,7 +25,7 @@ from imagekit.standins.build import ca_bundle, tree_hash
 from imagekit.standins.rootfs import ensure_rootfs_image, rootfs_key
 
 PACKAGE = Path(__file__).absolute().parents[1]          # imagekit/
-DOCKERFILE_DIR = PACKAGE.parent / "dockerfiles" / "controller"
+DOCKERFILE_DIR = assets.path("dockerfiles", "controller")
 REPOSITORY = "imagekit/accept-controller"
 LOCAL_REPOSITORY = "imagekit-local/accept-controller"
 

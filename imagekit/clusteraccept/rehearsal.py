@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from imagekit import assets
 from imagekit.results import CheckResult, Status
 
 #: The rehearsal's namespace (created when missing, kept: the claim lives there); the model's
@@ -21,7 +22,8 @@ VOLUME = f"{NAMESPACE}-model"
 CLAIM = "model"
 from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402
 STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
-MATRIX = "manifests/acceptance/matrix-standin.toml"
+#: the packaged stand-in matrix (an absolute path: the rehearsal may run from any folder)
+MATRIX = str(assets.path("manifests", "acceptance", "matrix-standin.toml"))
 
 
 def accept_args(reference: str, profile: str) -> list[str]:

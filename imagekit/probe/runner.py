@@ -1,5 +1,6 @@
-"""Run the probes of `probes/` inside an image: `docker run --rm --network none`, the probes
-bind-mounted read-only (the image under test is not changed), entrypoint overridden to python3.
+"""Run the probes of `imagekit/assets/probes/` inside an image: `docker run --rm --network
+none`, the probes bind-mounted read-only (the image under test is not changed), entrypoint
+overridden to python3.
 
 Each probe's last stdout line is its JSON verdict; a probe that exits non-zero or prints no JSON
 is an ERROR (the probe broke, not the image). Raw stdout/stderr of every probe go to evidence.
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from imagekit import assets
 from imagekit.engine import Engine, RunOutcome
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import ProbeResult, ServeArgsReport
@@ -25,13 +27,13 @@ from imagekit.results import CheckResult, Status, overall
 
 PROBES_ENV = "IMAGEKIT_PROBES_DIR"
 MOUNT = "/imagekit-probes"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def probes_dir() -> Path:
+    """$IMAGEKIT_PROBES_DIR, else the packaged probes (imagekit/assets/probes)."""
     if os.environ.get(PROBES_ENV):
         return Path(os.environ[PROBES_ENV]).absolute()
-    return _REPO_ROOT / "probes"
+    return assets.path("probes")
 
 
 def probes_version(directory: Path | None = None) -> str:

@@ -9,23 +9,24 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from imagekit import assets
 from imagekit.errors import InvalidInput, SpecError
 from imagekit.inputs import inside, read_text
 from imagekit.spec.lock import load_lock
 from imagekit.spec.models import ImagesSpec, ResolvedImage
 
 SPEC_ENV = "IMAGEKIT_IMAGES_SPEC"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_spec_path() -> Path:
-    """$IMAGEKIT_IMAGES_SPEC, else ./dockerfiles/images.toml, else the checkout's own."""
+    """$IMAGEKIT_IMAGES_SPEC, else ./dockerfiles/images.toml, else the packaged one
+    (imagekit/assets/dockerfiles/images.toml, shipped in the wheel)."""
     if os.environ.get(SPEC_ENV):
         return Path(os.environ[SPEC_ENV]).absolute()
     here = Path.cwd() / "dockerfiles" / "images.toml"
     if here.exists():
         return here.absolute()
-    return _REPO_ROOT / "dockerfiles" / "images.toml"
+    return assets.path("dockerfiles", "images.toml")
 
 
 def load_spec(path: Path | str | None = None) -> ImagesSpec:

@@ -20,6 +20,7 @@ from .conftest import imagekit
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def sglang(infra, tmp_path_factory):
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
     engine = Engine(binary=str(infra.docker_client))
     store = EvidenceStore(tmp_path_factory.mktemp("sbom-build-evidence"))
     standins = {r.image: r for r in build_standins(spec, engine, store, "local")}

@@ -16,6 +16,7 @@ from imagekit.evidence import EvidenceStore
 from imagekit.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
@@ -33,7 +34,7 @@ def session_store(tmp_path_factory: pytest.TempPathFactory) -> EvidenceStore:
 
 @pytest.fixture(scope="session")
 def spec():
-    return load_spec(REPO / "dockerfiles" / "images.toml")
+    return load_spec(ASSETS / "dockerfiles" / "images.toml")
 
 
 @pytest.fixture(scope="session")

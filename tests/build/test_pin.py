@@ -14,6 +14,7 @@ from imagekit.standins import ensure_rootfs_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -34,7 +35,7 @@ def _push_tiny(engine, tmp_path: Path, base: str, content: str, ref: str) -> Non
 def test_pin_then_check_detects_a_moved_tag(engine, tmp_path: Path) -> None:
     base, _ = ensure_rootfs_image(engine, [])
     root = tmp_path / "dockerfiles"
-    shutil.copytree(REPO / "dockerfiles", root,
+    shutil.copytree(ASSETS / "dockerfiles", root,
                     ignore=shutil.ignore_patterns("standins", "images.local.lock"))
     spec = root / "images.toml"
     text = spec.read_text()

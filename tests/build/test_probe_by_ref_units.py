@@ -18,11 +18,12 @@ from imagekit.spec import load_spec
 from imagekit.spec.engines import engine_find_spec
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 
 
 @pytest.fixture(scope="module")
 def spec():
-    return load_spec(REPO / "dockerfiles" / "images.toml")
+    return load_spec(ASSETS / "dockerfiles" / "images.toml")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -13,11 +13,12 @@ from imagekit.errors import SpecError
 from imagekit.spec import load_lock, load_spec, resolve_image
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 
 
 def _spec_copy(tmp_path: Path, edit=None, lock: str | None = None) -> Path:
     root = tmp_path / "dockerfiles"
-    shutil.copytree(REPO / "dockerfiles", root,
+    shutil.copytree(ASSETS / "dockerfiles", root,
                     ignore=shutil.ignore_patterns("standins", "images.local.lock"))
     spec = root / "images.toml"
     if edit is not None:
@@ -83,7 +84,7 @@ def test_moved_tag_in_spec_no_longer_matches_lock(tmp_path: Path) -> None:
 
 def test_placeholder_production_lock_is_refused(tmp_path: Path) -> None:
     _assert_one_line(_cli("build", "sglang", "--profile", "production", "--spec",
-                          str(REPO / "dockerfiles" / "images.toml")), "placeholder")
+                          str(ASSETS / "dockerfiles" / "images.toml")), "placeholder")
 
 
 def test_digest_in_spec_base_is_rejected(tmp_path: Path) -> None:
@@ -96,7 +97,7 @@ def test_unknown_probe_and_profile(tmp_path: Path) -> None:
     spec = _spec_copy(tmp_path, lambda t: t.replace('"torch_arch"]', '"gpu_burn"]', 1))
     _assert_one_line(_cli("images", "verify", "--spec", str(spec)), "unknown probe")
     _assert_one_line(_cli("build", "sglang", "--profile", "staging", "--spec",
-                          str(REPO / "dockerfiles" / "images.toml")), "unknown profile")
+                          str(ASSETS / "dockerfiles" / "images.toml")), "unknown profile")
 
 
 def test_not_toml_and_missing_spec(tmp_path: Path) -> None:
@@ -115,13 +116,13 @@ def test_lock_of_another_profile_is_rejected(tmp_path: Path) -> None:
 
 
 def test_committed_spec_and_production_lock_load() -> None:
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
     assert spec.default_profile == "local"
     assert set(spec.images) == {"sglang", "vllm"}
     lock = load_lock(spec.lock_path("production"), "production")
     assert all(entry.placeholder for entry in lock.bases.values())
-    dockerfile = (REPO / "dockerfiles" / "sglang" / "Dockerfile").read_text()
+    dockerfile = (ASSETS / "dockerfiles" / "sglang" / "Dockerfile").read_text()
     assert "# syntax=" not in dockerfile
     assert str(lock.bases["sglang"].digest) in dockerfile  # the default is the lock's value
-    assert str(lock.bases["vllm"].digest) in (REPO / "dockerfiles" / "vllm" /
+    assert str(lock.bases["vllm"].digest) in (ASSETS / "dockerfiles" / "vllm" /
                                               "Dockerfile").read_text()

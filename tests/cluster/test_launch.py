@@ -20,7 +20,8 @@ from imagekit.launch.budget import ProbeBudget
 from imagekit.results import Status
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCH = REPO / "manifests" / "launch.sh"
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+LAUNCH = ASSETS / "manifests" / "launch.sh"
 
 
 def launch_sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

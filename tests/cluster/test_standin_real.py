@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
               pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 
 
 def _fixed_in_target(name, cluster_state, tmp_path_factory):
@@ -29,7 +30,7 @@ def _fixed_in_target(name, cluster_state, tmp_path_factory):
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
     engine = Engine(binary=str(cluster_state.docker_client))
     engine.ping()
     store = EvidenceStore(tmp_path_factory.mktemp(f"standin-evidence-{name}"))
@@ -71,7 +72,7 @@ def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
     reference, digest, image = fixed_sglang_in_target
     result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
                  "--namespace", test_ns, "--timeout", "600", "--json",
-                 "--spec", str(REPO / "dockerfiles" / "images.toml"), "--profile", "local",
+                 "--spec", str(ASSETS / "dockerfiles" / "images.toml"), "--profile", "local",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
@@ -89,7 +90,7 @@ def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
     assert checks["cleanup"]["status"] == "PASS"
     # without the profile's acceptance the real FAIL decides the exit code
     strict = cli("cluster", "probe", str(reference), "--namespace", test_ns, "--json",
-                 "--spec", str(REPO / "dockerfiles" / "images.toml"), "--profile", "production",
+                 "--spec", str(ASSETS / "dockerfiles" / "images.toml"), "--profile", "production",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
     assert strict.returncode == 1, strict.stdout + strict.stderr
 
@@ -100,7 +101,7 @@ def test_fixed_vllm_runs_the_real_vllm_from_target_by_tag(fixed_vllm_in_target, 
     re-check passes (CPU_PASS_GPU_CLI_DEFERRED), the CPU torch FAILs torch_arch; both accepted
     only by the local profile, so the production profile's run exits 1."""
     reference, digest, image = fixed_vllm_in_target
-    spec_file = str(REPO / "dockerfiles" / "images.toml")
+    spec_file = str(ASSETS / "dockerfiles" / "images.toml")
     result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
                  "--namespace", test_ns, "--timeout", "600", "--json",
                  "--spec", spec_file, "--profile", "local",

@@ -18,11 +18,12 @@ from imagekit.cluster.fit import image_fit, node_facts
 from imagekit.results import Status
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 TORCH_CU130_ARCH = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120"]
 
 
 def _probe_fit() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("probe_cudafit", REPO / "probes" /
+    spec = importlib.util.spec_from_file_location("probe_cudafit", ASSETS / "probes" /
                                                   "_cudafit.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -97,7 +98,7 @@ def test_gfd_labels_give_driver_and_compute_capability() -> None:
 
 
 def _run_probe(*args: str) -> dict:
-    done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=REPO / "probes",
+    done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=ASSETS / "probes",
                           capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -121,7 +122,7 @@ def test_torch_arch_probe_with_a_cuda_torch(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
 
     def run(*args: str) -> dict:
-        done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=REPO / "probes",
+        done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=ASSETS / "probes",
                               capture_output=True, text=True, timeout=60, check=True, env=env)
         return json.loads(done.stdout.strip().splitlines()[-1])
 

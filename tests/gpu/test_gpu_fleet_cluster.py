@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
               pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 SCRIPT = REPO / "gpu_checks" / "preflight.py"
 NODE = "127.0.0.1"
 SMALL = ["--max-bytes=64K", "--check-bytes=64K", "--matmul-n=64", "--iters=5"]
@@ -36,7 +37,7 @@ def torch_image(cluster_state, tmp_path_factory):  # noqa: F811
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
     engine = Engine(binary=str(cluster_state.docker_client))
     records = build_standins(spec, engine, EvidenceStore(tmp_path_factory.mktemp("ev")),
                              "local")

@@ -26,6 +26,7 @@ import pytest
 from .hostile import MODES, HostileRegistry
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 PORT_CLOSED, PORT_TLS = 5101, 5108
 PORTS = {mode: 5102 + i for i, mode in enumerate(m for m in MODES if m != "ratelimit")}
 PORT_RATELIMIT = 5109
@@ -75,7 +76,7 @@ def startup() -> float:
 
 def _spec(folder: Path, ref: str) -> Path:
     root = folder / "dockerfiles"
-    shutil.copytree(REPO / "dockerfiles", root,
+    shutil.copytree(ASSETS / "dockerfiles", root,
                     ignore=shutil.ignore_patterns("standins", "images.local.lock"))
     spec = root / "images.toml"
     text = spec.read_text()

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 REF = "127.0.0.1:5161/imagekit/x:y"  # our port range; nothing listens there
 PINNED = "127.0.0.1:5161/imagekit/x@sha256:" + "a" * 64
 DIGEST_ARG = "sha256:" + "b" * 64
@@ -76,18 +77,18 @@ def _files(root: Path) -> dict[str, Path]:
         "lockescape": lambda t: t.replace('lock = "images.lock"', 'lock = "../../../etc/shadow"'),
     }.items():
         spec_dir = root / f"spec-{name}"
-        shutil.copytree(REPO / "dockerfiles", spec_dir,
+        shutil.copytree(ASSETS / "dockerfiles", spec_dir,
                         ignore=shutil.ignore_patterns("standins", "*.lock"))
         spec = spec_dir / "images.toml"
         spec.write_text(edit(spec.read_text()))
         f[f"spec-{name}"] = spec
     spec_dir = root / "spec-nonutf8"
-    shutil.copytree(REPO / "dockerfiles", spec_dir, ignore=shutil.ignore_patterns("standins"))
-    (spec_dir / "images.toml").write_bytes((REPO / "dockerfiles/images.toml").read_bytes()
+    shutil.copytree(ASSETS / "dockerfiles", spec_dir, ignore=shutil.ignore_patterns("standins"))
+    (spec_dir / "images.toml").write_bytes((ASSETS / "dockerfiles/images.toml").read_bytes()
                                            + b"\n# \xff\xfe\n")
     f["spec-nonutf8"] = spec_dir / "images.toml"
     lock_dir = root / "spec-badlock"
-    shutil.copytree(REPO / "dockerfiles", lock_dir, ignore=shutil.ignore_patterns("standins"))
+    shutil.copytree(ASSETS / "dockerfiles", lock_dir, ignore=shutil.ignore_patterns("standins"))
     (lock_dir / "images.local.lock").write_bytes(b"version = 1\n# \xff\xfe\n")
     f["spec-badlock"] = lock_dir / "images.toml"
     # a corrupt evidence store
@@ -229,7 +230,7 @@ CASES: list[tuple[str, object, str]] = [
     ("verify-copy-evidence-unwritable", lambda F: ["verify-copy", REF, REF, "--evidence-dir",
                                                    str(F["file-not-dir"])], "--evidence-dir"),
     ("probe-evidence-unwritable", lambda F: ["cluster", "probe", REF, "--probes-dir",
-                                             str(REPO / "probes"), "--evidence-dir",
+                                             str(ASSETS / "probes"), "--evidence-dir",
                                              "/proc/imagekit-no/ev"], "--evidence-dir"),
     ("accept-evidence-unwritable", lambda F: ["accept", "--base-url", "http://127.0.0.1:5161",
                                               "--evidence-dir", str(F["file-not-dir"])],

@@ -1,8 +1,8 @@
 """The design card's rule, enforced: a lower layer never imports a higher one.
 
-types (errors, results, oci, evidence, inputs, progress, stats) < transports (registry, engine, cluster)
-< operations (everything else, in `OPERATION_ORDER`) < cli. Imports inside functions count too,
-and so do dynamic ones: `importlib.import_module("…")`, `__import__("…")`,
+types (errors, results, oci, evidence, inputs, progress, stats, assets) < transports (registry,
+engine, cluster) < operations (everything else, in `OPERATION_ORDER`) < cli. Imports inside
+functions count too, and so do dynamic ones: `importlib.import_module("…")`, `__import__("…")`,
 `importlib.util.find_spec("…")` with a literal (or a module-level constant) name are checked like
 `import` statements, and any dynamic import at all is allowed only in `DYNAMIC_IMPORTS` (each
 with its reason) — a bounce through importlib is invisible to readers and to this test
@@ -17,8 +17,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 #: progress: phases of long steps, reported by transports and operations alike (issue 19)
-TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "settings",
-         "__init__"}
+#: assets: the package data's locator (importlib.resources, stdlib only; issue 25)
+#: settings: every IMAGEKIT_* variable, declared once (pydantic-settings; issue 25)
+TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "assets",
+         "settings", "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
 CLI = {"cli", "__main__"}
 
@@ -78,6 +80,23 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     return found
 
 
+#: importlib's parts that read files and metadata, never import a module
+_NOT_IMPORTS = ("importlib.resources", "importlib.metadata")
+
+
+def _reads_only(module: str, names: list[str] | None = None) -> bool:
+    if any(module == m or module.startswith(m + ".") for m in _NOT_IMPORTS):
+        return True
+    return module == "importlib" and bool(names) and \
+        all(f"importlib.{n}" in _NOT_IMPORTS for n in names or [])
+
+
+def _is_package_data(relative: Path) -> bool:
+    """Files under assets/ other than its __init__.py are package data (probes run inside
+    images, controller scripts inside Pods), not modules of this package."""
+    return relative.parts[0] == "assets" and relative.as_posix() != "assets/__init__.py"
+
+
 def _dynamic_call(node: ast.Call) -> bool:
     func = node.func
     if isinstance(func, ast.Name):
@@ -97,11 +116,13 @@ def imports_of(path: Path) -> tuple[set[str], list[str]]:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-            if any(n == "importlib" or n.startswith("importlib.") for n in names):
+            if any((n == "importlib" or n.startswith("importlib.")) and not _reads_only(n)
+                   for n in names):
                 dynamic.append(f"line {node.lineno}: import importlib")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
-            if node.module == "importlib" or node.module.startswith("importlib."):
+            if (node.module == "importlib" or node.module.startswith("importlib.")) and \
+                    not _reads_only(node.module, [a.name for a in node.names]):
                 dynamic.append(f"line {node.lineno}: from {node.module} import …")
         elif isinstance(node, ast.Call) and _dynamic_call(node):
             target = None
@@ -130,6 +151,8 @@ def violations(package: Path) -> list[str]:
     found = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package)
+        if _is_package_data(relative):
+            continue
         top = relative.parts[0].removesuffix(".py")
         own = layer_of(top)
         imported, dynamic = imports_of(path)
@@ -206,3 +229,17 @@ def test_an_allowed_dynamic_import_is_still_layer_checked(tmp_path: Path) -> Non
     problems = violations(root)
     assert not any("schemas/export.py" in p for p in problems), problems
     assert any("infra/manager.py (layer 3) imports imagekit.cli" in p for p in problems)
+
+
+def test_package_data_is_not_a_module_but_its_locator_is_checked(tmp_path: Path) -> None:
+    """Scripts under assets/ (probes, controller files) run inside images and Pods and are not
+    layer-checked; assets/__init__.py is a type-layer module (importlib.resources is allowed,
+    an import of a higher layer is not)."""
+    root = _tree(tmp_path, {
+        "assets/__init__.py": "from importlib import resources\n\n\ndef f():\n"
+                              "    from imagekit.cli.app import app\n",
+        "assets/probes/p.py": "import importlib\n\nimportlib.import_module('vllm')\n",
+        "assets/manifests/controller/c.py": "from imagekit.acceptance import x\n",
+    })
+    problems = violations(root)
+    assert problems == ["assets/__init__.py (layer 1) imports imagekit.cli (layer 4)"], problems

@@ -20,6 +20,7 @@ from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckResult, Status
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 #: nothing listens here (this helper's scratch range): verify-copy must fail reaching THIS
 UNREACHABLE = "127.0.0.1:5219"
 
@@ -108,18 +109,18 @@ def test_a_name_without_a_local_build_resolves_from_the_registry_when_trusted(
         asked.append(str(tag))
         return served, f"{tag} -> {served}, verified by the test-result signed by ci"
 
-    target = resolve_target("sglang", spec_path=REPO / "dockerfiles" / "images.toml",
+    target = resolve_target("sglang", spec_path=ASSETS / "dockerfiles" / "images.toml",
                             store=empty, remote=remote)
     assert asked == ["127.0.0.1:5001/imagekit/sglang:" + "a" * 16]
     assert target.digest == served and target.reference.digest == served
     assert "signed by ci" in target.note
     with pytest.raises(InvalidInput, match="no verified"):
-        resolve_target("sglang", spec_path=REPO / "dockerfiles" / "images.toml", store=empty)
+        resolve_target("sglang", spec_path=ASSETS / "dockerfiles" / "images.toml", store=empty)
 
     def unverified(tag):
         raise InvalidInput(f"{tag} serves {served}, but no test-result statement signed by a "
                            "trusted key is about it")
 
     with pytest.raises(InvalidInput, match="no test-result statement signed by a trusted"):
-        resolve_target("sglang", spec_path=REPO / "dockerfiles" / "images.toml", store=empty,
+        resolve_target("sglang", spec_path=ASSETS / "dockerfiles" / "images.toml", store=empty,
                        remote=unverified)

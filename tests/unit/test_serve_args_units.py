@@ -18,6 +18,7 @@ from imagekit.launch.command import (PREFILL_SWITCHES, Engine, ServeCommand, Ser
 from imagekit.results import CheckResult, Status
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
 DIGEST = "sha256:" + "ab" * 32
 OLD = "--disable-piecewise-cuda-graph"
 
@@ -51,7 +52,7 @@ def test_the_rehearsals_accept_command_is_one_the_spec_has_serve_args_parse() ->
     options = AcceptOptions(namespace="ns", served_model_name=value["--served-model-name"],
                             max_context=int(value["--max-context"]),
                             engine_args=list(CPU_ENGINE_ARGS))
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
     commands = {c.label: c for c in serve_commands_of(spec.images["vllm"], "local")}
     assert commands["rehearsal-accept"].argv(None) == serve_argv(serve_config(options))
     assert "rehearsal-accept" not in {c.label for c in
@@ -60,9 +61,9 @@ def test_the_rehearsals_accept_command_is_one_the_spec_has_serve_args_parse() ->
 
 def test_the_probe_without_an_importable_parser_is_deferred_not_pass() -> None:
     payload = serve_probe_input("sglang", [ServeCommand.of("c", ServeConfig())])
-    done = subprocess.run([sys.executable, "-S", str(REPO / "probes" / "serve_args.py"),
+    done = subprocess.run([sys.executable, "-S", str(ASSETS / "probes" / "serve_args.py"),
                            "sglang", payload], capture_output=True, text=True, timeout=60,
-                          cwd=REPO / "probes")
+                          cwd=ASSETS / "probes")
     verdict = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0 and verdict["status"] == "DEFERRED", done.stderr
     assert "sglang's own parser cannot be imported" in verdict["detail"]
