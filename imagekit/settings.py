@@ -23,6 +23,7 @@ model by tests/unit/test_settings.py: every field is documented there).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,10 +73,8 @@ def _attempts(value: Any) -> int | None:
     value = _blank_none(value)
     if value is None:
         return None
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        pass
+    with contextlib.suppress(TypeError, ValueError):
+        value = int(value)  # else `count` names the variable and what it got
     return count(value, "IMAGEKIT_RETRY_ATTEMPTS", minimum=1, maximum=1000)
 
 
@@ -83,10 +82,8 @@ def _chunk(value: Any) -> int | None:
     value = _blank_none(value)
     if value is None:
         return None
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        pass
+    with contextlib.suppress(TypeError, ValueError):
+        value = int(value)  # else `count` names the variable and what it got
     return count(value, "IMAGEKIT_UPLOAD_CHUNK", minimum=1, maximum=1 << 40)
 
 

@@ -165,7 +165,7 @@ def settings() -> Settings:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     err_console.print(f"imagekit: error: {message}", markup=False, soft_wrap=True)
     return typer.Exit(code)
 
@@ -253,7 +253,7 @@ def evidence_store(directory: Path | None, *, write: bool = True) -> EvidenceSto
     return store
 
 
-def print_json(value: "BaseModel | dict | list") -> None:
+def print_json(value: BaseModel | dict | list) -> None:
     """Machine output: one JSON document on stdout, nothing else."""
     if hasattr(value, "model_dump_json"):
         text = value.model_dump_json(indent=2, by_alias=True)

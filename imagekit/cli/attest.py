@@ -29,7 +29,7 @@ CaFile = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
 
 
-def _ref(text: str) -> "ImageReference":
+def _ref(text: str) -> ImageReference:
     from imagekit.oci import ImageReference
 
     try:
@@ -38,7 +38,7 @@ def _ref(text: str) -> "ImageReference":
         raise InvalidInput(f"REF: {exc.message}", where=exc.where) from None
 
 
-def _pool(insecure: list[str], ca_file: Path | None) -> "ClientPool":
+def _pool(insecure: list[str], ca_file: Path | None) -> ClientPool:
     from imagekit.inputs import pem_ca_file
     from imagekit.registry import ClientPool, RegistryOptions
 

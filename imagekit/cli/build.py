@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              progress_for, settings)
+from imagekit.cli.app import (
+    app,
+    console,
+    err_console,
+    evidence_store,
+    guarded,
+    print_json,
+    progress_for,
+    settings,
+)
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -73,7 +81,8 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
         checks = [CheckResult(name=f"{line.image}.{line.role}", status=Status.PASS,
                               detail=f"pinned {line.tag}@{line.resolved}" +
                               (f" (was {line.locked})" if line.moved else ""))
-                  if line.resolved is not None else c for line, c in zip(lines, checks)]
+                  if line.resolved is not None else c
+                  for line, c in zip(lines, checks, strict=False)]
     if json_output:
         print_json({"profile": profile_name, "lock": str(images.lock_path(profile_name)),
                     "written": not check and all(line.resolved for line in lines),
@@ -198,7 +207,7 @@ def _guess_engine(ref: str) -> str | None:
 def probe_command(target: str = typer.Argument(..., help="An image of the spec (its latest "
                                                          "build) or an image reference."),
                   spec: Path = SpecOpt, profile: str = ProfileOpt,
-                  engine_name: str = typer.Option(None, "--engine",
+                  engine_name: str | None = typer.Option(None, "--engine",
                                                   help="sglang|vllm, for a reference."),
                   probes: list[str] = typer.Option(None, "--probe",
                                                    help="Run only these probes."),
@@ -231,12 +240,14 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     # nixl fix must fail however it is named)
     resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
     if resolved.by_name:
-        run_ref, shown, digest = resolved.local_tag, str(resolved.reference), resolved.digest
-        plan = plan_for(resolved.image, probes=probes, find_spec=find_spec,
-                        serve=_serve_for(given_serve, resolved.image.engine),
+        named: Any = resolved.image  # an imagekit.spec.ImageSpec (names.Target types it loosely)
+        run_ref, shown, digest = resolved.local_tag or target, str(resolved.reference), \
+            resolved.digest
+        plan = plan_for(named, probes=probes, find_spec=find_spec,
+                        serve=_serve_for(given_serve, named.engine),
                         profile=resolved.profile)
     else:
-        image = resolved.image
+        image: Any = resolved.image
         engine_name = engine_name or (image.engine if image is not None else None) or \
             _guess_engine(target)
         if engine_name not in KNOWN_ENGINES:

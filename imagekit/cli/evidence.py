@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -39,7 +40,7 @@ def list_attempts(
         safe_name(kind, "--kind")  # `../../x` would read outside the store
     store = evidence_store(evidence_dir, write=False)
     keys = [key] if key else store.keys()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for each in keys:
         try:
             records = store.attempts(each, kind)

@@ -15,10 +15,18 @@ from typing import TYPE_CHECKING
 import typer
 from typer.core import TyperCommand
 
-from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              settings, show_progress)
-from imagekit.cli.app import progress_for as app_progress
 from imagekit.cli import trustopts
+from imagekit.cli.app import (
+    app,
+    console,
+    err_console,
+    evidence_store,
+    guarded,
+    print_json,
+    settings,
+    show_progress,
+)
+from imagekit.cli.app import progress_for as app_progress
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -186,7 +194,7 @@ def verify_copy_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
-    deadline: float = DeadlineOpt,
+    deadline: float | None = DeadlineOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
@@ -350,7 +358,7 @@ def promote_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
-    deadline: float = DeadlineOpt,
+    deadline: float | None = DeadlineOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
@@ -361,7 +369,7 @@ def promote_cmd(
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
     from imagekit.promote.await_ import AwaitHop, AwaitPolicy
-    from imagekit.report.gate import enforce      # the gate, handed to promotion
+    from imagekit.report.gate import enforce  # the gate, handed to promotion
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
@@ -435,7 +443,8 @@ def promote_cmd(
             continue
         console.print(f"  {hop.endpoint}: verified={hop.verified} bytes_moved={hop.bytes_moved} "
                       f"copied={hop.blobs_copied} skipped={hop.blobs_skipped} "
-                      f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False, soft_wrap=True)
+                      f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False,
+                      soft_wrap=True)
         for note in hop.notes:
             console.print(f"    note: {note}", markup=False, soft_wrap=True)
     for item in attached:

@@ -47,8 +47,8 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
     """(store, resolution, pull) for a command that reads one image's evidence; with trust, a
     pull of the statements at REF's registry (a bare DIGEST: the store's own only)."""
     from imagekit.evidence import EvidenceStore
-    from imagekit.oci import ImageReference
     from imagekit.names import looks_like_name
+    from imagekit.oci import ImageReference
     from imagekit.registry import ClientPool, RegistryOptions
     from imagekit.report.resolve import resolve
 
@@ -130,7 +130,8 @@ def report_command(
             if item.missing:
                 err_console.print(f"{item.image}: no report: {item.missing}", markup=False)
             else:
-                err_console.print(f"{item.image} {item.digest} ({item.status.value}) → "
+                status = getattr(item.status, "value", item.status)
+                err_console.print(f"{item.image} {item.digest} ({status}) → "
                                   f"{', '.join(item.files)}", markup=False)
         if any(item.missing for item in results):
             raise typer.Exit(CheckFailed.exit_code)

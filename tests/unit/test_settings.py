@@ -79,10 +79,10 @@ def env_reads(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         key: str | None = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("get", "pop") and _is_environ(node.func.value):
-                key = _key(node.args[0] if node.args else None, constants)
-            elif node.func.attr == "getenv" and isinstance(node.func.value, ast.Name) and \
-                    node.func.value.id == "os":
+            environ_get = node.func.attr in ("get", "pop") and _is_environ(node.func.value)
+            getenv = node.func.attr == "getenv" and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "os"
+            if environ_get or getenv:
                 key = _key(node.args[0] if node.args else None, constants)
         elif isinstance(node, ast.Subscript) and _is_environ(node.value) and \
                 isinstance(node.ctx, ast.Load):
