@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import app, console, evidence_store, guarded, print_json, progress_for
+from imagekit.cli.app import (app, console, evidence_store, guarded, print_json, progress_for,
+                              settings)
 
 if TYPE_CHECKING:
     from imagekit.progress import Progress
@@ -181,10 +182,11 @@ def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: s
     from imagekit.infra.cluster import NODE_NAME
 
     operator = step.store_dir(actors, "operator")
-    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME), store=operator)
+    namespace = settings().accept_namespace  # $IMAGEKIT_ACCEPT_NAMESPACE
+    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME, namespace), store=operator)
     if code != 0:
         return
-    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
+    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile, namespace),
                          *step.trust_args(actors, "ci", "release"),
                          *step.sign_args(actors, "operator"),
                          want_json=True, judged_after=True, store=operator)
