@@ -12,6 +12,8 @@ imagekit.settings, read at the CLI, handed down as arguments.
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import os
 import re
 import subprocess
@@ -45,6 +47,11 @@ PENDING = {
 }
 
 
+@functools.cache
+def _tree(source: str) -> ast.Module:
+    return ast.parse(source)  # parsed once for the three scans
+
+
 def _constants(tree: ast.Module) -> dict[str, str]:
     found: dict[str, str] = {}
     for node in tree.body:
@@ -73,7 +80,7 @@ def env_reads(source: str) -> list[tuple[int, str]]:
     """(line, variable) of every read of an IMAGEKIT_* variable from the process environment
     (os.environ.get/[...]/in, os.getenv); a key that is not a literal or a module constant is
     reported too: it could be one."""
-    tree = ast.parse(source)
+    tree = _tree(source)
     constants = _constants(tree)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -98,7 +105,7 @@ def ambient_writes(source: str) -> list[tuple[int, str]]:
     """os.environ[...] = / os.environ.update / os.putenv, sys.modules[...] = /
     sys.modules.setdefault, and imports of typer's private click."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_tree(source)):
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -181,7 +188,7 @@ def test_every_imagekit_name_the_package_spells_is_a_setting() -> None:
     declared = {env_name(f) for f in Settings.model_fields} | set(NOT_SETTINGS)
     spelled: dict[str, str] = {}
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                     re.fullmatch(r"IMAGEKIT_[A-Z0-9_]+", node.value):
                 spelled.setdefault(node.value, path.relative_to(PACKAGE).as_posix())
@@ -258,3 +265,26 @@ def test_the_cli_reads_the_environment_it_was_given() -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == ("imagekit: error: IMAGEKIT_DEADLINE must be a finite "
                                    "number, not nan (IMAGEKIT_DEADLINE)"), done.stderr
+
+
+PROBE = """
+import json, runpy, sys
+sys.argv = ["imagekit", *sys.argv[1:]]
+try:
+    runpy.run_module("imagekit", run_name="__main__")
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+"""
+
+
+@pytest.mark.parametrize("args", [("--help",), ("promote", "--help"), ("cluster", "--help")])
+def test_help_does_not_pay_for_pydantic_settings(args: tuple[str, ...]) -> None:
+    """The settings are read by the command's first line, not by the root callback, which also
+    runs for `imagekit CMD --help` (the 0.3 s budget: tests/unit/test_cli_startup.py)."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=60)
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    assert "pydantic_settings" not in loaded, args
+    assert "imagekit" in loaded  # the probe ran the CLI
