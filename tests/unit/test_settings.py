@@ -288,3 +288,21 @@ def test_help_does_not_pay_for_pydantic_settings(args: tuple[str, ...]) -> None:
     loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
     assert "pydantic_settings" not in loaded, args
     assert "imagekit" in loaded  # the probe ran the CLI
+
+
+def test_tmpdir_reaches_the_programs_imagekit_starts_without_an_environment_write(
+        tmp_path, monkeypatch) -> None:
+    """`imagekit --tmpdir DIR` sets tempfile.tempdir (every temporary file of the process) and
+    the programs imagekit starts get TMPDIR=DIR from child_env; os.environ stays as it was."""
+    import tempfile
+
+    from imagekit.progress import child_env, run_logged
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    before = dict(os.environ)
+    assert child_env({"X": "1"})["TMPDIR"] == str(tmp_path) and child_env()["PATH"]
+    log = tmp_path / "child.log"
+    code, _ = run_logged([sys.executable, "-c", "import os; print(os.environ['TMPDIR'])"], log,
+                         "child")
+    assert code == 0 and log.read_text().strip().endswith(str(tmp_path))
+    assert dict(os.environ) == before
