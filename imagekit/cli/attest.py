@@ -44,7 +44,8 @@ def _pool(insecure: list[str], ca_file: Path | None) -> ClientPool:
 
     if ca_file is not None:
         pem_ca_file(ca_file)  # NOTPEM: one line, not OpenSSL's own error
-    return ClientPool(RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file))
+    return ClientPool(RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
+                                                    ca_file=ca_file))
 
 
 @keys_app.command("generate")

@@ -71,11 +71,13 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
                 json_output: bool = JsonOpt) -> None:
     """Resolve the profile's base (and mirror) tags to digests into its lock file."""
     from imagekit.build import pin
+    from imagekit.registry import ClientPool, RegistryOptions
     from imagekit.results import CheckResult, Status, exit_code_for
     from imagekit.spec import load_spec
 
     images = load_spec(spec)
-    profile_name, lines = pin(images, profile, check=check)
+    with ClientPool(RegistryOptions.from_settings(settings())) as pool:  # IMAGEKIT_RETRY_* …
+        profile_name, lines = pin(images, profile, check=check, pool=pool)
     checks = [line.check() for line in lines]
     if not check:  # writing: a resolved tag is pinned, whether it was new, equal or moved
         checks = [CheckResult(name=f"{line.image}.{line.role}", status=Status.PASS,

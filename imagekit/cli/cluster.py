@@ -261,8 +261,12 @@ def _registry_client(registry: str):
     from imagekit.infra.state import registry_trust
     from imagekit.registry import RegistryClient, RegistryOptions
 
-    options = registry_trust(registry)
-    return RegistryClient(registry, RegistryOptions(**options)), options.get("docker_config")
+    from imagekit.cli.app import settings
+
+    given = settings()  # the retry knobs and the rest of IMAGEKIT_* registry settings
+    options = registry_trust(registry, given.state_dir)
+    return RegistryClient(registry, RegistryOptions.from_settings(given, **options)), \
+        options.get("docker_config")
 
 
 def _parse_pairs(values: list[str] | None, what: str) -> dict[str, str]:

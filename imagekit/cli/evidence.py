@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, evidence_store, guarded, print_json
+from imagekit.cli.app import app, console, evidence_store, guarded, print_json, settings
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -96,7 +96,8 @@ def pull_attested(
                            "$IMAGEKIT_TRUST_KEYS")
     store = evidence_store(evidence_dir)
     options = trustopts.registry_options(ref.registry) if not insecure and ca_file is None \
-        else RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
+        else RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
+                                           ca_file=ca_file)
     with ClientPool(options) as pool:
         client = pool.get(ref.registry)
         digest = ref.digest or client.get_manifest(ref.repository, ref.identifier).digest
