@@ -306,19 +306,21 @@ def _final_hop_gate(enforce, to_ref):
     is the destination added to its requirements (e.g. cluster-accept before the target)."""
     import functools
 
+    given = settings().required_checks_list()  # $IMAGEKIT_REQUIRED_CHECKS, else the defaults
+    plain = enforce if given is None else functools.partial(enforce, required=given)
     if to_ref is None:
-        return enforce
+        return plain
     try:
         from imagekit.spec import load_spec
         spec = load_spec()
     except Exception:  # noqa: BLE001 - no spec here: the plain gate
-        return enforce
+        return plain
     extra = spec.final_hop_requirements(to_ref.registry)
     if not extra:
-        return enforce
+        return plain
     from imagekit.report.required import parse_requirements
 
-    required = [str(r) for r in parse_requirements(settings().required_checks_list())] + extra
+    required = [str(r) for r in parse_requirements(given)] + extra
     return functools.partial(enforce, required=required)
 
 
