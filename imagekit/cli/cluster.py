@@ -258,10 +258,9 @@ def _kubeconfig(explicit: Path | None) -> Path:
 def _registry_client(registry: str):
     """A RegistryClient for `registry`, trusting the infra CA and reading infra's docker config
     when the registry is one of infra's loopback registries."""
+    from imagekit.cli.app import settings
     from imagekit.infra.state import registry_trust
     from imagekit.registry import RegistryClient, RegistryOptions
-
-    from imagekit.cli.app import settings
 
     given = settings()  # the retry knobs and the rest of IMAGEKIT_* registry settings
     options = registry_trust(registry, given.state_dir)

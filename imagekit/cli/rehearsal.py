@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import (app, console, evidence_store, guarded, print_json, progress_for,
-                              settings)
+from imagekit.cli.app import app, console, evidence_store, guarded, print_json, progress_for
 
 if TYPE_CHECKING:
     from imagekit.progress import Progress
@@ -178,6 +177,7 @@ def _accept_step(runner: _Runner, attempt, name: str, reference: str, profile: s
     """The promoted vLLM image accepted on the cluster with the stand-in model on a
     read-only PVC (issue 15) by the operator: its empty store, trusting CI's and the release
     engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal."""
+    from imagekit.cli.app import settings
     from imagekit.clusteraccept import rehearsal as step
     from imagekit.infra.cluster import NODE_NAME
 

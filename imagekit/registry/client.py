@@ -62,7 +62,7 @@ class RegistryOptions(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Settings, *, deadline: float | None = None,
-                      **given: Any) -> "RegistryOptions":
+                      **given: Any) -> RegistryOptions:
         """The options imagekit's settings ask for (the CLI reads them once and passes them
         here); `given` (a command's flags) wins, `deadline` is `--deadline`."""
         values: dict[str, Any] = {
