@@ -91,6 +91,14 @@ class OneLineGroup(TyperGroup):
             sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """click's documented hook: the words after `imagekit` are kept, so that an error can
+        name the command that refused (`imagekit cluster probe`) without click's private
+        context stack."""
+        global _invoked
+        _invoked = list(args)
+        return super().resolve_command(ctx, args)
+
 
 def _is_click_error(exc: BaseException) -> bool:
     """One of click's own errors (a bad option, a missing argument, no arguments at all).
@@ -146,6 +154,7 @@ def _root(ctx: typer.Context,
 
 
 _root_ctx: typer.Context | None = None
+_invoked: list[str] = []
 _settings: Settings | None = None
 
 
@@ -204,20 +213,19 @@ def guarded(func: F) -> F:
 
 
 def _command_path() -> str:
-    """The command that runs (`imagekit cluster probe`), found from the root context the
-    callback kept, through click's public Group API (no private typer import)."""
+    """The command that runs (`imagekit cluster probe`): the root context the callback kept,
+    walked along the words `resolve_command` kept, through click's public Group API."""
     ctx = _root_ctx
     if ctx is None:
         return "imagekit"
-    path, command, rest = [ctx.command_path], ctx.command, list(ctx.args)
-    name = ctx.invoked_subcommand
-    while name is not None and hasattr(command, "get_command"):
-        path.append(name)
-        command = command.get_command(ctx, name)
-        commands = command.list_commands(ctx) if hasattr(command, "list_commands") else []
-        name = next((arg for arg in rest if arg in commands), None)
-        if name is not None:
-            rest = rest[rest.index(name) + 1:]
+    path: list[str] = [ctx.command_path]
+    command: Any = ctx.command
+    for word in _invoked:
+        if not hasattr(command, "list_commands"):
+            break
+        if word in command.list_commands(ctx):
+            path.append(word)
+            command = command.get_command(ctx, word)
     return " ".join(path)
 
 

@@ -306,3 +306,14 @@ def test_tmpdir_reaches_the_programs_imagekit_starts_without_an_environment_writ
                          "child")
     assert code == 0 and log.read_text().strip().endswith(str(tmp_path))
     assert dict(os.environ) == before
+
+
+def test_an_error_still_names_the_nested_command_without_private_typer(tmp_path) -> None:
+    """`_command_path` walks the public Group API (no typer._click context stack): an error
+    without a place of its own names the whole command, as before."""
+    done = subprocess.run([sys.executable, "-m", "imagekit", "evidence", "pull",
+                           "127.0.0.1:1/a:b", "--evidence-dir", str(tmp_path / "ev")],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip().endswith("(imagekit evidence pull)"), \
+        done.stderr
