@@ -131,6 +131,7 @@ def _from_registry(reference: ImageReference, base: RegistryOptions | None = Non
                    state_dir: Path | None = None) -> Digest:
     """The digest a registry names for the tag (a HEAD: not counted as a pull; the digest only
     picks evidence, which is keyed by what was proven when it was recorded)."""
+    from imagekit.names import digest_of
     from imagekit.registry import RegistryClient
 
     # stamina logs each scheduled retry as a warning; a one-line error is this command's answer
@@ -140,7 +141,7 @@ def _from_registry(reference: ImageReference, base: RegistryOptions | None = Non
     try:
         with RegistryClient(reference.registry,
                             _registry_options(reference.registry, base, state_dir)) as client:
-            return client.resolve_tag(reference.repository, reference.tag or "latest")
+            return digest_of(client, reference)
     finally:
         quiet.setLevel(level)
 
