@@ -86,7 +86,7 @@ class RetryPolicy(BaseModel):
                 values[field] = value
         return cls(**values)
 
-    def budget(self, what: str) -> "Budget":
+    def budget(self, what: str) -> Budget:
         return Budget(self, what)
 
 
