@@ -70,7 +70,7 @@ class RetryPolicy(BaseModel):
         return min(self.deadline, self.timeout)
 
     @classmethod
-    def from_settings(cls, settings: Settings, deadline: float | None = None) -> "RetryPolicy":
+    def from_settings(cls, settings: Settings, deadline: float | None = None) -> RetryPolicy:
         """The policy the settings ask for (`IMAGEKIT_RETRY_*`, `IMAGEKIT_DEADLINE`, already
         validated there); `deadline` (the CLI's `--deadline`) wins over the variable."""
         values: dict[str, float | int] = {}
