@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,10 +40,11 @@ DEFAULT_REQUIRED_LINKS = ("base-identity", "build", "probes", "hops", "cluster-i
 
 
 def required_links(given: Iterable[str] | None = None) -> list[str]:
+    """The links a promotion requires: `given` (the CLI passes `$IMAGEKIT_REQUIRED_LINKS` from
+    its settings; [] when it is empty), else the default chain."""
     if given is None:
-        env = os.environ.get(REQUIRED_LINKS_ENV)
-        given = [p.strip() for p in env.split(",")] if env is not None else DEFAULT_REQUIRED_LINKS
-    return list(dict.fromkeys(p for p in given if p))
+        given = DEFAULT_REQUIRED_LINKS
+    return list(dict.fromkeys(p.strip() for p in given if p.strip()))
 
 
 def statement(digest: Digest, name: str, predicate_type: str, predicate: dict) -> dict:
@@ -71,7 +71,7 @@ def test_result_statement(report, digest: Digest, name: str) -> dict:
 
 def signed_now() -> str:
     """The time put inside every statement imagekit signs (freshness is decided by it)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def acceptances_of(report) -> list[dict]:  # noqa: ANN001 - an ImageReport
@@ -167,5 +167,5 @@ def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: l
         base_digest=facts.base_digest if facts else None,
         fix_layers=list(facts.fix_layers) if facts else [],
         links=links, hops=hops, required=required_links(required), forced=forced,
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"),
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
         imagekit_version=__version__)

@@ -11,6 +11,7 @@ registry's signed upload state, not a credential. Default directory:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,8 +21,8 @@ from imagekit.oci.digest import Digest
 
 
 def default_dir() -> Path:
-    if os.environ.get("IMAGEKIT_UPLOAD_JOURNAL"):
-        return Path(os.environ["IMAGEKIT_UPLOAD_JOURNAL"])
+    """Where the journal lives when the caller names none (`IMAGEKIT_UPLOAD_JOURNAL` reaches
+    here as `RegistryOptions.upload_journal`, from the CLI's settings)."""
     return Path.home() / ".cache" / "imagekit" / "uploads"
 
 
@@ -54,7 +55,5 @@ class UploadJournal:
             pass  # a journal is an optimisation; an upload never fails for want of one
 
     def drop(self, registry: str, repository: str, digest: Digest) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._file(registry, repository, digest).unlink()
-        except OSError:
-            pass

@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +91,8 @@ def _normal_time(value: str) -> str | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 
 def fingerprint_of(key: ec.EllipticCurvePublicKey) -> str:
@@ -283,16 +283,19 @@ def _parse_policy(path: Path) -> PolicyFile:
     try:
         return PolicyFile.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        raise InvalidInput(f"trust policy {loc}: {first.get('msg')}", where=str(path)) from None
+        error = exc.errors()[0]
+        loc = ".".join(str(p) for p in error.get("loc", ()))
+        raise InvalidInput(f"trust policy {loc}: {error.get('msg')}", where=str(path)) from None
 
 
 def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
-               env: dict[str, str] | None = None) -> TrustPolicy:
+               env: Mapping[str, str] | None = None) -> TrustPolicy:
     """The trust policy from `--trust-key` files, `$IMAGEKIT_TRUST_KEYS` and a policy file
-    (`--trust-policy`, else `$IMAGEKIT_TRUST_POLICY`). Raises InvalidInput (exit 2)."""
-    env = os.environ if env is None else env
+    (`--trust-policy`, else `$IMAGEKIT_TRUST_POLICY`). Raises InvalidInput (exit 2).
+
+    `env` holds those two variables as the CLI's settings read them (imagekit.cli.trustopts);
+    nothing is read from the process's environment here."""
+    env = {} if env is None else env
     given: list[tuple[Path, str]] = [(Path(p), "--trust-key") for p in trust_keys]
     for part in (env.get(TRUST_KEYS_ENV) or "").split(os.pathsep):
         if part.strip():
@@ -316,7 +319,7 @@ def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
                 if not key_path.is_absolute():
                     key_path = Path(policy).parent / key_path
                 public = load_trusted_public(key_path)
-            else:
+            elif entry.fingerprint is not None:  # always, by the exactly-one check above
                 if entry.fingerprint not in loose:
                     raise InvalidInput(f"trust policy key {entry.name!r} is named by "
                                        f"fingerprint {entry.fingerprint[:19]}…, but no "
