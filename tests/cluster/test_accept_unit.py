@@ -174,12 +174,12 @@ def _controller_log(store_root: Path, capsys) -> str:
     and controller.report, run here from the packaged controller scripts as the Pod runs them."""
     import importlib.util
 
-    from imagekit.cluster.manifests import MANIFESTS_DIR
+    from imagekit.cluster.manifests import manifests_dir
 
     modules = {}
     for name in ("accept_suites", "controller"):
         spec = importlib.util.spec_from_file_location(
-            f"_pod_{name}", MANIFESTS_DIR / "controller" / f"{name}.py")
+            f"_pod_{name}", manifests_dir() / "controller" / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
