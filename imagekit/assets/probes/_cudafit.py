@@ -94,7 +94,9 @@ def fit_checks(image_cuda: Any, arch_list: list[str] | None, cc: tuple[int, int]
                          f"on sm_{cc[0]}{cc[1]}" if arch_list == [] else
                          "the image's arch list is unknown", **data))
         return out
-    sass, ptx, unknown = [], [], []
+    sass: list = []
+    ptx: list = []
+    unknown: list = []
     for entry in arch_list:
         parsed = parse_arch(entry)
         if parsed is None:

@@ -42,7 +42,8 @@ class Captured:
 
         sys.stdout.flush()
         sys.stderr.flush()
-        self.files = [tempfile.TemporaryFile(mode="w+b") for _ in (1, 2)]
+        # closed in __exit__ (the capture spans the parser's whole run)
+        self.files = [tempfile.TemporaryFile(mode="w+b") for _ in (1, 2)]  # noqa: SIM115
         self.saved = [os.dup(1), os.dup(2)]
         for fd, target in zip((1, 2), self.files):
             os.dup2(target.fileno(), fd)

@@ -3,9 +3,9 @@ against `torch.cuda.get_arch_list()` (sm_XY SASS, or compute_XY PTX the driver c
 with `driver=X.Y`, the image's CUDA against what the node's driver supports.
 
 Arguments (probe plan `torch_arch=sm_90,sm_100,driver=12.4`): target GPUs as `sm_XY` or `X.Y`
-(default sm_90: H100/H200; B200 is sm_100), and optionally `driver=X.Y`. A CPU build (torch.version.cuda
-None, empty arch list) is a FAIL with that reason; an image without torch says DEFERRED.
-Passing does not prove any kernel runs (that is the GPU phase)."""
+(default sm_90: H100/H200; B200 is sm_100), and optionally `driver=X.Y`. A CPU build
+(torch.version.cuda None, empty arch list) is a FAIL with that reason; an image without torch
+says DEFERRED. Passing does not prove any kernel runs (that is the GPU phase)."""
 
 import re
 import sys
