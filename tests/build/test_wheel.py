@@ -8,6 +8,7 @@ checkout against the real registries and cluster:
   `imagekit images verify` builds from the spec's folder, pushes to staging and probes: PASS;
 - `imagekit probe REF` and `imagekit cluster probe REF` of that image: PASS, with the packaged
   probes (the cluster probe's ConfigMap holds exactly the installed package's probe files);
+- every attempt in evidence names imagekit.__version__;
 - every packaged file resolves under the fresh venv's site-packages, and no output or evidence
   names the checkout (the source copy the wheel was built from is deleted before the runs);
 - the failing case: the same install with its package data removed fails, one line naming the
@@ -245,6 +246,13 @@ def test_the_installed_wheel_works_from_an_empty_folder(installed, user_env, bas
         "cluster-probe/*/probe-files.json")
     mounted = set(json.loads(files.read_text())) - {"probe-plan.txt"}   # the plan: ours
     assert mounted == {*packaged_probes, "probe-runner.sh"}, mounted
+
+    # every attempt names the version that made it (the one place: imagekit.__version__)
+    attempts = list((cwd / ".evidence").rglob("attempt.json"))
+    kinds = {json.loads(a.read_text())["kind"] for a in attempts}
+    assert {"build", "probe", "images-verify", "cluster-probe"} <= kinds, kinds
+    assert {json.loads(a.read_text())["context"]["imagekit_version"] for a in attempts} == \
+        {imagekit.__version__}
 
     # no path into the checkout (or the deleted source copy) anywhere the user sees
     outputs = [pinned, verified, probed, in_cluster]
