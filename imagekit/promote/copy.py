@@ -16,6 +16,7 @@ and read back with the image).
 
 from __future__ import annotations
 
+import gc
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,16 +29,15 @@ from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_config, parse_manifest
-from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord
-from imagekit.promote.await_ import await_served, expected_tree
+from imagekit.oci.referrers import RegistryDocumentError
+from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
+from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord, await_served, expected_tree
 from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink, human_bytes, phase
-from imagekit.oci.referrers import RegistryDocumentError
-from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
-from imagekit.registry.referrers import attach as attach_referrer
 from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
+from imagekit.registry.referrers import attach as attach_referrer
 
 #: Tags cosign and friends hang off an image digest (`sha256-<hex>.sig` …). The bare
 #: `sha256-<hex>` tag is the referrers tag schema: carried entry by entry, not copied whole.
@@ -169,12 +169,26 @@ def digest_note(source_digest: Digest, promoted: Digest, chosen: Platform | None
             "endpoint names the single-platform manifest, not the source's index")
 
 
+def largest_first(blobs: list[Descriptor]) -> list[Descriptor]:
+    """Each digest once, the largest first: with a few workers the big layers start at once
+    and the small ones fill in around them, so no worker ends alone on a 150 MB layer that was
+    queued late (longest-processing-time-first). Ties keep the manifest's order."""
+    unique = list({d.digest: d for d in blobs}.values())
+    return sorted(unique, key=lambda d: -d.size)
+
+
+#: Blobs copied at once: crane's `--jobs` default (measured at record scale on 2 cores: 8
+#: workers were no faster than 4, CPU the same).
+JOBS = 4
+
+
 class Promoter:
     """Copies one manifest tree from one location to the next; thread pool for blobs."""
 
-    def __init__(self, progress: ProgressSink | None = None, workers: int = 4) -> None:
+    def __init__(self, progress: ProgressSink | None = None, workers: int | None = None
+                 ) -> None:
         self.progress = progress or NullProgress()
-        self.workers = workers
+        self.workers = workers or JOBS
 
     # -- the tree ------------------------------------------------------------------------------
     def _children(self, src: _Location, blob: ManifestBlob
@@ -206,8 +220,8 @@ class Promoter:
         children, blobs = self._children(src, blob)
         for child in children:
             self._copy_tree(src, dst, child, stats, pool)
-        unique = list({d.digest: d for d in blobs}.values())
-        for future in [pool.submit(self._copy_blob, src, dst, d, stats) for d in unique]:
+        for future in [pool.submit(self._copy_blob, src, dst, d, stats)
+                       for d in largest_first(blobs)]:
             future.result()
         dst.client.put_manifest(dst.repository, reference or blob.digest, blob)
         stats.add(manifests=1)
@@ -221,14 +235,14 @@ class Promoter:
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="skipped"))
             phase(self.progress, f"{dst.client.registry} {digest.short}: present, skipped")
             return
-        if src.client is dst.client and src.repository != dst.repository:
-            if dst.client.mount_blob(dst.repository, digest, src.repository):
-                stats.add(mounted=1)
-                stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
-                                    seconds=round(time.perf_counter() - started, 4)))
-                phase(self.progress, f"{dst.client.registry} {digest.short}: mounted from "
-                                     f"{src.repository} (0 bytes)")
-                return
+        if src.client is dst.client and src.repository != dst.repository and \
+                dst.client.mount_blob(dst.repository, digest, src.repository):
+            stats.add(mounted=1)
+            stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
+                                seconds=round(time.perf_counter() - started, 4)))
+            phase(self.progress, f"{dst.client.registry} {digest.short}: mounted from "
+                                 f"{src.repository} (0 bytes)")
+            return
         task = self.progress.add(f"{dst.client.registry} {digest.short}", descriptor.size)
 
         def source():
@@ -345,7 +359,7 @@ class Promoter:
             notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
         blobs = self._all_blobs(dst, root)
         present = list(pool.map(lambda d: dst.client.blob_exists(dst.repository, d), blobs))
-        missing = [str(d) for d, ok in zip(blobs, present) if not ok]
+        missing = [str(d) for d, ok in zip(blobs, present, strict=True) if not ok]
         if missing:
             raise NotFound(f"hop serves the manifest but lacks {len(missing)} blob(s): "
                            f"{', '.join(missing[:3])}", where=str(dst.reference))
@@ -412,7 +426,7 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             to: ImageReference | AwaitHop | None, *,
             all_platforms: bool = False, platform: Platform | None = None,
             pool: ClientPool | None = None, progress: ProgressSink | None = None,
-            gate=None, on_hop=None, workers: int = 4,
+            gate=None, on_hop=None, workers: int | None = None,
             await_policy: AwaitPolicy | None = None) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
     copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands.
@@ -420,12 +434,17 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
     digest (`await_policy`), and the next hop reads from it. `to` may be None when the last
     `via` is the final endpoint."""
     tune_malloc()
+    # no cyclic garbage collection while blobs move: the pieces are not cyclic, but every
+    # ~700 allocations of the copy loops started a collection that walked the CLI's ~40k
+    # long-lived objects (measured: 106 collections, 0.18 s of a record-scale promote)
+    collecting = gc.isenabled()
     own_pool = pool is None
     pool = pool or ClientPool()
     targets = [*via, *([to] if to is not None else [])]
     if not targets:
         raise InvalidInput("promote needs a destination (--to or a last --await)")
     try:
+        gc.disable()
         src_client = pool.get(source.registry)
         root, chosen = resolve_source(src_client, source, all_platforms, platform)
         named = root.digest if chosen is None else src_client.get_manifest(
@@ -435,13 +454,12 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
         previous = _Location(src_client, source.with_digest(root.digest))
         hops: list[HopRecord] = []
         for hop_target in targets:
-            awaited = isinstance(hop_target, AwaitHop)
-            target = hop_target.reference if awaited else hop_target
+            target = hop_target.reference if isinstance(hop_target, AwaitHop) else hop_target
             if target.digest is not None and target.digest != root.digest:
                 raise InvalidInput(f"destination pins {target.digest}, but the source is "
                                    f"{root.digest}", where=str(target))
             here = _Location(pool.get(target.registry), target)
-            if awaited:
+            if isinstance(hop_target, AwaitHop):
                 record = await_hop(previous, here, root, await_policy)
             else:
                 record = promoter.hop(previous, here, root)
@@ -455,5 +473,7 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
                              gate=gate_info, source_digest=str(named),
                              digest_changed=digest_note(named, root.digest, chosen))
     finally:
+        if collecting:
+            gc.enable()
         if own_pool:
             pool.close()

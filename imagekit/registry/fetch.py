@@ -5,9 +5,10 @@ referrers, blobs. Every byte returned was hashed and matched its digest.
   as pulls, HEADs not. A GET is made only when the body is needed, and a GET by tag is checked
   against the `Docker-Content-Digest` the registry claims.
 - Blobs stream (never whole in memory), through the lean HTTP/1.1 path of `lean.py` where it
-  applies (1 MiB reads; httpx's 64 KiB reads through h11 cost more CPU than the sha256); a broken download resumes with a Range request from
-  where it stopped, the hash carrying on. Bytes received are progress: the retry budget starts
-  again, so only a download that stops moving ends.
+  applies (1 MiB reads; httpx's 64 KiB reads through h11 cost more CPU than the sha256); a
+  broken download resumes with a Range request from where it stopped, the hash carrying
+  on. Bytes received are progress: the retry budget starts again, so only a download that
+  stops moving ends.
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ def referrers(t: Transport, repository: str, digest: Digest) -> list[dict]:
 
 def blob_exists(t: Transport, repository: str, digest: Digest) -> bool:
     where = f"{t.registry}/{repository}@{digest}"
-    response = t.request("HEAD", f"/v2/{repository}/blobs/{digest}",
-                         scopes=pull_scope(repository), where=where)
+    response = t.call(where, lambda budget: t.send_small(
+        "HEAD", f"/v2/{repository}/blobs/{digest}", scopes=pull_scope(repository),
+        budget=budget))
     if response.status_code == 200:
         return True
     if response.status_code == 404:
@@ -233,11 +235,11 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                 path, scopes = f"/v2/{repository}/blobs/{digest}", pull_scope(repository)
                 response = t.send_body("GET", path, scopes=scopes, budget=budget,
                                        headers=headers)
-                pieces, lean_path = lean_read_size, True
+                pieces = lean_read_size
                 if response is None:  # not for the lean path: httpx, as for everything else
                     response = t.send("GET", path, scopes=scopes, budget=budget,
                                       headers=headers, stream=True)
-                    pieces, lean_path = read_size, False
+                    pieces = read_size
                 try:
                     status = response.status_code
                     if status == 404:
@@ -249,8 +251,8 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                             f"{position} answered HTTP 416)" + _resumed(resumes), where=where)
                     if status not in (200, 206):
                         raise TransportError(f"blob GET answered HTTP {status}", where=where)
-                    announced = response.headers.get("content-length")
-                    announced = int(announced) if (announced or "").isdigit() else None
+                    length = response.headers.get("content-length") or ""
+                    announced = int(length) if length.isdigit() else None
                     skip, check, before = 0, hasher, None
                     if status == 206:
                         first, total = _content_range_start(response.headers.get("content-range"))
@@ -280,7 +282,8 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                             f"{position if status == 206 else 0} (nothing read)"
                             + _resumed(resumes), where=where)
                     got = 0
-                    chunks = response.iter_raw(pieces) if not lean_path or size is None else \
+                    chunks = response.iter_raw(pieces) \
+                        if not isinstance(response, lean.LeanResponse) or size is None else \
                         response.iter_raw(pieces, limit=(size + 1 - position) + skip)
                     for data in chunks:
                         check_stop(where)
@@ -289,7 +292,8 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                             head, data = data[:skip], data[skip:]
                             check.update(head)
                             skip -= len(head)
-                            if skip == 0 and check.digest() != before.digest():
+                            if skip == 0 and before is not None and \
+                                    check.digest() != before.digest():
                                 raise DigestMismatch(
                                     f"a Range request from byte {position} was answered 200 "
                                     f"with a whole body whose first {position} bytes differ "

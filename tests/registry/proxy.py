@@ -29,6 +29,7 @@ Runs in a thread (ThreadingHTTPServer); `stats` counts what it did.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import socket
@@ -60,7 +61,7 @@ def _forwarded(handler: BaseHTTPRequestHandler, drop: tuple[str, ...] = ()) -> d
 
 def _read_chunked(stream) -> bytes:
     """A chunked transfer-encoded request body, decoded."""
-    parts = []
+    parts: list[bytes] = []
     while True:
         line = stream.readline(65537)
         if not line:
@@ -93,6 +94,8 @@ class FaultProxy:
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.stats: Counter[str] = Counter()
+        #: blob GETs by digest (every request, a resumed Range request too)
+        self.blob_gets: Counter[str] = Counter()
         self.commits = 0
         self.cut_after_patches = cut_after_patches
         self.patches = 0
@@ -123,7 +126,7 @@ class FaultProxy:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         self.thread.start()
         return self
 
@@ -131,7 +134,7 @@ class FaultProxy:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -152,15 +155,11 @@ class FaultProxy:
     def _reset(handler: BaseHTTPRequestHandler) -> None:
         """Close with RST (SO_LINGER 0): the client sees a connection reset."""
         handler.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                           struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             handler.connection.close()
-        except OSError:
-            pass
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         if "chunked" in (handler.headers.get("transfer-encoding") or "").lower():
@@ -196,6 +195,9 @@ class FaultProxy:
             self._count("reset")
             raise _Reset()
         is_blob_get = handler.command == "GET" and "/blobs/sha256:" in handler.path
+        if is_blob_get:  # per digest: how often each blob was fetched (pulled once?)
+            with self.lock:
+                self.blob_gets[handler.path.rsplit("/", 1)[-1].split("?")[0]] += 1
         if is_blob_get and (self.ranges or self.cut_blobs or self.cut_first is not None):
             self._blob(handler)
             return
@@ -360,10 +362,8 @@ class FaultProxy:
                     handler.wfile.flush()
                     # a clean close (FIN, not RST): what was sent arrives, the body is short
                     handler.close_connection = True
-                    try:
+                    with contextlib.suppress(OSError):
                         handler.connection.shutdown(socket.SHUT_WR)
-                    except OSError:
-                        pass
                     return
                 self._count_bytes(len(data))  # before the client can have it: no race
                 handler.wfile.write(data)
