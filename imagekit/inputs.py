@@ -49,9 +49,10 @@ def _shown(value: object) -> str:
 
 # ---------------------------------------------------------------------------------- numbers
 
-def positive(value: float | int | None, what: str, *, zero_ok: bool = False,
+def positive(value: float | int | str | None, what: str, *, zero_ok: bool = False,
              maximum: float | None = None) -> float:
-    """A finite number > 0 (>= 0 with zero_ok), at most `maximum` when given."""
+    """A finite number > 0 (>= 0 with zero_ok), at most `maximum` when given (a string is
+    read as a number: an environment knob's text)."""
     if value is None:
         raise InvalidInput(f"{what} needs a number", where=what)
     try:
@@ -146,6 +147,59 @@ def label_pairs(values: list[str] | None, what: str) -> dict[str, str]:
                                where=value)
         pairs[key] = val
     return pairs
+
+
+#: The taint effects a toleration may name (core/v1 TaintEffect).
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def tolerations(values: list[str] | None, what: str = "--toleration") -> list[dict]:
+    """`key[=value]:Effect` (operator Equal) or `key:Effect` (operator Exists), as Pod
+    tolerations; an unknown effect or a missing key is one line here, not a 422 later."""
+    out: list[dict] = []
+    for value in values or []:
+        spec, sep, effect = value.rpartition(":")
+        if not sep or effect not in TAINT_EFFECTS or not spec:
+            raise InvalidInput("toleration must look like key[=value]:NoSchedule|NoExecute|"
+                               "PreferNoSchedule", where=value)
+        key, eq, val = spec.partition("=")
+        out.append({"key": key, "operator": "Equal", "value": val, "effect": effect} if eq else
+                   {"key": key, "operator": "Exists", "effect": effect})
+    return out
+
+
+def probe_choices(values: list[str] | None) -> list[tuple[str, list[str]]] | None:
+    """`--probe NAME` or `--probe NAME=ARG,ARG` (repeatable) as (probe, arguments) pairs; None
+    when none was given (the spec's plan applies then)."""
+    if not values:
+        return None
+    plan = []
+    for value in values:
+        name, _, args = value.partition("=")
+        plan.append((name, [a for a in args.split(",") if a] if args else []))
+    return plan
+
+
+_CUDA_VERSION = re.compile(r"\d+(\.\d+){0,2}")
+_CUDA_ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?")
+
+
+def image_facts(cuda: str | None, arch: str | None) -> dict[str, Any]:
+    """PodIntent fields from `--image-cuda 12.8 --image-arch sm_80,sm_90` (what
+    torch.version.cuda and torch.cuda.get_arch_list() say of the image)."""
+    facts: dict[str, Any] = {}
+    if cuda is not None:
+        if not _CUDA_VERSION.fullmatch(cuda.strip()):
+            raise InvalidInput("--image-cuda must look like 12.8", where=cuda)
+        facts["image_cuda"] = cuda.strip()
+    if arch is not None:
+        entries = [a.strip() for a in arch.split(",") if a.strip()]
+        bad = [a for a in entries if not _CUDA_ARCH.fullmatch(a)]
+        if bad:
+            raise InvalidInput("--image-arch entries look like sm_90 or compute_90",
+                               where=",".join(bad))
+        facts["image_arch"] = entries
+    return facts
 
 
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")

@@ -12,18 +12,34 @@ of a candidate pushed by hand apply the image's probes and find_spec list — th
 section 2 lesson (uninstalling nixl passes pip check and fails find_spec) must not depend on
 whether the candidate was named or referenced.
 
-Used by `probe`, `cluster probe`, `promote` (and, through `resolve_digest`, by what needs only
-a digest).
+Used by `probe`, `cluster probe`, `promote`; `digest_of` is the one tag -> digest answer of
+every command that pins a REF at its registry (`cluster gpu-preflight`, `cluster accept`, the
+report's resolver, the trusted-name resolver).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imagekit.errors import InvalidInput, SpecError
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import Digest, ImageReference
+
+if TYPE_CHECKING:
+    from imagekit.registry import RegistryClient
+    from imagekit.spec import ImageSpec, ImagesSpec
+
+
+def digest_of(client: RegistryClient, reference: ImageReference) -> Digest:
+    """The digest `reference` names: its own pin, else what `client` (a RegistryClient for
+    `reference.registry`) answers for its tag, `latest` when it has none. A HEAD (a GET only
+    when the registry sends no digest header): not a pull, and the same answer `docker pull`
+    and the kubelet get for that tag."""
+    if reference.digest is not None:
+        return reference.digest
+    return client.resolve_tag(reference.repository, reference.tag or "latest")
 
 
 def looks_like_name(text: str) -> bool:
@@ -42,8 +58,8 @@ class Target:
     reference: ImageReference
     #: the spec image's name (given as NAME, or the REF's repository is that image's)
     name: str | None = None
-    image: object | None = None  # imagekit.spec.ImageSpec (typed loosely: spec is optional)
-    spec: object | None = None   # imagekit.spec.ImagesSpec
+    image: ImageSpec | None = None
+    spec: ImagesSpec | None = None
     digest: Digest | None = None
     #: for a NAME: the docker daemon's local tag of that build (probes run it without a pull)
     local_tag: str | None = None
@@ -71,7 +87,8 @@ def _load_spec(spec, spec_path: Path | None, required: bool):  # noqa: ANN001, A
     return load_spec(path)
 
 
-def spec_image_for(reference: ImageReference, spec) -> tuple[str, object] | None:  # noqa: ANN001
+def spec_image_for(reference: ImageReference, spec: ImagesSpec | None
+                   ) -> tuple[str, ImageSpec] | None:
     """(name, ImageSpec) of the spec image whose repository `reference` names (the repository
     itself or any registry path ending in it: `…/imagekit/sglang`)."""
     if spec is None:

@@ -353,7 +353,7 @@ def run_logged(argv: Sequence[str], log: Path, step: str, *, what: str | None = 
     started = time.monotonic()
     timed_out = False
     done = threading.Event()       # set once the child exited and its output was read
-    sink = open(log, "ab")
+    sink = open(log, "ab")  # noqa: SIM115 - the pump thread writes it and closes it at EOF
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={**os.environ, **(env or {})}, cwd=cwd)
 

@@ -79,6 +79,6 @@ class CheckReport(BaseModel):
 
     @classmethod
     def of(cls, subject: str, checks: list[CheckResult], *, digest: str | None = None,
-           evidence: str | None = None) -> "CheckReport":
+           evidence: str | None = None) -> CheckReport:
         return cls(subject=subject, digest=digest, status=overall(checks), checks=checks,
                    evidence=evidence)

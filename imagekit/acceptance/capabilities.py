@@ -67,7 +67,7 @@ class Requirements(BaseModel):
     ctx: int | None = None
 
     @classmethod
-    def parse(cls, text: str | None) -> "Requirements":
+    def parse(cls, text: str | None) -> Requirements:
         """`image,video,tools,ctx=32768` (repeatable, comma-separated)."""
         fields: dict[str, Any] = {}
         for item in (text or "").split(","):

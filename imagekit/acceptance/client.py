@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from httpx_sse import EventSource
 
 from imagekit.acceptance.models import Exchange, ToolCall, Usage
 from imagekit.errors import ImagekitError, InvalidInput
@@ -95,7 +96,7 @@ class ChatClient:
             limits=httpx.Limits(max_connections=connections,
                                 max_keepalive_connections=connections))
 
-    async def __aenter__(self) -> "ChatClient":
+    async def __aenter__(self) -> ChatClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -186,9 +187,10 @@ class ChatClient:
                         response=payload, latency_s=latency, **fields)
 
     async def stream(self, body: dict[str, Any], *, keep_text: bool = False) -> StreamOutcome:
-        """Stream one request, timing the first content chunk (TTFT) and the gaps between
-        content chunks (ITL). Reasoning chunks count as output: they are tokens the user waits
-        for."""
+        """Stream one request (server-sent events, parsed by httpx-sse), timing the first data
+        event with content (TTFT) and the gaps between content events (ITL). Reasoning chunks
+        count as output: they are tokens the user waits for. An answer that is not an event
+        stream (HTTP 200 with another content type) is an error of the exchange."""
         out = StreamOutcome()
         start = time.perf_counter()
         last = 0.0
@@ -199,10 +201,10 @@ class ChatClient:
                     out.body = _decode(await resp.aread())
                     out.e2e_s = time.perf_counter() - start
                     return out
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
+                # httpx-sse parses the event stream (data lines, comments, multi-line data): one
+                # event is one chunk; its arrival time is when the event is complete
+                async for event in EventSource(resp).aiter_sse():
+                    data = event.data.strip()
                     if data == "[DONE]":
                         out.done_marker = True
                         continue

@@ -8,6 +8,8 @@ the pass criterion is not redefined to fit the engine.
 
 from __future__ import annotations
 
+from typing import Any
+
 from imagekit.acceptance import media
 from imagekit.acceptance.functional import check_recovery
 from imagekit.acceptance.suite import SuiteContext, user
@@ -30,8 +32,8 @@ async def _check_corrupt(ctx: SuiteContext, name: str, item: media.Media,
     expected = ctx.profile.corrupt_media_status
     exchange = await ctx.ask(name, [user(item.content_part(), question)], max_tokens=32)
     code = exchange.status_code
-    data = {"status_code": code, "expected": expected, "engine": ctx.engine,
-            "engine_version": ctx.engine_version, "bytes": len(item.data)}
+    data: dict[str, Any] = {"status_code": code, "expected": expected, "engine": ctx.engine,
+                            "engine_version": ctx.engine_version, "bytes": len(item.data)}
     if cap is not None:
         data["valid_first"] = f"a valid {capability} was accepted first (HTTP 200)"
     if code is not None and 400 <= code < 500:

@@ -105,7 +105,8 @@ behaviour = "any video: 500 (its loader needs torchcodec, absent beside this tor
 engine = "transformers"
 versions = ["5.17.*"]
 checks = ["invalid-parameters"]
-behaviour = "unknown field 422 (FastAPI detail); negative max_tokens, wrong types, unknown model 500; temperature -1 ignored (200)"
+behaviour = "unknown field 422 (FastAPI detail); negative max_tokens, wrong types, \
+unknown model 500; temperature -1 ignored (200)"
 [[observed]]
 engine = "transformers"
 versions = ["5.17.*"]

@@ -18,8 +18,16 @@ from collections.abc import Awaitable, Callable
 
 from imagekit.acceptance import media
 from imagekit.acceptance.models import Exchange, Sample
-from imagekit.acceptance.protocol import (Verdict, combine, deferred, failed, passed,
-                                          protocol_verdict, response_problems, server_words)
+from imagekit.acceptance.protocol import (
+    Verdict,
+    combine,
+    deferred,
+    failed,
+    passed,
+    protocol_verdict,
+    response_problems,
+    server_words,
+)
 from imagekit.acceptance.suite import SuiteContext, user
 from imagekit.results import CheckResult, Status
 

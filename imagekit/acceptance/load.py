@@ -25,10 +25,14 @@ from imagekit.acceptance.matrix import Expectations
 from imagekit.acceptance.models import LatencyStats, RequestRecord, RoundResult, RoundSpec
 from imagekit.results import CheckResult, Status
 
-VOCAB = ("the of and to in is that for it as was with be by on not he this are or his from at "
-         "which but have an had they you were their one all we can her has there been if more "
-         "when will would who so no time year day way man world life hand part place case week "
-         "work fact group number point home water room money story night").split()
+VOCAB = [
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
+    "had", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there",
+    "been", "if", "more", "when", "will", "would", "who", "so", "no", "time", "year", "day",
+    "way", "man", "world", "life", "hand", "part", "place", "case", "week", "work", "fact",
+    "group", "number", "point", "home", "water", "room", "money", "story", "night",
+]
 
 
 def percentiles(values: list[float]) -> LatencyStats:

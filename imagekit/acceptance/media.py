@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass
+from typing import cast
 
 from PIL import Image, ImageDraw
 
@@ -144,10 +145,13 @@ def pixel_census(data: bytes, limit: int = 4) -> list[tuple[int, tuple[int, int,
     """The most common RGB values of encoded image bytes: evidence that the pixels sent are the
     pixels meant (the record checked its red PNG really was (255,0,0) before judging answers)."""
     image = Image.open(io.BytesIO(data)).convert("RGB")
-    colours = image.getcolors(image.width * image.height) or []
-    return [(count, tuple(rgb)) for count, rgb in sorted(colours, reverse=True)[:limit]]
+    # an RGB image's colours are (r, g, b) tuples; PIL annotates every mode's at once
+    colours = cast("list[tuple[int, tuple[int, int, int]]]",
+                   image.getcolors(image.width * image.height) or [])
+    return sorted(colours, reverse=True)[:limit]
 
 
 def dominant_colour(rgb: tuple[int, int, int]) -> str:
     """Nearest named colour; used to check the pixels sent are the pixels meant."""
-    return min(COLOURS, key=lambda name: sum((a - b) ** 2 for a, b in zip(COLOURS[name], rgb)))
+    return min(COLOURS, key=lambda name: sum((a - b) ** 2
+                                             for a, b in zip(COLOURS[name], rgb, strict=True)))

@@ -23,7 +23,7 @@ class Usage(BaseModel):
     reasoning_tokens: int | None = None
 
     @classmethod
-    def parse(cls, raw: Any) -> "Usage | None":
+    def parse(cls, raw: Any) -> Usage | None:
         if not isinstance(raw, dict):
             return None
         details = raw.get("completion_tokens_details") or {}

@@ -6,9 +6,9 @@ the distractors and the insertion position, so the wrapper is the only change.
 
 Token counting is approximate (no tokenizer can be downloaded here): every CJK character and
 every digit counts one token (many tokenizers split digits one by one) and every other run of four
-characters counts one (`approx_tokens`); erring high keeps a "31K" document inside a 32K window. Real tokenizers
-differ by tens of percent on mixed text; the server's `usage.prompt_tokens` is recorded next to
-the estimate so the true size of each request is in the evidence.
+characters counts one (`approx_tokens`); erring high keeps a "31K" document inside a 32K window.
+Real tokenizers differ by tens of percent on mixed text; the server's `usage.prompt_tokens` is
+recorded next to the estimate so the true size of each request is in the evidence.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def _key(rng: random.Random) -> str:
 def _paragraph(rng: random.Random, n: int) -> str:
     return (f"第{n:04d}条记录：{rng.choice(_CITIES)}仓库于2024年{rng.randint(1, 12)}月"
             f"{rng.randint(1, 28)}日收到{rng.choice(_GOODS)}{rng.randint(10, 999)}件，批次号"
-            f" B{rng.randint(100000, 999999)}，经办人{rng.choice(_PEOPLE)}，备注：{rng.choice(_NOTES)}。")
+            f" B{rng.randint(100000, 999999)}，经办人{rng.choice(_PEOPLE)}，"
+            f"备注：{rng.choice(_NOTES)}。")
 
 
 def make_document(seed: int, position: float, *, target_tokens: int = 31_000,
@@ -123,7 +124,8 @@ def make_document(seed: int, position: float, *, target_tokens: int = 31_000,
         ones, other = ones + n, other + len(text) - n
     inserts: list[tuple[int, str, str]] = [
         (round(at * len(paragraphs)), label, value)
-        for label, value, at in zip(_DISTRACTOR_LABELS, distractor_values, _DISTRACTOR_AT)]
+        for label, value, at in zip(_DISTRACTOR_LABELS, distractor_values, _DISTRACTOR_AT,
+                                    strict=True)]
     if with_key:
         inserts.append((round(position * len(paragraphs)), KEY_LABEL, key))
     distractors = []

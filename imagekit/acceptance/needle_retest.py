@@ -16,11 +16,18 @@ retrieval failure ("0/9 samples" was the record's misreading).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from imagekit.acceptance.models import Exchange
 from imagekit.acceptance.needle import NeedleDocument, make_document
-from imagekit.acceptance.protocol import (Verdict, combine, failed, passed, response_problems,
-                                          server_words)
+from imagekit.acceptance.protocol import (
+    Verdict,
+    combine,
+    failed,
+    passed,
+    response_problems,
+    server_words,
+)
 from imagekit.acceptance.suite import SuiteContext, user
 from imagekit.results import CheckResult, Status
 
@@ -60,19 +67,21 @@ async def _sized(ctx: SuiteContext, seed: int, position: float, with_key: bool,
     tokenize = ctx.capabilities is not None and ctx.capabilities.tokenize_path is not None
     if not tokenize and fit is not None:
         target = min(target, round(fit * ESTIMATE_SHARE))
-    sizing = {"method": "tokenizer" if tokenize else "estimate", "fit": fit, "rounds": []}
+    sizing: dict[str, Any] = {"method": "tokenizer" if tokenize else "estimate", "fit": fit,
+                              "rounds": []}
     for _ in range(SIZING_ROUNDS):
         doc = make_document(seed, position, target_tokens=target, with_key=with_key)
         if not tokenize or fit is None:
             break
-        counts = []
+        counts: list[int | None] = []
         for wrapper in ctx.options.needle_wrappers:
             counted = await ctx.client.tokenize(ctx.model, [user(doc.prompt(wrapper))])
             counts.append(counted["count"] if counted else None)
-        if None in counts:
+        known = [c for c in counts if c is not None]
+        if len(known) < len(counts):
             sizing["method"] = "estimate (tokenize failed)"
             break
-        longest = max(counts)
+        longest = max(known)
         sizing["rounds"].append({"target": target, "tokens": longest})
         if longest <= fit:
             sizing["tokens"] = longest

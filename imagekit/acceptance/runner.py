@@ -19,19 +19,24 @@ from imagekit.acceptance import corrupt, functional, needle_retest
 from imagekit.acceptance.capabilities import Requirements, probe, requirement_checks
 from imagekit.acceptance.client import ChatClient, public_url
 from imagekit.acceptance.engines import EngineConfig, detect_engine
-from imagekit.acceptance.load import (BodyFactory, Calibration, calibrate, judge_round,
-                                      run_round, totals_check)
+from imagekit.acceptance.load import (
+    BodyFactory,
+    Calibration,
+    calibrate,
+    judge_round,
+    run_round,
+    totals_check,
+)
 from imagekit.acceptance.matrix import Matrix
-from imagekit.acceptance.media import (VIDEO_ORDER, MediaUnavailable, colour_video,
-                                       sized_image)
+from imagekit.acceptance.media import VIDEO_ORDER, MediaUnavailable, colour_video, sized_image
 from imagekit.acceptance.models import Exchange, RoundResult, RoundSpec
 from imagekit.acceptance.regression import regression_check
 from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 from imagekit.errors import InvalidInput
-from imagekit.standins.models import is_standin
 from imagekit.evidence import Attempt, EvidenceStore
 from imagekit.evidence.kinds import AcceptResult, BenchResult, Latency
 from imagekit.results import CheckResult, Status
+from imagekit.standins.models import is_standin
 
 SUITES: dict[str, Callable[[SuiteContext], Awaitable[list[CheckResult]]]] = {
     "functional": functional.run,

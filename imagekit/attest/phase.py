@@ -100,7 +100,7 @@ def phase_predicate(phase: Phase, report: CheckReport, *, digest: Digest, refere
         checks=[PhaseVerdict(name=c.name, status=c.status, detail=c.detail[:300])
                 for c in report.checks],
         accepted=list(accepted or []), profile=profile, evidence=_evidence_ref(report.evidence),
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
 
 
 def sign_phase(client: RegistryClient, reference: ImageReference, digest: Digest,

@@ -38,7 +38,7 @@ def referrer_manifest(subject: ManifestBlob, bundle: Digest, bundle_size: int,
         "annotations": {
             CONTENT_ANNOTATION: "dsse-envelope", PREDICATE_ANNOTATION: predicate_type,
             "org.opencontainers.image.created":
-                dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
+                dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
         "subject": {"mediaType": subject.media_type, "size": len(subject.data),
                     "digest": str(subject.digest)},
     }

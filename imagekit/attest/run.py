@@ -113,11 +113,12 @@ def signed_lines_for(store: EvidenceStore, digest: Digest, report, trust) -> lis
     """Where this store measured nothing of the image itself: the lines of the newest test-result
     a trusted key signed about it (imagekit.report.trusted), each naming its signer."""
     from imagekit.report.gate import _image_phase
-    from imagekit.report.trusted import TEST_RESULT_TYPE as TR, lines_of, signed_statements
+    from imagekit.report.trusted import TEST_RESULT_TYPE as TR
+    from imagekit.report.trusted import lines_of, signed_statements
 
     if not trust or (report is not None and _image_phase(report.checks)):
         return []
-    newest = (signed_statements(store, digest, trust)[0].get(TR) or [None])[0]
+    newest = next(iter(signed_statements(store, digest, trust)[0].get(TR) or []), None)
     return [line for line in lines_of(newest) if not line.accepted or newest.key.acceptances] \
         if newest is not None else []
 

@@ -71,7 +71,7 @@ def test_result_statement(report, digest: Digest, name: str) -> dict:
 
 def signed_now() -> str:
     """The time put inside every statement imagekit signs (freshness is decided by it)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def acceptances_of(report) -> list[dict]:  # noqa: ANN001 - an ImageReport
@@ -167,5 +167,5 @@ def promotion_predicate(digest: Digest, media_type: str, *, report=None, hops: l
         base_digest=facts.base_digest if facts else None,
         fix_layers=list(facts.fix_layers) if facts else [],
         links=links, hops=hops, required=required_links(required), forced=forced,
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"),
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
         imagekit_version=__version__)

@@ -19,16 +19,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagekit.attest.dsse import BUNDLE_MEDIA_TYPE, EnvelopeError, envelope_of_bundle, \
-    verify_envelope
+from imagekit.attest.dsse import (
+    BUNDLE_MEDIA_TYPE,
+    EnvelopeError,
+    envelope_of_bundle,
+    verify_envelope,
+)
 from imagekit.attest.models import AttestVerifyReport, PromotionPredicate
 from imagekit.attest.statements import NAMES, PROMOTION_TYPE, TEST_RESULT_TYPE, TYPES
-from imagekit.errors import DigestMismatch, ImagekitError, InvalidInput, NotFound, \
-    TransportError
+from imagekit.errors import DigestMismatch, ImagekitError, InvalidInput, NotFound, TransportError
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
-from imagekit.registry import ClientPool, RegistryClient
 from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
+from imagekit.registry import ClientPool, RegistryClient
 from imagekit.registry.referrers import list_referrers
 from imagekit.results import CheckResult, Status, overall
 from imagekit.trust.policy import TrustedKey, TrustPolicy, signed_time
@@ -89,7 +92,7 @@ def verify_trusted(data: bytes, trust: TrustPolicy) -> tuple[dict, TrustedKey]:
 
 
 def read_attestations(client: RegistryClient, repository: str, digest: Digest,
-                      key: "TrustPolicy | ec.EllipticCurvePublicKey"
+                      key: TrustPolicy | ec.EllipticCurvePublicKey
                       ) -> tuple[list[dict], list[CheckResult]]:
     """Every bundle referrer of `digest`: (statements verified with a trusted key, with where
     they came from and who signed them; one check per referrer). A bundle of another signer
@@ -182,8 +185,8 @@ def _one_key(key) -> TrustPolicy:  # noqa: ANN001 - an EllipticCurvePublicKey
 def acceptances_of(statement: dict) -> list[dict]:
     """The acceptances the signer's profile applied, as signed: `{test, status, reason,
     profile, spec_digest}` per accepted line (attest/statements.py)."""
-    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) \
-        else {}
+    raw = statement.get("predicate")
+    predicate: dict = raw if isinstance(raw, dict) else {}
     found = predicate.get("acceptances")
     if not isinstance(found, list):
         return []
@@ -237,7 +240,8 @@ def link_shown_by_tests(statement: dict, link: str, *, honour_acceptances: bool)
 
     passed = [t for t in predicate.get("passedTests") or [] if isinstance(t, str) and of_link(t)]
     failed = [t for t in (predicate.get("failedTests") or []) +
-              (predicate.get("warnedTests") or []) if isinstance(t, str) and of_link(t) and t not in accepted]
+              (predicate.get("warnedTests") or [])
+              if isinstance(t, str) and of_link(t) and t not in accepted]
     if failed:
         return CheckResult(name=f"required {link} (test-result)", status=Status.FAIL,
                            detail=f"not PASS in the test-result: {', '.join(failed)[:400]}")
@@ -306,7 +310,7 @@ def check_promotion(statement: dict, digest: Digest, require: Iterable[str] = ()
     return checks
 
 
-def verify_reference(reference: ImageReference, trust: "TrustPolicy | Path", *,
+def verify_reference(reference: ImageReference, trust: TrustPolicy | Path, *,
                      types: Iterable[str] = DEFAULT_TYPES, require: Iterable[str] = (),
                      pool: ClientPool | None = None) -> AttestVerifyReport:
     """`trust`: the trusted keys (a public key file stands for one key trusted for all).

@@ -7,20 +7,23 @@ from pathlib import Path
 
 import typer
 
-from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
-from imagekit.cli.cluster import (EvidenceDir, JsonOpt, KubeconfigOpt, SelectorOpt, SignKeyOpt,
-                                  _finish, _kubeconfig, _parse_pairs, _parse_selector,
-                                  _parse_tolerations, _registry_client, _say, _sign_phase,
-                                  cluster_app)
 from imagekit.cli import trustopts
+from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
+from imagekit.cli.cluster import cluster_app
+from imagekit.cli.common import (
+    EvidenceDir,
+    JsonOpt,
+    KubeconfigOpt,
+    SelectorOpt,
+    SignKeyOpt,
+    finish,
+    kubeconfig_path,
+    registry_client,
+    say,
+    sign_phase,
+)
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
-
-
-def _engine_env(values: list[str] | None) -> dict[str, str]:
-    from imagekit.inputs import env_pairs
-
-    return env_pairs(values, "--engine-env")
 
 
 @cluster_app.command("accept")
@@ -80,15 +83,28 @@ def cluster_accept(
     precheck the engine Pod, start it (phases live from its log), run the suites from a
     controller Pod through a Service, file everything under the digest, delete it all."""
     from imagekit.acceptance.capabilities import Requirements
-    from imagekit.attest.phase import load_signing_key
     from imagekit.acceptance.runner import SUITES
+    from imagekit.attest.phase import load_signing_key
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
-    from imagekit.clusteraccept.run import (CPU_ENGINE_ARGS, CPU_ENGINE_ENV, AcceptOptions,
-                                            run_accept)
-    from imagekit.inputs import count, dns_label, dns_subdomain, positive, read_text
+    from imagekit.clusteraccept.run import (
+        CPU_ENGINE_ARGS,
+        CPU_ENGINE_ENV,
+        AcceptOptions,
+        run_accept,
+    )
+    from imagekit.inputs import (
+        count,
+        dns_label,
+        dns_subdomain,
+        env_pairs,
+        label_pairs,
+        positive,
+        read_text,
+        tolerations,
+    )
     from imagekit.launch.command import Engine
-    from imagekit.names import resolve_target
+    from imagekit.names import digest_of, resolve_target
     from imagekit.report.gate import image_phase_gate
 
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
@@ -121,28 +137,28 @@ def cluster_accept(
         from imagekit.acceptance import load_matrix
         load_matrix(matrix)
     config_text = read_text(engine_config, "engine config") if engine_config else None
-    env = _engine_env(engine_env)
+    env = env_pairs(engine_env, "--engine-env")
     args = list(engine_arg or [])
     if platform == "cpu":
         env = {**CPU_ENGINE_ENV, **env}
         args = [*CPU_ENGINE_ARGS, *args]
     # every option before the gate and before any cluster contact (was: checked after the
     # gate, so a bad --selector read as a gate refusal)
-    node_selector = _parse_selector(selector)
-    tolerations = _parse_tolerations(toleration) or [GPU_TOLERATION]
+    node_selector = label_pairs(selector, "--selector")
+    tolerated = tolerations(toleration) or [GPU_TOLERATION]
     if profile is not None:
         from imagekit.spec import load_spec
 
         load_spec(spec_file).profile(profile)
-    kube_path = _kubeconfig(kubeconfig)
+    kube_path = kubeconfig_path(kubeconfig)
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
     resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
                               remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
-    client, docker_config = _registry_client(ref.registry)
+    client, docker_config = registry_client(ref.registry)
     with client:
-        digest = ref.digest or client.resolve_tag(ref.repository, ref.tag or "latest")
+        digest = digest_of(client, ref)
     from imagekit.registry import ClientPool
 
     with ClientPool(trustopts.registry_options(ref.registry)) as reader:
@@ -152,7 +168,7 @@ def cluster_accept(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,
         served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,
         max_context=max_context, max_requests=max_requests, engine_env=env,
-        engine_args=args, node_selector=node_selector, tolerations=tolerations,
+        engine_args=args, node_selector=node_selector, tolerations=tolerated,
         priority_class_name=priority_class, startup_seconds=startup_seconds,
         suites=list(dict.fromkeys(suite)), require=list(require), matrix_text=matrix_text,
         engine_config_text=config_text, max_tokens=max_tokens,
@@ -172,11 +188,11 @@ def cluster_accept(
                             controller_image=controller_image)
         signed = None
         if signing is not None:
-            signer, _ = _registry_client(ref.registry)
+            signer, _ = registry_client(ref.registry)
             with signer:
-                signed = _sign_phase("cluster-accept", signing, report, signer, ref, digest,
-                                     kube, profile=profile)
-    _finish(report, json_output, signed)
+                signed = sign_phase("cluster-accept", signing, report, signer, ref, digest,
+                                    kube, profile=profile)
+    finish(report, json_output, signed)
 
 
 @cluster_app.command("model-volume")
@@ -195,8 +211,8 @@ def cluster_model_volume(
     """The model on a volume (record section 6): a local PersistentVolume that only nodes
     labelled imagekit.dev/model-storage=local can mount, and a read-only claim bound to it."""
     from imagekit.cluster.kube import Kube
-    from imagekit.cluster.modelvolume import (delete_model_volume, ensure_model_volume,
-                                              label_node as give_label)
+    from imagekit.cluster.modelvolume import delete_model_volume, ensure_model_volume
+    from imagekit.cluster.modelvolume import label_node as give_label
     from imagekit.cluster.probe import ensure_namespace
     from imagekit.inputs import dns_label, dns_subdomain
 
@@ -210,10 +226,10 @@ def cluster_model_volume(
             path = _standin_snapshot()
         if not path.is_dir():
             raise InvalidInput("model directory not found", where=str(path))
-    with Kube(_kubeconfig(kubeconfig)) as kube:
+    with Kube(kubeconfig_path(kubeconfig)) as kube:
         if delete:
             gone = delete_model_volume(kube, volume, claim, namespace)
-            _say(_deleted_line(gone, volume, claim, namespace))
+            say(_deleted_line(gone, volume, claim, namespace))
             return
         if label_node:
             give_label(kube, label_node)
@@ -222,7 +238,7 @@ def cluster_model_volume(
     if json_output:
         print_json(made)
     else:
-        _say(f"PersistentVolume {made.volume} ({made.path}, nodes with {made.label}) bound to "
+        say(f"PersistentVolume {made.volume} ({made.path}, nodes with {made.label}) bound to "
              f"{made.namespace}/{made.claim} (ReadOnlyMany)")
 
 

@@ -28,8 +28,8 @@ def gpu_record(
     from rich.table import Table
 
     from imagekit.gpu import record_preflight
-    from imagekit.inputs import load_json, read_bytes, read_text
     from imagekit.gpu.evidence import summary_line
+    from imagekit.inputs import load_json, read_bytes, read_text
     from imagekit.oci import Digest
     from imagekit.results import CheckReport, Status
 
@@ -68,67 +68,3 @@ def gpu_record(
         raise CheckFailed(f"GPU preflight verdict is {record.status.value}",
                           where=str(file)) if record.status is not Status.ERROR else \
             CheckFailed(f"GPU preflight broke: {record.error}", where=str(file))
-
-
-# ---------------------------------------------------------------- helpers of `imagekit cluster`
-# (`cluster precheck --image-cuda/--image-arch`, `cluster gpu-preflight --each-node`): the
-# options are declared in cli/cluster.py, the work is here.
-
-def image_facts(cuda: str | None, arch: str | None) -> dict:
-    """PodIntent fields from `--image-cuda 12.8 --image-arch sm_80,sm_90`."""
-    import re
-
-    from imagekit.errors import InvalidInput
-
-    facts: dict = {}
-    if cuda is not None:
-        if not re.fullmatch(r"\d+(\.\d+){0,2}", cuda.strip()):
-            raise InvalidInput("--image-cuda must look like 12.8", where=cuda)
-        facts["image_cuda"] = cuda.strip()
-    if arch is not None:
-        entries = [a.strip() for a in arch.split(",") if a.strip()]
-        bad = [a for a in entries if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", a)]
-        if bad:
-            raise InvalidInput("--image-arch entries look like sm_90 or compute_90",
-                               where=",".join(bad))
-        facts["image_arch"] = entries
-    return facts
-
-
-def each_node_preflight(pinned, *, namespace: str, selector: dict[str, str],
-                        tolerations: list[dict], gpus: int, script: Path | None,
-                        script_args: list[str], timeout: float, cordon: bool, taint: bool,
-                        docker_config, kubeconfig: Path, evidence_dir: Path | None,
-                        json_output: bool) -> None:
-    """Run the fleet preflight and print the node × check table; exit 1 unless all PASS."""
-    from rich.table import Table
-
-    from imagekit.cluster.kube import Kube
-    from imagekit.errors import InvalidInput
-    from imagekit.evidence import EvidenceStore
-    from imagekit.gpu.fleet import FleetOptions, run_fleet
-    from imagekit.results import Status
-
-    if script is None or not script.is_file():
-        raise InvalidInput("--each-node needs --script, the preflight script "
-                           "(gpu_checks/preflight.py)", where=str(script))
-    options = FleetOptions(namespace=namespace, node_selector=selector,
-                           tolerations=tolerations, gpus=gpus, script=script,
-                           script_args=script_args, timeout_s=timeout, cordon_failed=cordon,
-                           taint_failed=taint, docker_config_dir=docker_config)
-    with Kube(kubeconfig) as kube:
-        report = run_fleet(kube, pinned, options, EvidenceStore(evidence_dir))
-    if json_output:
-        print_json(report)
-    else:
-        table = Table("node", "verdict", *report.check_names, "marked", "detail",
-                      title=f"GPU preflight on each node: {report.status.value}")
-        for row in report.nodes:
-            table.add_row(row.node, row.status.value,
-                          *[report.cell(row, name) for name in report.check_names],
-                          ", ".join(row.marked) or "-", row.detail[:160])
-        console.print(table)
-        for path in report.evidence:
-            console.print(f"evidence: {path}", markup=False)
-    if report.status is not Status.PASS:
-        raise typer.Exit(1 if report.status is not Status.ERROR else 2)

@@ -1,58 +1,67 @@
-"""`imagekit cluster gpu-preflight REF --nodes N --gpus-per-node G [--pods-per-node K]`.
+"""The many-Pod modes of `imagekit cluster gpu-preflight` (declared, with all its options, in
+`imagekit.cli.cluster`):
 
-The single-Pod `cluster gpu-preflight` lives in `imagekit.cli.cluster`; this module adds the
-many-Pod options to that same command without editing it: it wraps the registered callback
-and extends its signature, so whatever options the single-Pod command gains keep working
-unchanged (they are passed through untouched when `--nodes` is absent). With `--nodes` the run
-is a distributed job (`imagekit.cluster.gpujob`, verdict in `imagekit.gpu.job`).
+- `--nodes N --gpus-per-node G [--pods-per-node K]`: one distributed job
+  (`imagekit.gpu.job.gpu_preflight_job`, over `imagekit.cluster.gpujob`);
+- `--each-node`: one independent preflight Pod per matching node (`imagekit.gpu.fleet`).
+
+Each function checks its mode's options, calls that one flow and prints.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli import cluster as cluster_cli
-from imagekit.cli.app import console, guarded
+from imagekit.cli.app import console, print_json
+from imagekit.cli.common import finish, kubeconfig_path, registry_client
 from imagekit.errors import InvalidInput
 
+if TYPE_CHECKING:
+    from imagekit.oci import ImageReference
+
 COMMAND = "gpu-preflight"
-
-_EXTRA = {
-    "nodes": typer.Option(None, "--nodes", help="Run as a distributed job over N nodes "
-                          "(one torchrun world; c10d rendezvous through a Service)."),
-    "gpus_per_node": typer.Option(None, "--gpus-per-node", help="With --nodes: GPUs per node "
-                                  "(0: CPU ranks on gloo, one per Pod)."),
-    "pods_per_node": typer.Option(1, "--pods-per-node", help="With --nodes: Pods per node "
-                                  "(>1 lets one node take several; GPUs are split evenly)."),
-    "pod_env": typer.Option(None, "--env", help="With --nodes: KEY=VALUE for every Pod "
-                            "(repeatable), e.g. NCCL_NVLS_ENABLE=0."),
-    "job_mode": typer.Option("auto", "--job-mode", help="With --nodes: auto (Indexed Job when "
-                             "the server keeps completionMode and has cluster DNS, else one "
-                             "Job per index), indexed-job or job-per-index."),
-}
-
-_TYPES = {"nodes": int, "gpus_per_node": int, "pods_per_node": int, "pod_env": list[str],
-          "job_mode": str}
-
 
 #: Nodes one distributed preflight job may span (a dry run renders every Pod into evidence).
 MAX_NODES = 1024
 
 
-def _run_job(*, reference: str, namespace: str, selector, toleration, priority_class,
-             script, submit: bool, timeout: float, kubeconfig, evidence_dir, json_output: bool,
-             nodes: int, gpus_per_node: int | None, pods_per_node: int,
-             pod_env: list[str] | None, job_mode: str, preflight_arg: list[str] | None = None,
-             each_node: bool = False, **_ignored) -> None:
+def refuse_job_options(*, gpus_per_node: int | None, pod_env: list[str] | None,
+                       pods_per_node: int | None, job_mode: str | None) -> None:
+    """Without --nodes, the job's own options are bad input (they would be ignored)."""
+    given = [option for option, value in (("--gpus-per-node", gpus_per_node),
+                                          ("--env", pod_env)) if value is not None]
+    if given or pods_per_node not in (None, 1) or job_mode not in (None, "auto"):
+        raise InvalidInput(f"{', '.join(given or ['--pods-per-node/--job-mode'])} only with "
+                           "--nodes", where=COMMAND)
+
+
+def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
+                  toleration: list[str] | None, priority_class: str | None,
+                  script: Path | None, submit: bool, timeout: float,
+                  kubeconfig: Path | None, evidence_dir: Path | None, json_output: bool,
+                  nodes: int, gpus_per_node: int | None, pods_per_node: int,
+                  pod_env: list[str] | None, job_mode: str,
+                  preflight_arg: list[str] | None = None, each_node: bool = False) -> None:
+    """`--nodes N`: the preflight as one distributed job; its Pods, then the report."""
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.evidence import EvidenceStore
     from imagekit.gpu.job import gpu_preflight_job
+    from imagekit.inputs import (
+        count,
+        dns_label,
+        dns_subdomain,
+        env_pairs,
+        label_pairs,
+        positive,
+        read_text,
+        tolerations,
+    )
+    from imagekit.names import digest_of
     from imagekit.oci import ImageReference
 
     if each_node:
@@ -63,8 +72,6 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
                            where="--gpus-per-node")
     # the single-Pod command's checks, and bounds of the job's own (before any registry,
     # cluster or evidence work; `--nodes 100000` would render 398 MB of manifests)
-    from imagekit.inputs import count, dns_label, dns_subdomain, env_pairs, positive, read_text
-
     count(nodes, "--nodes", minimum=1, maximum=MAX_NODES)
     count(gpus_per_node, "--gpus-per-node", minimum=0, maximum=64)
     count(pods_per_node, "--pods-per-node", minimum=1, maximum=64)
@@ -75,21 +82,20 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
     if script is not None:
         read_text(script, "preflight script")
     env = env_pairs(pod_env, "--env")
-    node_selector = cluster_cli._parse_selector(selector)
-    tolerations = cluster_cli._parse_tolerations(toleration) or [GPU_TOLERATION]
+    node_selector = label_pairs(selector, "--selector")
+    tolerated = tolerations(toleration) or [GPU_TOLERATION]
     ref = ImageReference.parse(reference)
-    client, docker_config = cluster_cli._registry_client(ref.registry)
+    client, docker_config = registry_client(ref.registry)
     with client:
-        digest = ref.digest or client.get_manifest(ref.repository, ref.tag or "latest").digest
-    args = list(preflight_arg or [])
+        digest = digest_of(client, ref)
     options = GpuJobOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, pods_per_node=pods_per_node,
-        namespace=namespace, node_selector=node_selector, tolerations=tolerations,
+        namespace=namespace, node_selector=node_selector, tolerations=tolerated,
         priority_class_name=priority_class,
-        script=script or Path("gpu_checks/preflight.py"), script_args=args, env=env,
-        timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
+        script=script or Path("gpu_checks/preflight.py"), script_args=list(preflight_arg or []),
+        env=env, timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
     options.validate()
-    with Kube(cluster_cli._kubeconfig(kubeconfig)) as kube:
+    with Kube(kubeconfig_path(kubeconfig)) as kube:
         result = gpu_preflight_job(kube, ref.with_digest(digest), options,
                                    EvidenceStore(evidence_dir), submit)
     if not json_output:
@@ -99,47 +105,43 @@ def _run_job(*, reference: str, namespace: str, selector, toleration, priority_c
             console.print(f"  pod {pod}: {ip}")
         if result.recorded is not None:
             console.print(f"preflight record: {result.recorded.evidence}")
-    cluster_cli._finish(result.report, json_output)
+    finish(result.report, json_output)
 
 
-def _install() -> None:
-    info = next((c for c in cluster_cli.cluster_app.registered_commands
-                 if c.name == COMMAND), None)
-    if info is None or getattr(info.callback, "_imagekit_gpujob", False):
-        return
-    original = info.callback
-    base = inspect.signature(original)
-    params = list(base.parameters.values())
-    names = {p.name for p in params}
-    for name, default in _EXTRA.items():
-        if name not in names:
-            params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            default=default, annotation=_TYPES[name]))
+def each_node_preflight(pinned: ImageReference, *, namespace: str, selector: dict[str, str],
+                        tolerations: list[dict], gpus: int, script: Path | None,
+                        script_args: list[str], timeout: float, cordon: bool, taint: bool,
+                        docker_config: Path | None, kubeconfig: Path,
+                        evidence_dir: Path | None, json_output: bool) -> None:
+    """`--each-node`: run the fleet preflight and print the node × check table; exit 1 unless
+    all PASS (2 when one broke)."""
+    from rich.table import Table
 
-    @functools.wraps(original)
-    def callback(**kwargs):
-        mine = {name: kwargs.pop(name, None) for name in _EXTRA}
-        if mine["nodes"] is None:
-            given = [f"--{n.replace('_', '-')}"
-                     for n in ("gpus_per_node", "pod_env")
-                     if mine[n] is not None]
-            if given or (mine["pods_per_node"] not in (None, 1)) or \
-                    mine["job_mode"] not in (None, "auto"):
-                return guarded(_refuse)(given or ["--pods-per-node/--job-mode"])
-            return original(**kwargs)
-        return guarded(_run_job)(**kwargs, **mine)
+    from imagekit.cluster.kube import Kube
+    from imagekit.evidence import EvidenceStore
+    from imagekit.gpu.fleet import FleetOptions, run_fleet
+    from imagekit.results import Status
 
-    callback.__signature__ = base.replace(parameters=params)  # type: ignore[attr-defined]
-    callback.__annotations__ = {**getattr(original, "__annotations__", {}), **_TYPES}
-    callback.__doc__ = (original.__doc__ or "") + (
-        " With --nodes N: a distributed job over N nodes (Indexed Job, or one Job per index "
-        "on servers without Indexed Jobs), torchrun c10d rendezvous through a Service.")
-    callback._imagekit_gpujob = True  # type: ignore[attr-defined]
-    info.callback = callback
-
-
-def _refuse(options: list[str]) -> None:
-    raise InvalidInput(f"{', '.join(options)} only with --nodes", where=COMMAND)
-
-
-_install()
+    if script is None or not script.is_file():
+        raise InvalidInput("--each-node needs --script, the preflight script "
+                           "(gpu_checks/preflight.py)", where=str(script))
+    options = FleetOptions(namespace=namespace, node_selector=selector,
+                           tolerations=tolerations, gpus=gpus, script=script,
+                           script_args=script_args, timeout_s=timeout, cordon_failed=cordon,
+                           taint_failed=taint, docker_config_dir=docker_config)
+    with Kube(kubeconfig) as kube:
+        report = run_fleet(kube, pinned, options, EvidenceStore(evidence_dir))
+    if json_output:
+        print_json(report)
+    else:
+        table = Table("node", "verdict", *report.check_names, "marked", "detail",
+                      title=f"GPU preflight on each node: {report.status.value}")
+        for row in report.nodes:
+            table.add_row(row.node, row.status.value,
+                          *[report.cell(row, name) for name in report.check_names],
+                          ", ".join(row.marked) or "-", row.detail[:160])
+        console.print(table)
+        for path in report.evidence:
+            console.print(f"evidence: {path}", markup=False)
+    if report.status is not Status.PASS:
+        raise typer.Exit(1 if report.status is not Status.ERROR else 2)

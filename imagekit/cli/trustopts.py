@@ -62,6 +62,7 @@ def name_resolver(trust: "TrustPolicy | None", store: Any, pool: Any = None) -> 
     def resolve(reference: "ImageReference") -> tuple[Any, str]:
         from imagekit.attest.pull import pull_attestations
         from imagekit.errors import InvalidInput
+        from imagekit.names import digest_of
         from imagekit.registry import ClientPool
         from imagekit.report.trusted import TEST_RESULT_TYPE, signed_statements
 
@@ -69,7 +70,7 @@ def name_resolver(trust: "TrustPolicy | None", store: Any, pool: Any = None) -> 
         readers = pool or ClientPool(registry_options(reference.registry))
         try:
             client = readers.get(reference.registry)
-            digest = client.resolve_tag(reference.repository, reference.tag or "latest")
+            digest = digest_of(client, reference)
             outcome = pull_attestations(client, reference.repository, digest, trust, store)
         finally:
             if own:

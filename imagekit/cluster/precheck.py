@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.cluster.fit import image_fit
 from imagekit.cluster.kube import Kube
+from imagekit.errors import InvalidInput
 from imagekit.results import CheckResult, Status
 
 GPU = "nvidia.com/gpu"
@@ -28,6 +29,23 @@ GPU = "nvidia.com/gpu"
 ANNOTATION_CUDA = "imagekit.dev/image-cuda"
 ANNOTATION_ARCH = "imagekit.dev/image-arch-list"
 PREEMPT_LOWER = "PreemptLowerPriority"
+NEVER = "Never"
+#: The preemptionPolicy values a Pod spec may state (core/v1 PreemptionPolicy).
+PREEMPTION_POLICIES = (NEVER, PREEMPT_LOWER)
+
+
+def preemption_policy(value: str | None) -> str | None:
+    """A preemptionPolicy a command states in its Pod spec (None: the PriorityClass's), checked
+    before any Pod is rendered."""
+    if value is not None and value not in PREEMPTION_POLICIES:
+        raise InvalidInput("preemption policy must be Never or PreemptLowerPriority",
+                           where=value)
+    return value
+
+
+def non_preempting_of(wanted: bool, policy: str | None) -> bool:
+    """Strict non-preempting semantics: asked for, or stated by `preemptionPolicy: Never`."""
+    return wanted or policy == NEVER
 
 
 class StorageNeed(BaseModel):
@@ -84,7 +102,8 @@ class PodIntent(BaseModel):
                    tolerations=spec.get("tolerations") or [], gpus=gpus,
                    priority_class_name=spec.get("priorityClassName"),
                    priority=spec.get("priority"), preemption_policy=spec.get("preemptionPolicy"),
-                   non_preempting=non_preempting or spec.get("preemptionPolicy") == "Never",
+                   non_preempting=non_preempting_of(non_preempting,
+                                                   spec.get("preemptionPolicy")),
                    storage=storage)
 
 

@@ -8,12 +8,14 @@ stdout, its noise on stderr). Nothing here decides whether an outcome is good: o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict
 from python_on_whales import DockerClient, DockerException
@@ -82,11 +84,14 @@ class Engine:
     # -- daemon ---------------------------------------------------------------------------------
     def ping(self) -> str:
         """The daemon's version; InfraError when no daemon answers."""
+        why = "the docker daemon does not answer; run `imagekit infra up`"
         try:
-            return str(self.client.version().server.version)
+            server = self.client.version().server
         except (DockerException, AttributeError) as exc:
-            raise InfraError("the docker daemon does not answer; run `imagekit infra up`",
-                             where=self.binary) from exc
+            raise InfraError(why, where=self.binary) from exc
+        if server is None:
+            raise InfraError(why, where=self.binary)
+        return str(server.version)
 
     # -- build ----------------------------------------------------------------------------------
     def build(self, context: Path, *, dockerfile: Path | None = None, tags: Sequence[str] = (),
@@ -112,11 +117,13 @@ class Engine:
             metadata = Path(tmp) / "metadata.json"
             argv = ["buildx", "build", "--progress=plain", str(context)]
             try:
-                stream = self.client.buildx.build(
+                # stream_logs=True: the log lines (python-on-whales annotates one union for all
+                # its modes, Image | Iterator[str] | None)
+                stream = cast(Iterator[str], self.client.buildx.build(
                     context, file=dockerfile, tags=list(tags), build_args=dict(build_args or {}),
                     secrets=secret_args, cache=not no_cache, load=True, progress="plain",
                     network=network,
-                    metadata_file=metadata, stream_logs=True)
+                    metadata_file=metadata, stream_logs=True))
                 for line in stream:
                     lines.append(line.rstrip("\n"))
                     steps.feed(lines[-1])
@@ -193,10 +200,8 @@ class Engine:
         return output
 
     def remove(self, ref: str, force: bool = False) -> None:
-        try:
+        with contextlib.suppress(DockerException):
             self.client.image.remove(ref, force=force)
-        except DockerException:
-            pass
 
     def import_rootfs(self, tarball: Path, tag: str, changes: Iterable[str] = ()) -> Digest:
         """`docker import` a root filesystem tarball (what debootstrap made) as an image."""

@@ -50,7 +50,7 @@ class Subject(BaseModel):
 
     @classmethod
     def of(cls, digest: Digest | str, role: Role = Role.SUBJECT,
-           reference: str | None = None) -> "Subject":
+           reference: str | None = None) -> Subject:
         return cls(digest=Digest.parse(str(digest)), role=role,
                    reference=str(reference) if reference is not None else None)
 

@@ -101,7 +101,7 @@ class ServeArgsReport(BaseModel):
                                "trusted key signed (kind attested), not measured here")
 
     @classmethod
-    def of(cls, check) -> "ServeArgsReport":  # noqa: ANN001 - a CheckResult named serve_args
+    def of(cls, check) -> ServeArgsReport:  # noqa: ANN001 - a CheckResult named serve_args
         return cls.model_validate({**check.data, "status": check.status,
                                    "detail": check.detail})
 

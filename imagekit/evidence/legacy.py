@@ -62,7 +62,7 @@ def _digest(value: Any) -> str | None:
     return None
 
 
-def _json(store: "EvidenceStore", record: "AttemptRecord", name: str) -> Any:
+def _json(store: EvidenceStore, record: AttemptRecord, name: str) -> Any:
     for entry in record.files:
         if entry.path == name and entry.size <= _MAX_JSON_BYTES:
             try:
@@ -72,7 +72,7 @@ def _json(store: "EvidenceStore", record: "AttemptRecord", name: str) -> Any:
     return None
 
 
-def _json_files(store: "EvidenceStore", record: "AttemptRecord") -> Iterator[tuple[str, Any]]:
+def _json_files(store: EvidenceStore, record: AttemptRecord) -> Iterator[tuple[str, Any]]:
     base = store.path_of(record)
     for entry in record.files:
         if not entry.path.endswith(".json") or entry.size > _MAX_JSON_BYTES:
@@ -93,7 +93,7 @@ def _int(value: Any) -> int | None:
 
 # -- subjects --------------------------------------------------------------------------------
 
-def subjects(store: "EvidenceStore", record: "AttemptRecord") -> list[Subject]:
+def subjects(store: EvidenceStore, record: AttemptRecord) -> list[Subject]:
     key = _digest(record.key)
     context = record.context
     if record.kind == "verify-copy":
@@ -128,7 +128,7 @@ def subjects(store: "EvidenceStore", record: "AttemptRecord") -> list[Subject]:
 
 # -- results ---------------------------------------------------------------------------------
 
-def result(store: "EvidenceStore", record: "AttemptRecord") -> EvidenceResult | None:
+def result(store: EvidenceStore, record: AttemptRecord) -> EvidenceResult | None:
     reader = _READERS.get(record.kind)
     if reader is None and record.kind.startswith("accept-"):
         reader = _accept
@@ -192,7 +192,8 @@ def _images_verify(store, record) -> ImagesVerifyResult:
         fix_layers=[x if isinstance(x, str) else json.dumps(x, sort_keys=True)
                     for x in layers] if isinstance(layers, list) else [],
         versions=_versions(doc.get("versions") or doc.get("final_versions")),
-        verdict=Status(verdict) if verdict in Status.__members__ else record.status,
+        verdict=(Status(verdict) if isinstance(verdict, str) and verdict in Status.__members__
+                 else record.status),
         accepted=[str(a.get("check", a.get("name", ""))) if isinstance(a, dict) else str(a)
                   for a in accepted] if isinstance(accepted, list) else [],
         cached=ctx.get("cached") is True)
@@ -254,7 +255,8 @@ def _gpu_preflight(store, record) -> GpuPreflightResult:
     world = _int(ctx.get("world_size"))
     backend = _str(ctx.get("backend"))
     if isinstance(doc, dict):
-        table = doc.get("bandwidth") if isinstance(doc.get("bandwidth"), dict) else doc
+        bandwidth = doc.get("bandwidth")
+        table: dict = bandwidth if isinstance(bandwidth, dict) else doc
         for size in table.get("sizes", []) if isinstance(table.get("sizes"), list) else []:
             if isinstance(size, dict) and _int(size.get("bytes")) is not None:
                 sizes.append(BandwidthSample(

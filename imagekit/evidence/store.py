@@ -11,13 +11,14 @@ Layout::
 filed; what it is *about* is its `subjects` (digests with roles, `imagekit.evidence.contract`),
 and what it established is its typed `result` (one model per kind, `imagekit.evidence.kinds`):
 `Attempt.write_result` writes it, `EvidenceStore.result` reads it back. Attempts of the previous
-layout (no subjects, no result; `layout` 1) are read through `imagekit.evidence.legacy`. Attempt directories are created
-exclusively and files opened with mode "x": a rerun can only add, never overwrite. Finished
-attempts are made read-only.
+layout (no subjects, no result; `layout` 1) are read through `imagekit.evidence.legacy`.
+Attempt directories are created exclusively and files opened with mode "x": a rerun can only
+add, never overwrite. Finished attempts are made read-only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import hashlib
@@ -53,7 +54,7 @@ def default_root() -> Path:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class EvidenceKey(BaseModel):
@@ -65,7 +66,7 @@ class EvidenceKey(BaseModel):
     name: str | None = None
 
     @classmethod
-    def of(cls, subject: "Digest | str | EvidenceKey") -> "EvidenceKey":
+    def of(cls, subject: Digest | str | EvidenceKey) -> EvidenceKey:
         if isinstance(subject, EvidenceKey):
             return subject
         if isinstance(subject, Digest):
@@ -119,7 +120,7 @@ class AttemptRecord(BaseModel):
 class Attempt:
     """An open attempt directory; write files, then `finish()` (or let the context manager)."""
 
-    def __init__(self, store: "EvidenceStore", key: EvidenceKey, kind: str, path: Path,
+    def __init__(self, store: EvidenceStore, key: EvidenceKey, kind: str, path: Path,
                  attempt_id: str, context: dict[str, Any],
                  subjects: list[Subject] | None = None) -> None:
         self.store, self.key, self.kind, self.path = store, key, kind, path
@@ -288,11 +289,9 @@ class EvidenceStore:
             yield attempt
         except BaseException as exc:
             if attempt.record is None:
-                try:
+                with contextlib.suppress(EvidenceError):
                     attempt.write_text("error.log", "".join(
                         traceback.format_exception(type(exc), exc, exc.__traceback__)))
-                except EvidenceError:
-                    pass
                 try:
                     attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc}"[:500])
                 except EvidenceError:

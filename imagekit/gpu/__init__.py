@@ -1,6 +1,7 @@
 """GPU preflight records: the pydantic model of `gpu_checks/preflight.py`'s JSON and how it
 becomes evidence. The script itself stays torch-only; this side never imports torch."""
 
+from imagekit.gpu.evidence import RecordedPreflight, record_preflight
 from imagekit.gpu.record import (
     SCHEMA,
     BandwidthRow,
@@ -8,7 +9,6 @@ from imagekit.gpu.record import (
     busbw_factor,
     load_record,
 )
-from imagekit.gpu.evidence import RecordedPreflight, record_preflight
 
 __all__ = [
     "SCHEMA",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,9 +50,10 @@ def record_preflight(path: Path, store: EvidenceStore, *, digest: Digest | None 
     except OSError as exc:
         raise InvalidInput(f"cannot read the run log: {exc.strerror}", where=str(log)) from None
     subject: Digest | str = digest if digest is not None else (name or default_name(record))
-    context = {"source": str(path.absolute()), "world_size": record.world_size,
-               "backend": record.backend, "gpus": record.gpu_names,
-               "hostname": record.software.hostname if record.software else None}
+    context: dict[str, Any] = {
+        "source": str(path.absolute()), "world_size": record.world_size,
+        "backend": record.backend, "gpus": record.gpu_names,
+        "hostname": record.software.hostname if record.software else None}
     with store.attempt(subject, KIND, **context) as attempt:
         attempt.write_bytes("preflight.json", raw)
         if log_bytes is not None:

@@ -151,7 +151,7 @@ class Bandwidth(_Fact):
     sizes: list[BandwidthRow]
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Bandwidth":
+    def _consistent(self) -> Bandwidth:
         if not _close(self.busbw_factor, busbw_factor(self.n)):
             raise ValueError(f"busbw_factor {self.busbw_factor} is not 2(n-1)/n for n={self.n}")
         for row in self.sizes:
@@ -314,7 +314,7 @@ class PreflightRecord(_Fact):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "PreflightRecord":
+    def _consistent(self) -> PreflightRecord:
         if self.status is Status.ERROR and not self.checks:
             if not self.error:
                 raise ValueError("an ERROR record without checks must say its error")

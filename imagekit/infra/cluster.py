@@ -34,12 +34,18 @@ import shutil
 import ssl
 import subprocess
 import time
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psutil
+import tomli_w
+import yaml
 
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import podnet, processes
+from imagekit.infra.pki import write_cluster_pki
 from imagekit.infra.state import REGISTRY_LAYOUT, ComponentStatus, InfraState, StatePaths
 from imagekit.progress import current as current_progress
 from imagekit.progress import run_logged
@@ -178,38 +184,15 @@ def ensure_built(log: Path) -> None:
 # ------------------------------------------------------------------------------ PKI, kubeconfig
 
 def _ensure_pki(p: ClusterPaths) -> None:
-    """Cluster CA, apiserver cert, kubelet-client cert, service-account key, admin token.
+    """Cluster CA, apiserver cert, kubelet-client cert, service-account key (`cryptography`,
+    imagekit.infra.pki.write_cluster_pki), admin token.
 
     Separate from the registries' CA on purpose: the cluster's trust is its own."""
     if (p.pki / "sa.pub").is_file() and p.kubeconfig.is_file() and p.tokens.is_file():
         return
     p.pki.mkdir(parents=True, exist_ok=True)
     os.chmod(p.root, 0o700)
-    log = p.logs / "k8s-pki.log"
-    k = str(p.pki)
-
-    def ossl(*args: str) -> None:
-        _run(["openssl", *args], "openssl " + args[0], log=log)
-
-    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=imagekit-k8s-ca",
-         "-keyout", f"{k}/ca.key", "-out", f"{k}/ca.crt")
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
-         "-keyout", f"{k}/apiserver.key", "-out", f"{k}/apiserver.csr")
-    (p.pki / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.96.0.1\n")
-    ossl("x509", "-req", "-in", f"{k}/apiserver.csr", "-CA", f"{k}/ca.crt", "-CAkey", f"{k}/ca.key",
-         "-CAcreateserial", "-days", "3650", "-extfile", f"{k}/san.ext", "-out", f"{k}/apiserver.crt")
-    # client cert the apiserver presents to the kubelet (logs, exec)
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj",
-         "/O=system:masters/CN=kube-apiserver-kubelet-client",
-         "-keyout", f"{k}/kubelet-client.key", "-out", f"{k}/kubelet-client.csr")
-    ossl("x509", "-req", "-in", f"{k}/kubelet-client.csr", "-CA", f"{k}/ca.crt", "-CAkey",
-         f"{k}/ca.key", "-CAcreateserial", "-days", "3650", "-out", f"{k}/kubelet-client.crt")
-    ossl("genrsa", "-out", f"{k}/sa.key", "2048")
-    ossl("rsa", "-in", f"{k}/sa.key", "-pubout", "-out", f"{k}/sa.pub")
-    for key in p.pki.glob("*.key"):
-        os.chmod(key, 0o600)
+    write_cluster_pki(p.pki)
     token = secrets.token_hex(16)
     _write_private(p.tokens, f"{token},admin,admin,system:masters\n")
     kubeconfig = {
@@ -253,6 +236,59 @@ def _api_get(p: ClusterPaths, path: str) -> httpx.Response | None:
 
 # ------------------------------------------------------------------------------ containerd config
 
+def containerd_config(d: Path) -> dict[str, Any]:
+    """containerd's config.toml (version 2) for the cluster rooted at `d` (written by tomli-w)."""
+    cri: dict[str, Any] = {
+        "sandbox_image": PAUSE_IMAGE,
+        "stream_server_address": "127.0.0.1",
+        "stream_server_port": "0",
+        "containerd": {
+            "snapshotter": "overlayfs",
+            "default_runtime_name": "runc",
+            "runtimes": {"runc": {
+                "runtime_type": "io.containerd.runc.v2",
+                "options": {"SystemdCgroup": False, "BinaryName": f"{d}/runc-wrap"}}},
+        },
+        "cni": {"bin_dir": f"{d}/cni-bin", "conf_dir": f"{d}/cni-conf"},
+        "registry": {"config_path": f"{d}/certs.d"},
+    }
+    return {
+        "version": 2,
+        "root": f"{d}/root",
+        "state": f"{d}/state",
+        "grpc": {"address": f"{d}/containerd.sock"},
+        "ttrpc": {"address": f"{d}/containerd.sock.ttrpc"},
+        "plugins": {"io.containerd.grpc.v1.cri": cri,
+                    "io.containerd.internal.v1.opt": {"path": f"{d}/opt"}},
+    }
+
+
+def kubelet_config_doc(pki: Path) -> dict[str, Any]:
+    """The kubelet's KubeletConfiguration (written by yaml.safe_dump)."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": "127.0.0.1",
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": f"{pki}/ca.crt"}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                         "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        # ConfigMap updates reach mounted volumes at the Pod's next sync: 10 s instead of 1 min,
+        # so the ConfigMap-switch regression test does not wait a minute per update.
+        "syncFrequency": "10s",
+        "clusterDomain": "cluster.local",
+    }
+
+
 def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     d = p.ctrd
     for sub in ("cni-bin", "cni-conf", "certs.d", "root", "state", "opt"):
@@ -261,36 +297,27 @@ def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     # The CNI network is not part of config.toml (nor of the fingerprint): containerd watches
     # conf_dir and uses a new network for new sandboxes without a restart.
     podnet.install_cni(d / "cni-bin", d / "cni-conf", d / "cni-ipam")
-    config = f"""version = 2
-root = "{d}/root"
-state = "{d}/state"
-[grpc]
-  address = "{d}/containerd.sock"
-[ttrpc]
-  address = "{d}/containerd.sock.ttrpc"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "{d}/runc-wrap"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{d}/cni-bin"
-    conf_dir = "{d}/cni-conf"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "{d}/certs.d"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{d}/opt"
-"""
-    (d / "config.toml").write_text(config)
+    config = _ensure_toml(d / "config.toml", containerd_config(d))
     hosts = write_registry_hosts(p.certs_d, state)
+    # The fingerprint (a change restarts containerd and the kubelet) is of the files' bytes,
+    # and a file is rewritten only when what it says changes: so a file another layout wrote
+    # (the f-string templates before issue 25, another tomli-w) with the same meaning is kept,
+    # and so is the fingerprint of the daemons running on it.
     return hashlib.sha256((config + hosts).encode()).hexdigest()[:16]
+
+
+def _ensure_toml(path: Path, doc: dict[str, Any]) -> str:
+    """Write `doc` to `path` (tomli-w) unless the file there already says exactly that (same
+    document, whatever its layout); the file's text."""
+    try:
+        text = path.read_text()
+        if tomllib.loads(text) == doc:
+            return text
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        pass
+    text = tomli_w.dumps(doc)
+    path.write_text(text)
+    return text
 
 
 def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
@@ -299,15 +326,16 @@ def registry_hosts_toml(address: str, scheme: str, ca: Path | None) -> str:
     tree") and silently uses its loopback default (plain HTTP, no CA); a `[host."https://…"]`
     section instead would be tried first and `server` retried WITHOUT its CA, so a wrong digest
     would surface as an x509 error instead of "not found"."""
-    lines = [f'server = "{scheme}://{address}"', 'capabilities = ["pull", "resolve"]']
+    doc: dict[str, Any] = {"server": f"{scheme}://{address}", "capabilities": ["pull", "resolve"]}
     if ca is not None:
-        lines.append(f'ca = "{ca}"')
-    lines.append("[host]")
-    return "\n".join(lines) + "\n"
+        doc["ca"] = str(ca)
+    doc["host"] = {}
+    return tomli_w.dumps(doc)
 
 
 def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
-    """hosts.toml for every loopback registry in the infra state; returns their joined text."""
+    """hosts.toml for every loopback registry in the infra state (rewritten only when what it
+    says changes); returns their texts and CAs joined, an input of the config fingerprint."""
     texts = []
     # the cluster pulls from the contract's three registries; the referrers-API registry (a
     # hop for attestations, manifests in memory) is not one of its mirrors
@@ -320,8 +348,8 @@ def write_registry_hosts(certs_d: Path, state: InfraState) -> str:
             source = endpoint.ca_file or state.ca_file
             ca = directory / "ca.crt"
             shutil.copy2(source, ca)
-        text = registry_hosts_toml(endpoint.address, endpoint.scheme, ca)
-        (directory / "hosts.toml").write_text(text)
+        text = _ensure_toml(directory / "hosts.toml", tomllib.loads(
+            registry_hosts_toml(endpoint.address, endpoint.scheme, ca)))
         texts.append(text + (ca.read_text() if ca else ""))
     return "".join(texts)
 
@@ -457,25 +485,7 @@ def up(state: InfraState) -> ComponentStatus:
     _wait("containerd socket", p.containerd_sock.exists, 30, ctrd)
     _import_images(p)
     kubelet_config = p.root / "kubelet-config.yaml"
-    kubelet_config.write_text(f"""apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-cgroupDriver: cgroupfs
-failSwapOn: false
-authentication: {{anonymous: {{enabled: false}}, webhook: {{enabled: false}}, x509: {{clientCAFile: "{pki}/ca.crt"}}}}
-authorization: {{mode: AlwaysAllow}}
-evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-# ConfigMap updates reach mounted volumes at the Pod's next sync: 10 s instead of 1 min, so the
-# ConfigMap-switch regression test does not wait a minute per update.
-syncFrequency: 10s
-clusterDomain: cluster.local
-""")
+    kubelet_config.write_text(yaml.safe_dump(kubelet_config_doc(p.pki), sort_keys=False))
     p.kubelet.mkdir(parents=True, exist_ok=True)
     labels = ",".join(f"{k}={v}" for k, v in NODE_LABELS.items())
     kubelet = _start("k8s-kubelet", [
@@ -533,8 +543,8 @@ def down(state: InfraState) -> None:
 
 def _unmount_below(root: Path) -> None:
     prefix = str(root) + "/"
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-              if line.split()[1].startswith(prefix)]
+    mounts = [part.mountpoint for part in psutil.disk_partitions(all=True)
+              if part.mountpoint.startswith(prefix)]
     for mount in sorted(mounts, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
 

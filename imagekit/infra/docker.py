@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 from imagekit.errors import InfraError
 from imagekit.infra import apt
@@ -96,8 +97,8 @@ def _drop_stale_pidfiles() -> None:
         except (FileNotFoundError, ValueError):
             continue
         try:
-            alive_comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
+            alive_comm = psutil.Process(pid).name()
+        except (psutil.Error, ValueError):     # gone, not ours to see, or a pid <= 0
             alive_comm = ""
         if alive_comm != comm:
             pidfile.unlink(missing_ok=True)

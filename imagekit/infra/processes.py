@@ -1,7 +1,8 @@
 """Start, find and stop the long-running processes imagekit owns, and only those.
 
 A PID file alone proves nothing: PIDs are reused. Every record keeps the PID together with the
-kernel's start time of that process (/proc/<pid>/stat field 22, clock ticks since boot) and its
+kernel's start time of that process (/proc/<pid>/stat field 22, clock ticks since boot, read
+through psutil like every other process fact here) and its
 command line; a record counts as "ours and running" only while all of them still match what
 /proc shows AND the process belongs to the state directory reading the record: its stdout or
 stderr is a log file inside that directory (every tracked process is started that way), or its
@@ -19,6 +20,7 @@ Public API, also for other infra parts (the cluster):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -27,6 +29,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import InfraError
@@ -55,33 +58,54 @@ class TrackedProcess(BaseModel):
     fingerprint: str | None = None
 
 
-# ---------------------------------------------------------------- /proc readers
+# ---------------------------------------------------------------- process readers (psutil)
+
+#: psutil's status names, back to the letter of /proc/<pid>/stat field 3 that records and callers
+#: compare ("Z" zombie, "X" dead: not running any more).
+_STATUS_LETTER = {
+    psutil.STATUS_RUNNING: "R", psutil.STATUS_SLEEPING: "S", psutil.STATUS_DISK_SLEEP: "D",
+    psutil.STATUS_STOPPED: "T", psutil.STATUS_TRACING_STOP: "t", psutil.STATUS_ZOMBIE: "Z",
+    psutil.STATUS_DEAD: "X", psutil.STATUS_WAKING: "W", psutil.STATUS_IDLE: "I",
+    psutil.STATUS_PARKED: "P",
+}
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def start_ticks(process: psutil.Process) -> int:
+    """The kernel's start time of `process` in clock ticks since boot (/proc/<pid>/stat field
+    22), the unit every record keeps. psutil gives it as boot time + ticks / SC_CLK_TCK."""
+    return round((process.create_time() - psutil.boot_time()) * _CLOCK_TICKS)
 
 
 def proc_stat(pid: int) -> tuple[str, int] | None:
     """(state letter, start time in ticks) of a live pid, or None when it does not exist."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        process = psutil.Process(pid)
+        start = start_ticks(process)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
-    # comm (field 2) may hold spaces and parentheses: fields resume after the LAST ')'.
-    rest = raw[raw.rfind(")") + 2:].split()
-    # rest[0] is field 3 (state); field 22 (starttime) is rest[19].
-    return rest[0], int(rest[19])
+    try:
+        letter = _STATUS_LETTER.get(process.status(), "?")
+    except psutil.ZombieProcess:
+        letter = "Z"
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return letter, start
 
 
 def proc_cmdline(pid: int) -> list[str] | None:
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return [part for part in psutil.Process(pid).cmdline() if part]
+    except psutil.ZombieProcess:
+        return []
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
 def proc_exe(pid: int) -> str:
     try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
+        return psutil.Process(pid).exe()
+    except psutil.Error:
         return ""
 
 
@@ -98,23 +122,22 @@ def owned_by(pid: int, paths: StatePaths) -> bool:
 
     True when its stdout/stderr is a file inside the directory, or its environment names the
     directory's device:inode."""
-    root = os.path.realpath(paths.root)
-    for fd in (1, 2):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("/") and not target.endswith(" (deleted)") and \
-                os.path.realpath(target).startswith(root.rstrip("/") + "/"):
+    root = os.path.realpath(paths.root).rstrip("/") + "/"
+    try:
+        process = psutil.Process(pid)
+        # regular files only: a deleted log ("… (deleted)") is not one any more
+        if any(f.fd in (1, 2) and os.path.realpath(f.path).startswith(root)
+               for f in process.open_files()):
             return True
+    except psutil.Error:
+        return False
     identity = _state_identity(paths.root)
     if identity is None:
         return False
     try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
+        return process.environ().get(STATE_ROOT_ENV) == identity
+    except psutil.Error:
         return False
-    return f"{STATE_ROOT_ENV}={identity}".encode() in environ
 
 
 def is_ours(record: TrackedProcess, paths: StatePaths | None = None) -> bool:
@@ -244,19 +267,21 @@ def start_tracked(name: str, argv: list[str], log_file: Path, env: dict[str, str
     # Popen returns while the kernel may still be finishing exec: /proc/<pid>/cmdline can be
     # empty for a moment. Record only what /proc will keep showing.
     cmdline: list[str] | None = None
+    start_time = 0
     for _ in range(200):
         stat = proc_stat(child.pid)
         if stat is None or child.poll() is not None:
             code = child.wait()
             raise InfraError(f"{name} exited at once with code {code}; see its log",
                              where=str(log_file))
+        start_time = stat[1]
         cmdline = proc_cmdline(child.pid)
         if cmdline:
             break
         time.sleep(0.01)
     if not cmdline:
         cmdline = argv
-    record = TrackedProcess(name=name, pid=child.pid, start_time=stat[1],
+    record = TrackedProcess(name=name, pid=child.pid, start_time=start_time,
                             exe=proc_exe(child.pid), cmdline=cmdline,
                             log_file=log_file.absolute(), started_at=_now(),
                             fingerprint=fingerprint)
@@ -294,10 +319,8 @@ def stop_tracked(name: str, timeout: float = 30.0, paths: StatePaths | None = No
 
 
 def _kill(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _exists(record: TrackedProcess) -> bool:
@@ -314,7 +337,7 @@ def _reap(pid: int) -> None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 # ---------------------------------------------------------------- ports
@@ -331,36 +354,16 @@ def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
 
 def port_holders(port: int) -> list[tuple[int, list[str]]]:
     """(pid, cmdline) of processes with a listening TCP socket on `port` (any address)."""
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != "0A":  # 0A = LISTEN
-                continue
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    if not inodes:
-        return []
-    targets = {f"socket:[{inode}]" for inode in inodes}
     holders: list[tuple[int, list[str]]] = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fds = list((proc / "fd").iterdir())
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(fd) in targets:
-                    holders.append((int(proc.name), proc_cmdline(int(proc.name)) or []))
-                    break
-            except OSError:
-                continue
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:      # not root: nobody's sockets can be named
+        return holders
+    pids = sorted({c.pid for c in connections
+                   if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   and c.pid is not None})
+    for pid in pids:
+        holders.append((pid, proc_cmdline(pid) or []))
     return holders
 
 

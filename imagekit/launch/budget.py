@@ -45,7 +45,7 @@ class ProbeBudget(BaseModel):
         return self.period_seconds * self.failure_threshold
 
     @classmethod
-    def covering(cls, seconds: float, period_seconds: int = 10) -> "ProbeBudget":
+    def covering(cls, seconds: float, period_seconds: int = 10) -> ProbeBudget:
         return cls(period_seconds=period_seconds,
                    failure_threshold=max(1, math.ceil(seconds / period_seconds)))
 

@@ -76,7 +76,7 @@ class ServeConfig(BaseModel):
         return self.port if self.port is not None else DEFAULT_PORT[self.engine]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], extra_args: tuple[str, ...] = ()) -> "ServeConfig":
+    def from_env(cls, env: Mapping[str, str], extra_args: tuple[str, ...] = ()) -> ServeConfig:
         """Read launch.sh's variables (`LAUNCH_VARIABLES`); unset means default."""
         names = {"ENGINE": "engine", "MODEL_PATH": "model_path", "TP": "tp",
                  "MAX_CONTEXT": "max_context", "MAX_REQUESTS": "max_requests",
@@ -93,7 +93,7 @@ class ServeConfig(BaseModel):
         return cls.build(extra_args=extra_args, **values)
 
     @classmethod
-    def build(cls, **values: object) -> "ServeConfig":
+    def build(cls, **values: object) -> ServeConfig:
         """Validate, turning pydantic's error into one InvalidInput line."""
         try:
             return cls(**values)  # type: ignore[arg-type]
@@ -161,7 +161,7 @@ class ServeCommand(BaseModel):
     expect: ServeExpect
 
     @classmethod
-    def of(cls, label: str, config: ServeConfig) -> "ServeCommand":
+    def of(cls, label: str, config: ServeConfig) -> ServeCommand:
         head, tail = serve_parts(config)
         return cls(label=label, engine=config.engine, head=head,
                    switch=config.disable_piecewise_cuda_graph, tail=tail,

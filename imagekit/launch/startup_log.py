@@ -19,10 +19,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-_PREFIX = re.compile(r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<tags>[^\]]*)\]\s?(?P<msg>.*)$")
+if TYPE_CHECKING:
+    from imagekit.results import CheckResult
+
+_PREFIX = re.compile(
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<tags>[^\]]*)\]\s?(?P<msg>.*)$")
 _TP = re.compile(r"\bTP(?P<tp>\d+)\b")
 _VLLM_RANK = re.compile(r"\((?:VllmWorker|Worker)[ _](?:rank=|TP)(?P<rank>\d+)\b")
 _LOAD_BEGIN = re.compile(r"Load weight begin\.")

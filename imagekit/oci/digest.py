@@ -41,7 +41,7 @@ class Digest:
         raise AttributeError("Digest is immutable")
 
     @classmethod
-    def parse(cls, text: str) -> "Digest":
+    def parse(cls, text: str) -> Digest:
         if not isinstance(text, str):
             raise InvalidDigest(f"a digest must be a string, got {type(text).__name__}")
         algorithm, sep, hex_part = text.partition(":")
@@ -50,10 +50,10 @@ class Digest:
         return cls(algorithm, hex_part)
 
     @classmethod
-    def of_bytes(cls, data: bytes, algorithm: str = "sha256") -> "Digest":
+    def of_bytes(cls, data: bytes, algorithm: str = "sha256") -> Digest:
         return cls(algorithm, hashlib.new(algorithm, data).hexdigest())
 
-    def hasher(self) -> "hashlib._Hash":
+    def hasher(self) -> hashlib._Hash:
         """A fresh hash object of this digest's algorithm, to check a stream against it."""
         return hashlib.new(self.algorithm)
 
@@ -78,13 +78,13 @@ class Digest:
     def __hash__(self) -> int:
         return hash((self.algorithm, self.hex))
 
-    def __lt__(self, other: "Digest") -> bool:
+    def __lt__(self, other: Digest) -> bool:
         return str(self) < str(other)
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler
                                      ) -> core_schema.CoreSchema:
-        def validate(value: Any) -> "Digest":
+        def validate(value: Any) -> Digest:
             if isinstance(value, Digest):
                 return value
             return cls.parse(value)

@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.errors import InvalidInput
 
-
 _PART = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 
 
@@ -22,7 +21,7 @@ class Platform(BaseModel):
     os_features: list[str] | None = Field(default=None, alias="os.features")
 
     @classmethod
-    def parse(cls, text: str) -> "Platform":
+    def parse(cls, text: str) -> Platform:
         """`linux/amd64`, `linux/arm64/v8`."""
         parts = text.split("/") if isinstance(text, str) else []
         if len(parts) not in (2, 3) or not all(_PART.match(p) for p in parts):
@@ -37,7 +36,7 @@ class Platform(BaseModel):
         """Attestation entries of buildx indexes say unknown/unknown."""
         return self.os == "unknown" or self.architecture == "unknown"
 
-    def satisfies(self, wanted: "Platform") -> bool:
+    def satisfies(self, wanted: Platform) -> bool:
         """True when this entry serves `wanted` (a wanted variant must match if given)."""
         if (self.os, self.architecture) != (wanted.os, wanted.architecture):
             return False

@@ -50,7 +50,7 @@ class ImageReference:
         raise AttributeError("ImageReference is immutable")
 
     @classmethod
-    def parse(cls, text: str) -> "ImageReference":
+    def parse(cls, text: str) -> ImageReference:
         if not isinstance(text, str) or not text:
             raise InvalidReference("an image reference cannot be empty")
         if text != text.strip() or any(ch.isspace() for ch in text):
@@ -111,15 +111,15 @@ class ImageReference:
             return str(self.digest)
         return self.tag or "latest"
 
-    def with_digest(self, digest: Digest | str) -> "ImageReference":
+    def with_digest(self, digest: Digest | str) -> ImageReference:
         """The same repository pinned to content; the tag is dropped (a digest wins anyway)."""
         return ImageReference(self.registry, self.repository, None,
                               digest if isinstance(digest, Digest) else Digest.parse(digest))
 
-    def with_tag(self, tag: str) -> "ImageReference":
+    def with_tag(self, tag: str) -> ImageReference:
         return ImageReference.parse(f"{self.name}:{tag}")
 
-    def in_registry(self, registry: str, repository: str | None = None) -> "ImageReference":
+    def in_registry(self, registry: str, repository: str | None = None) -> ImageReference:
         return ImageReference(registry, repository or self.repository, self.tag, self.digest)
 
     @property
@@ -148,7 +148,7 @@ class ImageReference:
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler
                                      ) -> core_schema.CoreSchema:
-        def validate(value: Any) -> "ImageReference":
+        def validate(value: Any) -> ImageReference:
             if isinstance(value, ImageReference):
                 return value
             return cls.parse(value)

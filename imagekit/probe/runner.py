@@ -79,6 +79,11 @@ class ProbePlan(BaseModel):
             args += [self.engine, serve_probe_input(self.engine, self.serve_commands())]
         return args
 
+    def arguments(self) -> list[tuple[str, list[str]]]:
+        """Each probe with the arguments its script gets (argv without the script path): the
+        plan as a runner that mounts the probes elsewhere takes it (`cluster probe`)."""
+        return [(probe, self.argv(probe)[1:]) for probe in self.probes]
+
 
 def serve_commands_of(image, profile: str | None = None) -> list[ServeCommand]:  # noqa: ANN001
     """The spec image's serve settings (ImageSpec: those of `profile`; ResolvedImage: already

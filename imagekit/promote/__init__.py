@@ -1,6 +1,6 @@
 """promote: copy a digest through relay registries, each hop verified, with evidence."""
 
-from imagekit.promote.copy import HopRecord, PromoteResult, Promoter, promote
+from imagekit.promote.copy import HopRecord, Promoter, PromoteResult, promote
 from imagekit.promote.run import promotion_gate, run_promote
 
 __all__ = ["HopRecord", "PromoteResult", "Promoter", "promote", "promotion_gate",

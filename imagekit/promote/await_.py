@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,7 +41,7 @@ DEFAULT_INTERVAL_S = 1.0
 MAX_INTERVAL_S = 30.0
 
 
-class PollState(str, Enum):
+class PollState(StrEnum):
     ABSENT = "absent"
     MANIFEST_ONLY = "manifest-only"
     BLOBS_PARTIAL = "blobs-partial"
@@ -129,7 +129,7 @@ def poll_once(client: RegistryClient, target: ImageReference, root: ManifestBlob
     repo, digest, tag = target.repository, root.digest, target.tag
     try:
         tag_digest = client.manifest_exists(repo, tag) if tag else None
-        if tag_digest is not None and tag_digest != digest:
+        if tag and tag_digest is not None and tag_digest != digest:
             confirmed = client.get_manifest(repo, tag).digest  # hashed, not a header's word
             if confirmed != digest:
                 return PollRecord(at_s=at_s, state=PollState.OTHER_DIGEST,

@@ -11,12 +11,15 @@ ERROR attempt with the hops it had recorded ("interrupted: process N is gone").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from imagekit.evidence import Attempt, EvidenceKey, EvidenceStore
 from imagekit.evidence.kinds import HopEvidence, PromoteEvidence
@@ -28,13 +31,15 @@ RUNNING = "running.json"
 
 
 def _process_start(pid: int) -> float | None:
-    """The process's start time (clock ticks since boot, from /proc), None when it is gone:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22 through
+    psutil), None when it is gone:
     a pid alone may have been reused by another process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return float(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        process = psutil.Process(pid)
+        ticks = (process.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK")
+    except (psutil.Error, ValueError):
         return None
+    return float(round(ticks))
 
 
 class LiveAttempt:
@@ -44,7 +49,7 @@ class LiveAttempt:
 
     @classmethod
     def begin(cls, store: EvidenceStore, digest: Digest, context: dict[str, Any]
-              ) -> "LiveAttempt":
+              ) -> LiveAttempt:
         finish_orphans(store, digest)
         attempt = store.begin(digest, KIND, **context)
         attempt.write_json(RUNNING, {"pid": os.getpid(), "process_start": _process_start(
@@ -97,7 +102,8 @@ def finish_orphans(store: EvidenceStore, digest: Digest) -> list[Path]:
         why = (f"interrupted: process {pid} ended without finishing the promotion (killed?) "
                f"after {len(hops)} hop(s)")
         checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.ERROR, detail=why))
-        try:
+        # a hop file from another version: the checks still carry it
+        with contextlib.suppress(KeyError, TypeError, ValueError):
             attempt.write_result(PromoteEvidence(
                 source=str(context.get("source", "")), digest=str(digest),
                 via=list(context.get("via") or []), to=context.get("to"), error=why,
@@ -108,8 +114,6 @@ def finish_orphans(store: EvidenceStore, digest: Digest) -> list[Path]:
                                   referrers=(list(h.get("referrers") or [])
                                              if h.get("mode", "copy") == "copy" else None))
                                   for h in hops]))
-        except (KeyError, TypeError, ValueError):
-            pass  # a hop file from another version: the checks still carry it
         attempt.finish(Status.ERROR, summary=why, checks=checks)
         done.append(path)
     return done

@@ -56,9 +56,10 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
         raise TypeError("run_promote needs the gate itself (e.g. imagekit.report.gate.enforce) "
                         "or gate=False")
     hops: list[HopRecord] = []
-    context = {"source": str(source), "via": [str(v) for v in via],
-               "to": str(to) if to is not None else None, "all_platforms": all_platforms,
-               "awaited": [str(h) for h in [*via, to] if isinstance(h, AwaitHop)]}
+    context: dict[str, Any] = {
+        "source": str(source), "via": [str(v) for v in via],
+        "to": str(to) if to is not None else None, "all_platforms": all_platforms,
+        "awaited": [str(h) for h in [*via, to] if isinstance(h, AwaitHop)]}
     pool = ClientPool(options)
     state: dict[str, Any] = {}
 

@@ -62,7 +62,7 @@ class Token:
     header: str
     refresh_at: float
     scopes: tuple[str, ...]
-    challenge: "Challenge"
+    challenge: Challenge
 
     def due(self, now: float) -> bool:
         return now >= self.refresh_at
@@ -82,7 +82,7 @@ def token_lifetime(body: dict, fetched_at: float) -> tuple[float, float]:
         try:
             stamp = dt.datetime.fromisoformat(issued.replace("Z", "+00:00"))
             if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=dt.timezone.utc)
+                stamp = stamp.replace(tzinfo=dt.UTC)
             if fetched_at < stamp.timestamp() + life:   # skew large enough: our own clock
                 start = min(stamp.timestamp(), fetched_at)
         except ValueError:
@@ -334,7 +334,8 @@ class RegistryAuth(httpx.Auth):
             headers = {}
             if credential is not None:
                 headers["Authorization"] = basic_header(credential.username, credential.secret)
-            request = httpx.Request("GET", realm, params=params, headers=headers,
+            # a tuple: httpx's params type takes a covariant tuple, not a list[tuple[str, str]]
+            request = httpx.Request("GET", realm, params=tuple(params), headers=headers,
                                     extensions=extensions)
         response = yield request
         response.read()

@@ -66,7 +66,7 @@ class RegistryClient:
     def close(self) -> None:
         self.transport.close()
 
-    def __enter__(self) -> "RegistryClient":
+    def __enter__(self) -> RegistryClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

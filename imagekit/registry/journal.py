@@ -11,6 +11,7 @@ registry's signed upload state, not a credential. Default directory:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -54,7 +55,5 @@ class UploadJournal:
             pass  # a journal is an optimisation; an upload never fails for want of one
 
     def drop(self, registry: str, repository: str, digest: Digest) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._file(registry, repository, digest).unlink()
-        except OSError:
-            pass

@@ -25,7 +25,7 @@ class ClientPool:
             client.close()
         self._clients.clear()
 
-    def __enter__(self) -> "ClientPool":
+    def __enter__(self) -> ClientPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -11,7 +11,7 @@ import threading
 from pydantic import BaseModel, ConfigDict
 
 _NUMBER = re.compile(r"^\s*(\d+)\s*(?:;\s*w\s*=\s*(\d+))?")
-_seen: dict[str, "RateLimit"] = {}
+_seen: dict[str, RateLimit] = {}
 _lock = threading.Lock()
 
 

@@ -25,10 +25,15 @@ from imagekit.errors import InvalidInput, NotFound, TransportError
 from imagekit.inputs import env_number
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
-from imagekit.oci.referrers import MAX_LISTED, ReferrerDescriptor, RegistryDocumentError, \
-    dedupe, parse_index
-from imagekit.registry.retry import wall_clock
+from imagekit.oci.referrers import (
+    MAX_LISTED,
+    ReferrerDescriptor,
+    RegistryDocumentError,
+    dedupe,
+    parse_index,
+)
 from imagekit.registry.client import ManifestBlob, RegistryClient
+from imagekit.registry.retry import wall_clock
 
 #: Pages followed at most (a registry looping its Link header is an error, not a hang).
 MAX_PAGES = 100

@@ -81,7 +81,7 @@ class RetryPolicy(BaseModel):
                 values[field] = env_number(env, kind)  # one line naming a bad variable
         return cls(**values)
 
-    def budget(self, what: str) -> "Budget":
+    def budget(self, what: str) -> Budget:
         return Budget(self, what)
 
 

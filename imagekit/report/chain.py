@@ -21,6 +21,7 @@ from imagekit.report.trusted import Signed, signed_statements
 from imagekit.results import Status
 from imagekit.trust.policy import TrustPolicy, short_type
 
+
 def phase_of(predicate_type: str) -> str:
     name = short_type(predicate_type)
     if name in ("test-result", "sbom"):
@@ -34,8 +35,8 @@ def phase_of(predicate_type: str) -> str:
 
 def summarize(predicate_type: str, statement: dict) -> list[str]:
     """A few lines of what a statement says (generic for unknown types)."""
-    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) \
-        else {}
+    raw = statement.get("predicate")
+    predicate: dict = raw if isinstance(raw, dict) else {}
     name = short_type(predicate_type)
     if name == "test-result":
         out = [f"result {predicate.get('result')}: {len(predicate.get('passedTests') or [])} "
@@ -119,9 +120,8 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
                       resolution: str | None = None) -> ImageReport:
     """The report of what this store holds plus the chain trusted keys signed (pulled from
     the registry first), with the gate decision `promote` would reach here."""
-    from imagekit.report.gate import check_promotable
-
     from imagekit.errors import ImagekitError
+    from imagekit.report.gate import check_promotable
 
     digest = Digest.parse(str(digest))
     pulled = None

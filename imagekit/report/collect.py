@@ -37,11 +37,11 @@ from imagekit.oci.digest import Digest
 from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
 from imagekit.report.models import (
     AcceptanceVerdict,
-    ClusterStart,
-    GoodputPoint,
     BandwidthPoint,
+    ClusterStart,
     EndpointDigest,
     EvidenceLine,
+    GoodputPoint,
     ImageFacts,
     ImageReport,
     LatencySeries,
@@ -80,7 +80,7 @@ def all_records(store: EvidenceStore) -> list[AttemptRecord]:
     """Every finished attempt in the store. An attempt.json that cannot be read is an error
     (EvidenceError naming the key), never silently skipped: the verdict would be incomplete."""
     records = []
-    for key in store.keys():
+    for key in store.keys():  # noqa: SIM118 - EvidenceStore.keys() is a method, not a dict
         try:
             # keys() says `name:<slug>` but attempts() wants the bare slug for names
             records.extend(store.attempts(key.removeprefix("name:")))
@@ -328,24 +328,26 @@ def _known(versions: dict[str, str | None]) -> dict[str, str]:
 def facts_of(store: EvidenceStore, reads: list[Read]) -> ImageFacts:
     """Final versions, base digest and fix layers: the latest images-verify result, else the
     latest probe (versions) and build (base digest)."""
-    verified = [r for r in reversed(reads) if isinstance(r.result, ImagesVerifyResult)]
-    probes = [r for r in reversed(reads) if isinstance(r.result, ProbeResult)]
-    builds = [r for r in reversed(reads) if isinstance(r.result, BuildResult)]
+    verified = [(r, r.result) for r in reversed(reads) if isinstance(r.result, ImagesVerifyResult)]
+    probes = [(r, r.result) for r in reversed(reads) if isinstance(r.result, ProbeResult)]
+    builds = [(r, r.result) for r in reversed(reads) if isinstance(r.result, BuildResult)]
     versions: dict[str, str] = {}
     source = base = None
     fixes: list[str] = []
-    for read in verified + probes:
-        versions = _known(read.result.versions)
+    with_versions: list[tuple[Read, ImagesVerifyResult | ProbeResult]] = [*verified, *probes]
+    for read, found in with_versions:
+        versions = _known(found.versions)
         if versions:
             source = _relpath(store, read.record)
             break
-    for read in verified + builds:
-        base = read.result.base_digest
+    with_base: list[tuple[Read, ImagesVerifyResult | BuildResult]] = [*verified, *builds]
+    for _, built in with_base:
+        base = built.base_digest
         if base:
             break
-    for read in verified:
-        if read.result.fix_layers:
-            fixes = list(read.result.fix_layers)
+    for _, checked in verified:
+        if checked.fix_layers:
+            fixes = list(checked.fix_layers)
             break
     name = image_and_profile([r.result for r in reads])[0]
     return ImageFacts(name=name, versions=versions, base_digest=base, fix_layers=fixes,
@@ -410,8 +412,10 @@ def goodput_of(store: EvidenceStore, reads: list[Read]) -> list[GoodputPoint]:
         value = check.data.get("goodput") if isinstance(check.data, dict) else None
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        spec = check.data.get("spec") if isinstance(check.data.get("spec"), dict) else {}
-        slo = spec.get("slo") if isinstance(spec.get("slo"), dict) else {}
+        raw_spec = check.data.get("spec")
+        spec: dict = raw_spec if isinstance(raw_spec, dict) else {}
+        raw_slo = spec.get("slo")
+        slo: dict = raw_slo if isinstance(raw_slo, dict) else {}
         floor = slo.get("goodput_floor")
         points.append(GoodputPoint(label=check.name, goodput=float(value),
                                    floor=float(floor) if isinstance(floor, (int, float))
@@ -460,7 +464,7 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         facts = facts.model_copy(update={"name": name})
     report = ImageReport(
         subject=str(digest), requested=requested or str(digest), resolution=resolution,
-        generated=dt.datetime.now(dt.timezone.utc), evidence_root=str(store.root),
+        generated=dt.datetime.now(dt.UTC), evidence_root=str(store.root),
         status=overall_status(current, outcomes),
         aliases=sorted(aliases - {str(digest)}), profile=profile, accepted=accepted,
         facts=facts, checks=current, history=history,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Iterable
+from typing import Any
 
 from imagekit.errors import CheckFailed, InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
@@ -50,7 +51,7 @@ def check_promotable(store: EvidenceStore, digest: Digest | str,
     except NotFound:
         report = None
     local = list(report.checks) if report is not None else []
-    if _image_phase(local) or (local and not trust):
+    if report is not None and (_image_phase(local) or (local and not trust)):
         decision, lines = report.gate, local
     elif trust:
         decision, lines = _from_registry(store, digest, trust, pull, requirements,
@@ -80,8 +81,12 @@ def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requiremen
     """(decision, the lines it rests on) from the trusted statements about `digest`, beside
     what this store measured later (`local`: cluster probes…, each line naming its source)."""
     from imagekit.errors import ImagekitError
-    from imagekit.report.trusted import TEST_RESULT_TYPE, attested_decision, lines_of, \
-        signed_statements
+    from imagekit.report.trusted import (
+        TEST_RESULT_TYPE,
+        attested_decision,
+        lines_of,
+        signed_statements,
+    )
 
     problems, pulled, ignored = [], "", []
     if pull is not None:
@@ -102,7 +107,8 @@ def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requiremen
     if ignored:
         decision = decision.model_copy(update={"ignored": [
             *(f"{x} ({pulled})" for x in ignored), *decision.ignored]})
-    newest = (signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or [None])[0]
+    newest = next(iter(signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or []),
+                  None)
     return decision, (lines_of(newest) if newest is not None else []) + local
 
 
@@ -128,7 +134,7 @@ def _signable(decision: GateDecision, lines, sign_links: Iterable[str]) -> GateD
 
 def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
                     decision: GateDecision | None = None, user: str | None = None,
-                    **context: object) -> GateDecision:
+                    **context: Any) -> GateDecision:
     """Record that a refused digest is promoted anyway, and why. Returns the decision, marked
     overridden and pointing at the new evidence attempt. An empty reason is refused."""
     reason = " ".join((reason or "").split())
@@ -161,7 +167,7 @@ def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
 def enforce(store: EvidenceStore, digest: Digest | str, *, force: bool = False,
             reason: str | None = None, required: Iterable[str] | None = None,
             profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
-            sign_links: Iterable[str] | None = None, **context: object) -> GateDecision:
+            sign_links: Iterable[str] | None = None, **context: Any) -> GateDecision:
     """What `imagekit promote` calls before copying: returns the decision when promotion may go
     ahead (allowed, or refused but forced with a reason — then recorded), raises CheckFailed
     (exit 1) with every reason on one line when refused and not forced. `trust`/`pull`: decide

@@ -70,9 +70,9 @@ def verdict(report: ImageReport) -> Verdict:
             + ([f"{len(failing)} failing check(s)"] if failing else []))
         points += gate.reasons
         if report.overrides:
-            last = report.overrides[-1]
-            points.append(f"forced anyway by {last.user}: \"{last.reason}\" (an override is "
-                          f"not a pass; see Gate overrides)")
+            override = report.overrides[-1]
+            points.append(f"forced anyway by {override.user}: \"{override.reason}\" (an "
+                          f"override is not a pass; see Gate overrides)")
         return Verdict("stop", headline, step, points)
     level = "caution" if gate.warnings else "go"
     if wrong:

@@ -86,7 +86,9 @@ def _configuration(report: ImageReport) -> list[dict]:
 
 
 def statement(report: ImageReport) -> dict:
-    passed, warned, failed = [], [], []
+    passed: list[str] = []
+    warned: list[str] = []
+    failed: list[str] = []
     for line in report.checks:
         # the status decides, never an acceptance: an accepted FAIL is still a failed test
         bucket = {Status.PASS: passed, Status.DEFERRED: warned}.get(line.status, failed)

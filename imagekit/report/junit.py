@@ -60,7 +60,7 @@ def render(report: ImageReport) -> str:
     if report.required:
         suite = ET.SubElement(root, "testsuite", name="required")
         for outcome in report.required:
-            status = Status.PASS if outcome.satisfied else (
+            status: Status | None = Status.PASS if outcome.satisfied else (
                 Status.FAIL if outcome.status in (None, Status.DEFERRED) else outcome.status)
             message = outcome.reason if outcome.status is not None else \
                 f"required check {outcome.requirement} has no evidence"

@@ -13,7 +13,7 @@ def _cell(text: object) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
@@ -145,20 +145,21 @@ def render(report: ImageReport) -> str:
                       key=lambda k: float(k[1:]))
         out.append("| kind | series | metric | status | unit | " + " | ".join(keys) + " |")
         out.append("|---|---|---|---|---|" + "---|" * len(keys))
-        for s in report.latency:
-            out.append(f"| {_cell(s.kind)} | {_cell(s.label)} | {_cell(s.metric)} | "
-                       f"{_MARK[s.status.value]} | "
-                       f"{s.unit} | " + " | ".join(_fmt(s.percentiles.get(k)) for k in keys)
-                       + " |")
+        for series in report.latency:
+            out.append(f"| {_cell(series.kind)} | {_cell(series.label)} | "
+                       f"{_cell(series.metric)} | {_MARK[series.status.value]} | "
+                       f"{series.unit} | "
+                       + " | ".join(_fmt(series.percentiles.get(k)) for k in keys) + " |")
     else:
         out.append("No evidence.")
 
     if report.overrides:
         out.append("\n## Gate overrides\n")
-        for o in report.overrides:
-            out.append(f"- {o.finished:%Y-%m-%d %H:%M:%S} by {_cell(o.user)}: "
-                       f"\"{_cell(o.reason)}\" — refused for: "
-                       f"{_cell('; '.join(o.refused_for)) or 'nothing'} (`{o.evidence}`)")
+        for override in report.overrides:
+            out.append(f"- {override.finished:%Y-%m-%d %H:%M:%S} by {_cell(override.user)}: "
+                       f"\"{_cell(override.reason)}\" — refused for: "
+                       f"{_cell('; '.join(override.refused_for)) or 'nothing'} "
+                       f"(`{override.evidence}`)")
     out += _previous_section(report)  # base, versions, checks since the previous build
     out += _sbom_section(report)  # issue 16 hook: SBOM diff against the previous build
     return "\n".join(out) + "\n"
@@ -218,7 +219,7 @@ def _at_a_glance(report: ImageReport) -> list[str]:
     return out
 
 
-def _status_word(status: object) -> str:
+def _status_word(status: Status | None) -> str:
     return "absent" if status is None else _MARK[status.value]
 
 

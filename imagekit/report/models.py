@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.evidence.kinds import GateDecision, NoiseVerdict

@@ -28,7 +28,7 @@ class Requirement(BaseModel):
     name: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Requirement":
+    def parse(cls, text: str) -> Requirement:
         kind, sep, name = text.strip().partition(":")
         if not _PART.match(kind) or (sep and not name.strip()):
             raise InvalidInput("a required check looks like KIND or KIND:CHECK, e.g. "

@@ -123,6 +123,7 @@ def _registry_options(registry: str):
 def _from_registry(reference: ImageReference) -> Digest:
     """The digest a registry names for the tag (a HEAD: not counted as a pull; the digest only
     picks evidence, which is keyed by what was proven when it was recorded)."""
+    from imagekit.names import digest_of
     from imagekit.registry import RegistryClient
 
     # stamina logs each scheduled retry as a warning; a one-line error is this command's answer
@@ -132,7 +133,7 @@ def _from_registry(reference: ImageReference) -> Digest:
     try:
         with RegistryClient(reference.registry,
                             _registry_options(reference.registry)) as client:
-            return client.resolve_tag(reference.repository, reference.tag or "latest")
+            return digest_of(client, reference)
     finally:
         quiet.setLevel(level)
 

@@ -100,8 +100,8 @@ def signed_statements(store: EvidenceStore, digest: Digest | str, trust: TrustPo
 
 
 def _acceptances(statement: dict) -> dict[str, dict]:
-    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) \
-        else {}
+    raw = statement.get("predicate")
+    predicate: dict = raw if isinstance(raw, dict) else {}
     found = predicate.get("acceptances")
     return {a["test"]: a for a in found if isinstance(a, dict) and isinstance(a.get("test"), str)
             } if isinstance(found, list) else {}
@@ -185,7 +185,7 @@ def attested_decision(store: EvidenceStore, digest: Digest | str, trust: TrustPo
                if (c.data or {}).get("problem") == "refused"]
     unavailable = [f"{c.name}: {c.detail} (no evidence from it)" for c in problems
                    if (c.data or {}).get("problem") != "refused"]
-    newest = (by_type.get(TEST_RESULT_TYPE) or [None])[0]
+    newest = next(iter(by_type.get(TEST_RESULT_TYPE) or []), None)
     if newest is None:
         where = f" at {pulled}" if pulled else ""
         return GateDecision(

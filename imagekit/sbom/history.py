@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 
-from imagekit.sbom.bom import SbomDiff, diff_boms
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore, Subject
 from imagekit.evidence.kinds import SbomResult
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status
+from imagekit.sbom.bom import SbomDiff, diff_boms
 
 KIND = "sbom"
 FILE = "sbom.cdx.json"
@@ -81,7 +81,7 @@ def sbom_diff(store: EvidenceStore, name: str, digest: Digest | None = None) -> 
 def diff_for_digest(store: EvidenceStore, digest: Digest | str) -> SbomDiff | None:
     """The SBOM diff of the image whose SBOM names `digest`, against its previous build."""
     wanted = str(digest)
-    for key in store.keys():
+    for key in store.keys():  # noqa: SIM118 - EvidenceStore.keys() is a method, not a dict
         if not key.startswith("name:sbom-"):
             continue
         name = key.removeprefix("name:")

@@ -1,5 +1,6 @@
 """The images spec (what to build and check) and its lock (the digests builds may use)."""
 
+from imagekit.spec.loader import default_spec_path, load_spec, resolve_image
 from imagekit.spec.lock import LockEntry, LockFile, load_lock, write_lock
 from imagekit.spec.models import (
     KNOWN_ENGINES,
@@ -10,7 +11,6 @@ from imagekit.spec.models import (
     Profile,
     ResolvedImage,
 )
-from imagekit.spec.loader import default_spec_path, load_spec, resolve_image
 
 __all__ = [
     "KNOWN_ENGINES", "KNOWN_PROBES", "Acceptance", "ImageSpec", "ImagesSpec", "LockEntry",

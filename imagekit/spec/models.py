@@ -94,7 +94,7 @@ class ImageSpec(BaseModel):
     serve: dict[str, ServeSetting] = {}
 
     @model_validator(mode="after")
-    def _serve_settings_build(self) -> "ImageSpec":
+    def _serve_settings_build(self) -> ImageSpec:
         from imagekit.errors import InvalidInput
 
         for label, setting in self.serve.items():
@@ -175,7 +175,7 @@ class ImagesSpec(BaseModel):
     root: Path = Path(".")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ImagesSpec":
+    def _consistent(self) -> ImagesSpec:
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
         if not self.images:
@@ -187,10 +187,10 @@ class ImagesSpec(BaseModel):
             for profile in self.profiles:
                 if profile not in image.base:
                     raise ValueError(f"image {name!r} has no base for profile {profile!r}")
-        for pname, profile in self.profiles.items():
-            for key in profile.accept:
-                image, _, check = key.partition(".")
-                if image not in self.images or check not in KNOWN_PROBES:
+        for pname, prof in self.profiles.items():
+            for key in prof.accept:
+                image_name, _, check = key.partition(".")
+                if image_name not in self.images or check not in KNOWN_PROBES:
                     raise ValueError(f"profile {pname!r}: accept key {key!r} is not "
                                      "'<image>.<probe>' of this spec")
         return self

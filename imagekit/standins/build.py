@@ -183,7 +183,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                                         prof.pip_index_url or ""]).encode()).hexdigest()
         local_tag = f"imagekit-standins/{standin}:{key[:16]}"
         reference = _layers_tag(image.base[profile_name], layers)
-        started = dt.datetime.now(dt.timezone.utc)
+        started = dt.datetime.now(dt.UTC)
         built = False
         with store.attempt(f"standin-{standin}", "standin-build", cache_key=key,
                            local_tag=local_tag) as attempt:
@@ -230,7 +230,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                 image=image_name, standin=standin, local_tag=local_tag, image_id=info.id,
                 reference=reference, digest=digest, mirror=mirror_ref,
                 mirror_digest=mirror_digest, built=built,
-                seconds=(dt.datetime.now(dt.timezone.utc) - started).total_seconds(),
+                seconds=(dt.datetime.now(dt.UTC) - started).total_seconds(),
                 layers=layer_count if layer_count is not None else len(info.diff_ids))
             attempt.write_json("standin.json", record)
             attempt.add_subject(digest, Role.SUBJECT, str(reference))
@@ -243,7 +243,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
             attempt.add_check(CheckResult(name="standin-build", status=Status.PASS,
                                           detail=f"{reference}@{digest}"))
         records.append(record)
-        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
         bases[image_name] = LockEntry(tag=reference, digest=digest, resolved=now)
         if mirror_ref is not None and mirror_digest is not None:
             mirrors[image_name] = LockEntry(tag=mirror_ref, digest=mirror_digest, resolved=now)

@@ -102,8 +102,13 @@ def build(kind: str, out: Path, corpus: list[Path], vocab: int, max_len: int) ->
         model = LlamaForCausalLM(text)
         fast.save_pretrained(out)
     else:
-        from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlavaConfig,
-                                  LlavaForConditionalGeneration, LlavaProcessor)
+        from transformers import (
+            CLIPImageProcessor,
+            CLIPVisionConfig,
+            LlavaConfig,
+            LlavaForConditionalGeneration,
+            LlavaProcessor,
+        )
 
         vision = CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                   num_attention_heads=2, image_size=32, patch_size=8,

@@ -91,8 +91,8 @@ def _normal_time(value: str) -> str | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 
 def fingerprint_of(key: ec.EllipticCurvePublicKey) -> str:
@@ -283,9 +283,9 @@ def _parse_policy(path: Path) -> PolicyFile:
     try:
         return PolicyFile.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        raise InvalidInput(f"trust policy {loc}: {first.get('msg')}", where=str(path)) from None
+        error = exc.errors()[0]
+        loc = ".".join(str(p) for p in error.get("loc", ()))
+        raise InvalidInput(f"trust policy {loc}: {error.get('msg')}", where=str(path)) from None
 
 
 def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
@@ -316,7 +316,7 @@ def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
                 if not key_path.is_absolute():
                     key_path = Path(policy).parent / key_path
                 public = load_trusted_public(key_path)
-            else:
+            elif entry.fingerprint is not None:  # always, by the exactly-one check above
                 if entry.fingerprint not in loose:
                     raise InvalidInput(f"trust policy key {entry.name!r} is named by "
                                        f"fingerprint {entry.fingerprint[:19]}…, but no "

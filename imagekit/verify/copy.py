@@ -116,11 +116,11 @@ def _compare(off: ResolvedImage, cop: ResolvedImage, platform: Platform, diffids
     if not config_equal:
         differences.append(f"config digest differs: official {off.config_digest}, copy "
                            f"{cop.config_digest}")
-    matching = sum(1 for a, b in zip(off_ids, cop_ids) if a == b)
+    matching = sum(1 for a, b in zip(off_ids, cop_ids, strict=False) if a == b)
     diff_ids_equal = off_ids == cop_ids
     if len(off_ids) != len(cop_ids):
         differences.append(f"layer count differs: official {len(off_ids)}, copy {len(cop_ids)}")
-    for index, (a, b) in enumerate(zip(off_ids, cop_ids)):
+    for index, (a, b) in enumerate(zip(off_ids, cop_ids, strict=False)):
         if a != b:
             differences.append(f"layer {index}: diff_id differs (official {a}, copy {b})")
     if len(cop.manifest.layers) != len(cop_ids):

@@ -15,17 +15,20 @@ import queue
 import threading
 import zlib
 from collections.abc import Callable, Iterable
+from types import ModuleType
 
 from imagekit.errors import InvalidInput
 from imagekit.oci.digest import Digest
 from imagekit.registry.memory import tune_malloc
 
+_gzip_impl: ModuleType  # isal_zlib or zlib: the same decompressobj(wbits) API
+_zstd: ModuleType | None
 try:  # ISA-L: the fast path; the stdlib is the fallback the record's machines always have
     from isal import isal_zlib as _gzip_impl
 
     GZIP_IMPL = "isal"
 except ImportError:  # pragma: no cover - isal is a declared dependency
-    _gzip_impl = zlib  # type: ignore[assignment]
+    _gzip_impl = zlib
     GZIP_IMPL = "zlib"
 
 try:

@@ -94,7 +94,7 @@ def test_precheck_names_the_node_without_the_storage_label() -> None:
 def test_phases_are_stamped_as_their_lines_arrive() -> None:
     from imagekit.clusteraccept.phases import PhaseTracker
 
-    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.UTC)
     seen = []
     tracker = PhaseTracker(started=t0, on_phase=seen.append)
     for n, line in enumerate(VLLM_START.splitlines()):
@@ -144,8 +144,12 @@ def _startup_evidence(store: EvidenceStore, observed: float, model: str) -> None
 
 def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
         tmp_path: Path) -> None:
-    from imagekit.clusteraccept.run import (DEFAULT_STARTUP_S, AcceptOptions, required_for,
-                                            startup_budget)
+    from imagekit.clusteraccept.run import (
+        DEFAULT_STARTUP_S,
+        AcceptOptions,
+        required_for,
+        startup_budget,
+    )
 
     store = EvidenceStore(tmp_path)
     options = AcceptOptions(namespace="ns")
@@ -311,10 +315,12 @@ def test_a_profile_may_require_cluster_accept_before_the_final_hop(tmp_path: Pat
 
 
 def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> None:
-    """`_accept_step` with a runner that answers like the real commands (model-volume exit 0,
-    cluster accept exit 1 for the stand-in's DEFERRED, its JSON report)."""
-    from imagekit.cli.rehearsal import _accept_step
+    """`accept_step` with a runner that answers like the real commands (model-volume exit 0,
+    cluster accept exit 1 for the stand-in's DEFERRED, its JSON report) and records as the
+    real StepRunner does: a step run `judged_after` gets no check of its own, the judge's
+    verdict is the only one (nothing is added to be taken back)."""
     from imagekit.progress import NullProgress
+    from imagekit.rehearsal import accept_step
     from imagekit.results import CheckResult
 
     report = {"checks": [
@@ -324,31 +330,32 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
         {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}},
         {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
 
-    class Attempt:
-        checks: list = []
+    class Runner:
+        sink = NullProgress()
+
+        def __init__(self) -> None:
+            self.checks: list[CheckResult] = []
+            self.calls: list[tuple] = []
+            self.stores: list[Path | None] = []
+            self.argv: list[tuple[str, ...]] = []
 
         def add_check(self, check) -> None:
             self.checks.append(check)
-
-    class Runner:
-        json_output, sink = True, NullProgress()
-
-        def __init__(self, attempt) -> None:
-            self.attempt, self.calls, self.stores, self.argv = attempt, [], [], []
 
         def run(self, name, *args, want_json=False, judged_after=False, store=None):
             self.calls.append((*args[:2], judged_after))
             self.stores.append(store)
             self.argv.append(args)
             code = 0 if args[1] == "model-volume" else 1
-            self.attempt.add_check(CheckResult(name=name, status=Status.PASS if code == 0
-                                               else Status.FAIL, detail=f"exit {code}"))
+            if not judged_after:
+                self.add_check(CheckResult(name=name, status=Status.PASS if code == 0
+                                           else Status.FAIL, detail=f"exit {code}"))
             return code, report if want_json else None
 
-    attempt = Attempt()
-    runner = Runner(attempt)
+    runner = Runner()
     actors = Path("/r/actors")
-    _accept_step(runner, attempt, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local", actors)
+    accept_step(runner, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local",  # type: ignore[arg-type]
+                actors)
     # the accept step's exit 1 is judged here, so its live line must not say FAILED for it
     assert runner.calls == [("cluster", "model-volume", False), ("cluster", "accept", True)]
     # the operator's own (empty) store, CI's and the release engineer's keys trusted, its key
@@ -356,5 +363,5 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
     accept = " ".join(runner.argv[1])
     assert "--trust-key /r/actors/keys/ci.pub --trust-key /r/actors/keys/release.pub" in accept
     assert accept.endswith("--key /r/actors/keys/operator/imagekit.key")
-    assert [(c.name, c.status) for c in attempt.checks] == [
+    assert [(c.name, c.status) for c in runner.checks] == [
         ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]

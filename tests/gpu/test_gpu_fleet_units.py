@@ -8,8 +8,14 @@ import shlex
 from pathlib import Path
 
 from imagekit.cluster.precheck import PodIntent, precheck
-from imagekit.gpu.fleet import RECORD_MARK, FleetReport, NodeRow, nodes_to_mark, \
-    parse_pod_log, pod_command
+from imagekit.gpu.fleet import (
+    RECORD_MARK,
+    FleetReport,
+    NodeRow,
+    nodes_to_mark,
+    parse_pod_log,
+    pod_command,
+)
 from imagekit.results import CheckResult, Status
 
 SAMPLE = Path(__file__).resolve().parents[2] / "gpu_checks" / "samples" / \
@@ -130,7 +136,7 @@ def test_the_cli_prints_a_node_by_check_table(monkeypatch, tmp_path, capsys) -> 
 
     import imagekit.cluster.kube as kube_module
     import imagekit.gpu.fleet as fleet
-    from imagekit.cli.gpu import each_node_preflight
+    from imagekit.cli.gpujob import each_node_preflight
     from imagekit.oci import ImageReference
 
     rows = [NodeRow(node="gpu-a", status=Status.PASS, stage="preflight", detail="ok",
@@ -144,7 +150,7 @@ def test_the_cli_prints_a_node_by_check_table(monkeypatch, tmp_path, capsys) -> 
 
     class NoKube:
         def __init__(self, *a: object) -> None: ...
-        def __enter__(self) -> "NoKube": return self
+        def __enter__(self) -> NoKube: return self
         def __exit__(self, *a: object) -> None: ...
 
     monkeypatch.setattr(kube_module, "Kube", NoKube)

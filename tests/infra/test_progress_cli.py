@@ -55,13 +55,13 @@ def test_the_rehearsal_draws_a_real_steps_phases_under_its_name(infra) -> None:
     arrive live as events under `infra-up › infra`, then the step's own end."""
     import io
 
-    from imagekit.cli import rehearsal
+    from imagekit import rehearsal
     from imagekit.progress import LineProgress
 
     out = io.StringIO()
     sink = LineProgress(out, as_json=True, heartbeat_s=60)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = rehearsal._run_live([sys.executable, "-m", "imagekit", "infra", "up"], env,
+    done = rehearsal.run_live([sys.executable, "-m", "imagekit", "infra", "up"], env,
                                "infra-up", sink)
     sink.close()
     assert done.returncode == 0, done.stderr[-2000:]

@@ -19,6 +19,7 @@ from imagekit.report.resolve import resolve
 from imagekit.results import CheckResult, Status
 from tests.report.conftest import fake_digest
 
+
 @pytest.fixture(autouse=True)
 def _spec(spec_file) -> None:
     """Acceptances come from the test's own small spec (tests/report/conftest.py)."""
@@ -36,7 +37,7 @@ def _build_and_probe(store, name: str = "sglang", *, torch_arch: Status = Status
         name=name, profile="local", engine=name, base=base, cache_key="0" * 64,
         local_tag=f"imagekit-local/{name}:0000", image_id=image_id,
         reference=ImageReference.parse(f"127.0.0.1:5001/imagekit/{name}@{digest}"),
-        digest=digest, seconds=35.2, built=dt.datetime.now(dt.timezone.utc))
+        digest=digest, seconds=35.2, built=dt.datetime.now(dt.UTC))
     result = kinds.BuildResult(name=name, profile="local", engine=name, base=str(base),
                                base_digest=str(base.digest), image_id=str(image_id),
                                digest=str(digest), reference=str(record.reference),
@@ -160,15 +161,16 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
 
 
 def test_the_rehearsal_index_leads_with_each_promoted_images_decision(store, tmp_path) -> None:
-    """The three-actor rehearsal's index.md (cli/rehearsal.py): per promoted image the gate's
-    decision first, the raw status beside it, read from the auditor's reports (issue 27)."""
-    from imagekit.cli.rehearsal import _decision_rows
+    """The three-actor rehearsal's index.md (imagekit/rehearsal/flow.py): per promoted image
+    the gate's decision first, the raw status beside it, read from the auditor's reports
+    (issue 27)."""
+    from imagekit.rehearsal import decision_rows
     from imagekit.report.batch import reports_for_spec
 
     record = _build_and_probe(store, "sglang")
     out = tmp_path / "out"
     [sglang] = [r for r in reports_for_spec(store, out, profile="local") if r.image == "sglang"]
-    rows = _decision_rows(out, {"sglang": f"127.0.0.1:5003/imagekit/sglang@{record.digest}",
+    rows = decision_rows(out, {"sglang": f"127.0.0.1:5003/imagekit/sglang@{record.digest}",
                                 "vllm": "127.0.0.1:5003/imagekit/vllm:local-000000000000"})
     assert rows[0].startswith("| image | decision | raw status |")
     assert any(row.startswith("| sglang ") and f"**{sglang.decision}** | FAIL |" in row

@@ -6,18 +6,27 @@ functions count too, and so do dynamic ones: `importlib.import_module("…")`, `
 `importlib.util.find_spec("…")` with a literal (or a module-level constant) name are checked like
 `import` statements, and any dynamic import at all is allowed only in `DYNAMIC_IMPORTS` (each
 with its reason) — a bounce through importlib is invisible to readers and to this test
-otherwise.
+otherwise (`importlib.resources` and `importlib.metadata` read files, they import nothing).
+
+Every top-level module and package of imagekit has its place in this map, and README's
+architecture list names exactly these places in this order (issue 25, deliverable 8).
+
+No CLI module uses another's private names (issue 25, deliverable 3): neither
+`from imagekit.cli.X import _y` nor `X._y` on a module bound by `import`, `from imagekit.cli
+import X` or importlib; what the commands share is public (`imagekit.cli.common`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
+README = PACKAGE.parent / "README.md"
 
-#: progress: phases of long steps, reported by transports and operations alike (issue 19)
-#: assets: the package data's locator (importlib.resources, stdlib only; issue 25)
+#: progress: phases of long steps, reported by transports and operations alike (issue 19);
+#: assets: package data found through importlib.resources (issue 25), for every layer
 TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "assets",
          "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
@@ -39,8 +48,18 @@ OPERATION_ORDER: tuple[frozenset[str], ...] = (
     frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
     frozenset({"report"}),
     frozenset({"attest"}),  # signs the report's test-result and the SBOM (issue 16)
+    # rehearsal: the release path end to end, each step an `imagekit` process (issue 25)
+    frozenset({"rehearsal"}),
     frozenset({"schemas"}),
 )
+
+#: Files under these folders are package data, not modules of imagekit: the probes run inside
+#: images (stdlib only), the acceptance controller in its own Pod; only the folder's
+#: `__init__.py` (the importlib.resources lookups) is imported by the package.
+DATA_TREES = {"assets"}
+
+#: importlib's submodules that read files and metadata; they import nothing.
+NOT_DYNAMIC = ("importlib.resources", "importlib.metadata")
 
 #: The only modules that may import by a computed name, and why.
 DYNAMIC_IMPORTS = {
@@ -79,23 +98,6 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     return found
 
 
-#: importlib's parts that read files and metadata, never import a module
-_NOT_IMPORTS = ("importlib.resources", "importlib.metadata")
-
-
-def _reads_only(module: str, names: list[str] | None = None) -> bool:
-    if any(module == m or module.startswith(m + ".") for m in _NOT_IMPORTS):
-        return True
-    return module == "importlib" and bool(names) and \
-        all(f"importlib.{n}" in _NOT_IMPORTS for n in names or [])
-
-
-def _is_package_data(relative: Path) -> bool:
-    """Files under assets/ other than its __init__.py are package data (probes run inside
-    images, controller scripts inside Pods), not modules of this package."""
-    return relative.parts[0] == "assets" and relative.as_posix() != "assets/__init__.py"
-
-
 def _dynamic_call(node: ast.Call) -> bool:
     func = node.func
     if isinstance(func, ast.Name):
@@ -103,6 +105,10 @@ def _dynamic_call(node: ast.Call) -> bool:
     if isinstance(func, ast.Attribute):
         return func.attr in ("import_module", "find_spec", "__import__")
     return False
+
+
+def _reads_only(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in NOT_DYNAMIC)
 
 
 def imports_of(path: Path) -> tuple[set[str], list[str]]:
@@ -120,8 +126,11 @@ def imports_of(path: Path) -> tuple[set[str], list[str]]:
                 dynamic.append(f"line {node.lineno}: import importlib")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
-            if (node.module == "importlib" or node.module.startswith("importlib.")) and \
-                    not _reads_only(node.module, [a.name for a in node.names]):
+            if node.module == "importlib" and all(
+                    _reads_only(f"importlib.{alias.name}") for alias in node.names):
+                pass
+            elif node.module == "importlib" or (node.module.startswith("importlib.")
+                                                and not _reads_only(node.module)):
                 dynamic.append(f"line {node.lineno}: from {node.module} import …")
         elif isinstance(node, ast.Call) and _dynamic_call(node):
             target = None
@@ -146,12 +155,21 @@ def imagekit_imports(path: Path) -> set[str]:
     return imports_of(path)[0]
 
 
-def violations(package: Path) -> list[str]:
+def modules(package: Path) -> list[Path]:
+    """The package's own modules (package data under DATA_TREES left out)."""
     found = []
     for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package)
-        if _is_package_data(relative):
+        parts = path.relative_to(package).parts
+        if parts[0] in DATA_TREES and parts[1:] != ("__init__.py",):
             continue
+        found.append(path)
+    return found
+
+
+def violations(package: Path) -> list[str]:
+    found = []
+    for path in modules(package):
+        relative = path.relative_to(package)
         top = relative.parts[0].removesuffix(".py")
         own = layer_of(top)
         imported, dynamic = imports_of(path)
@@ -228,6 +246,207 @@ def test_an_allowed_dynamic_import_is_still_layer_checked(tmp_path: Path) -> Non
     problems = violations(root)
     assert not any("schemas/export.py" in p for p in problems), problems
     assert any("infra/manager.py (layer 3) imports imagekit.cli" in p for p in problems)
+
+
+# ------------------------------------------------------------ no cross-CLI private names
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _cli_module(name: str | None) -> bool:
+    return name is not None and (name == "imagekit.cli" or name.startswith("imagekit.cli."))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def cli_private_uses(path: Path, package: Path) -> list[str]:
+    """Private names of another CLI module that this file uses: imported by name, or read as an
+    attribute of that module however it was bound (import … as, from imagekit.cli import X,
+    importlib.import_module("imagekit.cli.X"), getattr(X, "_y"))."""
+    relative = path.relative_to(package)
+    own = "imagekit." + ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+    tree = ast.parse(path.read_text(), filename=str(path))
+    constants = _constants(tree)
+
+    def literal(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return constants.get(node.id)
+        return None
+
+    def dynamic_target(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Call) and _dynamic_call(node) and node.args:
+            return literal(node.args[0])
+        return None
+
+    aliases: dict[str, str] = {}   # a local name bound to a CLI module
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # from .cluster import _x (relative to this file's package)
+                base = own.split(".")[:len(own.split(".")) - node.level +
+                                   (1 if relative.name == "__init__.py" else 0)]
+                module = ".".join(base + ([module] if module else []))
+            for alias in node.names:
+                if module == "imagekit.cli" and not _private(alias.name):
+                    aliases[alias.asname or alias.name] = f"imagekit.cli.{alias.name}"
+                if _cli_module(module) and module != own and _private(alias.name):
+                    found.append(f"{relative}: line {node.lineno}: from {module} import "
+                                 f"{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _cli_module(alias.name) and alias.asname:
+                    aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.Assign) and _cli_module(dynamic_target(node.value)):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    aliases[target.id] = str(dynamic_target(node.value))
+
+    def module_of(node: ast.expr) -> str | None:
+        target = dynamic_target(node)
+        if target is not None:
+            return target
+        dotted = _dotted(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in aliases:
+            return aliases[head] + (f".{rest}" if rest else "")
+        return dotted if _cli_module(dotted) else None
+
+    for node in ast.walk(tree):
+        used: tuple[ast.expr, str] | None = None
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            used = (node.value, node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "getattr" and len(node.args) >= 2:
+            attr = literal(node.args[1])
+            if attr is not None and _private(attr):
+                used = (node.args[0], attr)
+        if used is not None:
+            owner = module_of(used[0])
+            if _cli_module(owner) and owner != own:
+                line = getattr(node, "lineno", 0)
+                found.append(f"{relative}: line {line}: {owner}.{used[1]}")
+    return found
+
+
+def cli_violations(package: Path) -> list[str]:
+    """Over the CLI's files (any other module that imports the CLI breaks the layering)."""
+    return [problem for path in modules(package)
+            if path.relative_to(package).parts[0] in CLI | {"__main__.py"}
+            for problem in cli_private_uses(path, package)]
+
+
+def test_no_cli_module_uses_another_cli_modules_private_names() -> None:
+    problems = cli_violations(PACKAGE)
+    assert not problems, "\n".join(problems)
+
+
+def test_planted_cross_cli_private_uses_fail_the_check(tmp_path: Path) -> None:
+    """What cli/cluster_accept.py and cli/gpujob.py did, and the importlib form of it."""
+    root = _tree(tmp_path, {
+        "cli/__init__.py": "",
+        "cli/cluster.py": "def _finish(): ...\n\n\ndef finish(): ...\n\n\n"
+                          "def _own():\n    return _finish()\n",
+        "cli/accept.py": "from imagekit.cli.cluster import _finish, finish\n",
+        "cli/job.py": "from imagekit.cli import cluster as cluster_cli\n\n\n"
+                      "def f():\n    cluster_cli.finish()\n    return cluster_cli._finish()\n",
+        "cli/bounce.py": "import importlib\nCLI = \"imagekit.cli.cluster\"\n\n\n"
+                         "def f():\n    mod = importlib.import_module(CLI)\n"
+                         "    importlib.import_module(\"imagekit.cli.cluster\")._finish()\n"
+                         "    return mod._finish, getattr(mod, \"_finish\")\n",
+        "cli/dotted.py": "import imagekit.cli.cluster\n\n\n"
+                         "def f():\n    return imagekit.cli.cluster._finish\n",
+        "cli/relative.py": "from .cluster import _finish\n",
+        "cli/fine.py": "import imagekit.cli.cluster as c\n\n\n"
+                       "def f():\n    return c.finish, c.__doc__\n",
+    })
+    problems = cli_violations(root)
+    expected = {
+        "cli/accept.py: line 1: from imagekit.cli.cluster import _finish",
+        "cli/job.py: line 6: imagekit.cli.cluster._finish",
+        "cli/bounce.py: line 7: imagekit.cli.cluster._finish",
+        "cli/bounce.py: line 8: imagekit.cli.cluster._finish",
+        "cli/dotted.py: line 5: imagekit.cli.cluster._finish",
+        "cli/relative.py: line 1: from imagekit.cli.cluster import _finish",
+    }
+    assert expected <= set(problems), problems
+    assert sum("bounce.py: line 8" in p for p in problems) == 2, problems  # attr and getattr
+    assert not [p for p in problems if p.startswith(("cli/fine.py", "cli/cluster.py"))]
+
+
+# ----------------------------------------------------- the map is complete, README says it
+
+def top_level_names(package: Path) -> set[str]:
+    return {p.name.removesuffix(".py") for p in package.iterdir()
+            if (p.is_dir() and (p / "__init__.py").is_file()) or p.suffix == ".py"}
+
+
+def test_every_top_level_module_has_a_place_in_the_map() -> None:
+    placed = TYPES | TRANSPORTS | CLI | set().union(*OPERATION_ORDER)
+    missing = top_level_names(PACKAGE) - placed
+    assert not missing, f"give these a layer (and a line in README's architecture): {missing}"
+    assert not placed - top_level_names(PACKAGE), "the map names a package that is gone"
+
+
+def readme_layers(text: str) -> dict[str, object]:
+    """The layers README's `## Architecture` list gives: types, transports, operation rows."""
+    section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.split(r"\n(?=\d\. \*\*)", "\n" + section)
+    by_title = {re.match(r"\d\. \*\*(\w+)", b.strip()).group(1): b  # type: ignore[union-attr]
+                for b in blocks if re.match(r"\s*\d\. \*\*", b)}
+    head = by_title["Types"].split("\n   - ", 1)[0]
+    types = set(re.findall(r"`imagekit\.(\w+)`", head))
+    transports = set(re.findall(r"\n   - `imagekit\.(\w+)`", by_title["Transports"]))
+    rows = []
+    for line in re.findall(r"\n   \d+\. (.*(?:\n      .*)*)", by_title["Operations"]):
+        outside = re.sub(r"\([^()]*\)", "", line.replace("\n", " "))
+        rows.append(frozenset(re.findall(r"`(\w+)`", outside)))
+    return {"types": types, "transports": transports, "operations": tuple(rows)}
+
+
+def test_readme_architecture_lists_exactly_the_tests_layers() -> None:
+    said = readme_layers(README.read_text())
+    assert said["types"] == TYPES - {"__init__"}, said["types"]
+    assert said["transports"] == TRANSPORTS, said["transports"]
+    assert said["operations"] == OPERATION_ORDER, said["operations"]
+
+
+def test_a_readme_that_leaves_a_package_out_is_seen() -> None:
+    text = README.read_text()
+    said = readme_layers(text.replace("`imagekit.progress`", "progress", 1))
+    assert said["types"] != TYPES - {"__init__"}
+    said = readme_layers(text.replace("`build`, `clusteraccept`", "`build`", 1))
+    assert said["operations"] != OPERATION_ORDER
+
+
+def test_no_cli_module_patches_a_command_at_import() -> None:
+    """`--nodes` is declared on `gpu-preflight` itself (cli/gpujob.py used to graft it on by
+    rewriting the callback's `inspect.signature` at import)."""
+    import inspect
+
+    from imagekit.cli import cluster
+
+    patched = [f"{path.relative_to(PACKAGE)}: line {node.lineno}"
+               for path in modules(PACKAGE) if path.relative_to(PACKAGE).parts[0] == "cli"
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Attribute) and node.attr == "__signature__"]
+    assert not patched, patched
+    (info,) = [c for c in cluster.cluster_app.registered_commands if c.name == "gpu-preflight"]
+    assert info.callback is not None and info.callback.__module__ == "imagekit.cli.cluster"
+    assert {"nodes", "gpus_per_node", "pods_per_node", "pod_env", "job_mode", "each_node"} <= \
+        set(inspect.signature(info.callback).parameters)
 
 
 def test_package_data_is_not_a_module_but_its_locator_is_checked(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imagekit.cli.rehearsal import closing_lines
+from imagekit.rehearsal import closing_lines
 from imagekit.results import CheckResult, Status
 
 

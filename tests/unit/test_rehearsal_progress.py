@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from imagekit.cli import rehearsal
+from imagekit import rehearsal
 from imagekit.progress import LineProgress, ProgressEvent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,11 +27,11 @@ CHILD = ("import sys, time\n"
 
 
 def _run(code: int, heartbeat: float = 0.4, judged_after: bool = False
-         ) -> tuple[object, list[ProgressEvent]]:
+         ) -> tuple[subprocess.CompletedProcess[str], list[ProgressEvent]]:
     out = io.StringIO()
     sink = LineProgress(out, as_json=True, heartbeat_s=heartbeat)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = rehearsal._run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink,
+    done = rehearsal.run_live([sys.executable, "-c", CHILD, str(code)], env, "demo", sink,
                                judged_after=judged_after)
     sink.close()
     return done, [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
@@ -56,7 +57,8 @@ def test_a_failed_step_ends_as_failed_with_its_exit_code() -> None:
     done, events = _run(1, heartbeat=60)
     assert done.returncode == 1
     (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
-    assert end.state == "failed" and end.detail.startswith("exit 1: a check failed or was deferred"), end
+    assert end.state == "failed", end
+    assert (end.detail or "").startswith("exit 1: a check failed or was deferred"), end
     assert not [e for e in events if e.state == "running"]          # 60 s: none this time
 
 
@@ -64,7 +66,7 @@ def test_a_step_judged_after_does_not_read_failed_for_its_exit_1() -> None:
     # the stand-in acceptance exits 1 for its DEFERRED semantics; its verdict is judged next
     done, events = _run(1, heartbeat=60, judged_after=True)
     (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
-    assert end.state == "done" and end.detail.endswith("its verdict follows"), end
+    assert end.state == "done" and (end.detail or "").endswith("its verdict follows"), end
     # any other exit code still ends the step as failed, judged or not
     done, events = _run(3, heartbeat=60, judged_after=True)
     (end,) = [e for e in events if e.step == "rehearsal" and e.state != "start"]
@@ -82,12 +84,12 @@ def test_a_killed_steps_open_phases_end_as_failed() -> None:
     out = io.StringIO()
     sink = LineProgress(out, as_json=True, heartbeat_s=60)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = rehearsal._run_live([sys.executable, "-c", KILLED], env, "demo", sink)
+    done = rehearsal.run_live([sys.executable, "-c", KILLED], env, "demo", sink)
     assert done.returncode == -9
     events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
     child = [e for e in events if e.step == "demo › child"]
     assert [e.state for e in child] == ["start", "failed"], child
-    assert "before this phase did" in child[-1].detail
+    assert "before this phase did" in (child[-1].detail or "")
     assert not sink.open                                         # nothing left spinning
 
 
@@ -126,3 +128,41 @@ def test_a_rehearsal_whose_actor_store_is_not_empty_is_bad_input_before_anything
         f"imagekit: error: an actor's evidence store must start empty; give a new --out "
         f"({kept})"]
     assert not any(evidence.rglob("attempt.json"))
+
+
+class _Attempt:
+    """What StepRunner writes into: files by name, checks in order."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+        self.checks: list = []
+
+    def write_text(self, name: str, text: str) -> None:
+        self.files[name] = text
+
+    def add_check(self, check) -> None:
+        self.checks.append(check)
+
+
+def test_a_step_judged_after_is_recorded_but_its_check_is_the_judges() -> None:
+    """The runner records every step as a typed RehearsalStep with its output; a step run
+    `judged_after` adds no check of its own (the rehearsal used to add one and pop it)."""
+    from imagekit.evidence.kinds import RehearsalStep
+    from imagekit.progress import NullProgress
+    from imagekit.results import Status
+
+    attempt = _Attempt()
+    runner = rehearsal.StepRunner(attempt, NullProgress(),  # type: ignore[arg-type]
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+    code, _ = runner.run("version", "--version")
+    assert code == 0
+    code, body = runner.run("judged", "no-such-command", judged_after=True, want_json=True)
+    assert code == 2 and body is None
+    assert [type(s) for s in runner.steps] == [RehearsalStep, RehearsalStep]
+    assert [(s.name, s.exit_code, s.status) for s in runner.steps] == [
+        ("version", 0, Status.PASS), ("judged", 2, Status.ERROR)]
+    assert runner.steps[1].argv == ["imagekit", "no-such-command"]
+    assert [c.name for c in attempt.checks] == ["version"] == [c.name for c in runner.checks]
+    assert set(attempt.files) == {"steps/01-version.stdout", "steps/01-version.stderr",
+                                  "steps/02-judged.stdout", "steps/02-judged.stderr"}
+    assert "no-such-command" in attempt.files["steps/02-judged.stderr"]

@@ -1,0 +1,259 @@
+"""`imagekit rehearsal`: the main job on the embedded default, end to end, as one operation.
+
+The local stand-in rehearsal of the whole release path: infrastructure up (cluster included),
+stand-in bases, `images verify` (build both fixed images, push to staging, probe inside, manifest),
+then per image `promote` staging → production → target with every hop read back, a zero-GPU
+`cluster probe` of the promoted tag pinned to its digest, for the vLLM image `cluster accept`
+of the promoted tag with the stand-in model on a read-only PVC (protocol PASS, semantics
+DEFERRED, live startup phases in evidence), and finally the reports.
+
+Three actors play it, each with its own key and evidence store (CI, the release engineer, the
+operator), and an auditor renders the reports from an empty store. Each step is the ordinary
+imagekit command run as its own process (`imagekit.rehearsal.steps`); the rehearsal keeps every
+step's argv, exit code and output in one more evidence attempt (kind `rehearsal`) and never
+stops at the first failure of an image's later steps without saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.errors import InvalidInput
+from imagekit.rehearsal.steps import StepRunner
+from imagekit.results import CheckResult, Status
+
+if TYPE_CHECKING:
+    from imagekit.evidence import EvidenceStore
+    from imagekit.progress import Progress
+    from imagekit.spec import ImagesSpec
+
+
+class RehearsalOutcome(BaseModel):
+    """What one rehearsal did: its verdicts in order, what it promoted where, where its
+    reports and its evidence attempt are."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str
+    reports: Path
+    promoted: dict[str, str]
+    checks: list[CheckResult]
+    evidence: Path
+
+
+def check_out(out: Path) -> Path:
+    """The reports directory, checked before the first step (not after the last): writable,
+    and no actor's evidence store in it may hold anything (each actor starts empty)."""
+    from imagekit.clusteraccept import rehearsal as step
+    from imagekit.inputs import writable_dir
+
+    writable_dir(out, "--out")  # /proc/x: refused before the first step, not after the last
+    for actor in (*step.ACTORS, step.AUDITOR):
+        kept = step.store_dir(out / "actors", actor)
+        if kept.exists() and any(kept.iterdir()):
+            raise InvalidInput("an actor's evidence store must start empty; give a new --out",
+                               where=str(kept))
+    return out
+
+
+def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
+                actors: Path) -> None:
+    """The promoted vLLM image accepted on the cluster with the stand-in model on a
+    read-only PVC (issue 15) by the operator: its empty store, trusting CI's and the release
+    engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal
+    (the step's exit code says DEFERRED for the stand-in: its verdict is that judge's)."""
+    from imagekit.clusteraccept import rehearsal as step
+    from imagekit.infra.cluster import NODE_NAME
+
+    operator = step.store_dir(actors, "operator")
+    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME), store=operator)
+    if code != 0:
+        return
+    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
+                         *step.trust_args(actors, "ci", "release"),
+                         *step.sign_args(actors, "operator"),
+                         want_json=True, judged_after=True, store=operator)
+    judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
+    runner.add_check(judged)
+    verdict = runner.sink.phase("rehearsal", f"{name}-cluster-accept verdict", judged.detail)
+    if judged.status is Status.PASS:
+        verdict.done("PASS")
+    else:
+        verdict.fail(f"{judged.status.value}: {judged.detail}"[:300])
+
+
+def referrers_registry() -> str:
+    """The fourth loopback registry's address (the one WITH the referrers API)."""
+    from imagekit.infra.registries import endpoints
+    from imagekit.infra.state import StatePaths
+
+    return endpoints(StatePaths())["referrers"].address
+
+
+def actor_keys(runner: StepRunner, actors: Path) -> bool:
+    """Each actor makes its own key pair (`imagekit keys generate`) and hands its public key
+    to the others under its name; every actor's store starts empty. False when one failed."""
+    from imagekit.clusteraccept import rehearsal as step
+
+    others = [a for a in (*step.ACTORS, step.AUDITOR) if a != "ci"]  # CI: the rehearsal's
+    for actor in others:
+        step.store_dir(actors, actor).mkdir(parents=True, exist_ok=True)
+    for actor in step.ACTORS:
+        code, _ = runner.run(f"{actor}-keys", "keys", "generate", "--out",
+                             str(step.key_dir(actors, actor)), "--force",
+                             store=step.store_dir(actors, actor) if actor in others else None)
+        if code != 0:
+            return False
+        shutil.copyfile(step.key_dir(actors, actor) / "imagekit.pub",
+                        step.public_key(actors, actor))
+    return True
+
+
+def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Path) -> None:
+    """index.md: who played which part (keys, stores) and the auditor's reports."""
+    from imagekit.clusteraccept import rehearsal as step
+
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# rehearsal: three actors, one registry", "",
+             "| actor | public key | evidence store |", "|---|---|---|"]
+    for actor in (*step.ACTORS, step.AUDITOR):
+        key = step.public_key(actors, actor)
+        where = ci_store if actor == "ci" else step.store_dir(actors, actor).relative_to(out)
+        lines.append(f"| {actor} | {key.relative_to(out) if key.exists() else '-'} | "
+                     f"{where} |")
+    lines += ["", "CI's store is the rehearsal's own (it built the images); the others start "
+              "empty. The reports below were rendered from the auditor's empty store, from "
+              "what the three keys signed at the registry.", ""]
+    lines += decision_rows(out, promoted)
+    found = sorted(p.name for p in out.glob("*.md") if p.name != "index.md")
+    lines += ["", "Reports: " + (", ".join(f"[{f}]({f})" for f in found) or "none")]
+    (out / "index.md").write_text("\n".join(lines) + "\n")
+
+
+def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
+    """The auditor's gate decision per promoted image first, the raw worst status beside it
+    (issue 27: a person reads the decision, not "FAIL" under a gate that allowed it)."""
+    from imagekit.report.models import ImageReport
+
+    reports = {}
+    for path in out.glob("*.json"):
+        if path.name.endswith(".intoto.json"):
+            continue
+        try:
+            report = ImageReport.model_validate_json(path.read_text())
+        except ValueError:
+            continue
+        reports[report.subject] = (report, path.with_suffix(".md").name)
+    rows = ["| image | decision | raw status | digest | report |", "|---|---|---|---|---|"]
+    for name, reference in promoted.items():
+        # the promoted tag names the digest (local-<12 hex>), or the reference pins it
+        hit = next(((r, md) for digest, (r, md) in reports.items()
+                    if reference.endswith(digest) or digest.removeprefix("sha256:")[:12]
+                    in reference.rpartition(":")[2]), None)
+        if hit is None:
+            rows.append(f"| {name} `{reference}` | no report | - | - | - |")
+            continue
+        report, md = hit
+        decision = report.decision().replace("|", "\\|")
+        rows.append(f"| {name} `{reference}` | **{decision}** | {report.status.value} | "
+                    f"`{report.subject[:19]}…` | [{md}]({md}) |")
+    return rows
+
+
+def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Path, *,
+                  cluster: bool, sink: Progress) -> RehearsalOutcome:
+    """Every step of the rehearsal in order, recorded in one `rehearsal` attempt; `out` was
+    checked (`check_out`) before. A step that fails stops the later steps of its image only."""
+    profile_name = spec.profile(profile)[0]
+    with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
+                       reports=str(out)) as attempt:
+        # the steps write where the rehearsal does (also when it was given --evidence-dir)
+        runner = StepRunner(attempt, sink,
+                            env={**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)})
+        promoted = _steps(runner, spec, profile_name, store, out, cluster=cluster)
+        write_index(out, out / "actors", promoted, store.root)
+        attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
+        from imagekit.evidence.kinds import RehearsalResult
+
+        attempt.write_result(RehearsalResult(profile=profile_name, steps=runner.steps))
+    return RehearsalOutcome(profile=profile_name, reports=out, promoted=promoted,
+                            checks=runner.checks, evidence=attempt.path)
+
+
+def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
+           store: EvidenceStore, out: Path, *, cluster: bool) -> dict[str, str]:
+    """The steps themselves; returns what was promoted (image name -> its final hop)."""
+    from imagekit.build import latest_build
+    from imagekit.clusteraccept import rehearsal as step
+
+    prof = spec.profile(profile_name)[1]
+    code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
+    if code == 0:
+        runner.use_infra_credentials()
+    if code == 0 and prof.standins:
+        runner.run("standins-build", "standins", "build", "--profile", profile_name)
+    if code == 0:
+        runner.run("images-verify", "images", "verify", "--profile", profile_name)
+    actors = out / "actors"
+    keys_ok = code == 0 and actor_keys(runner, actors)
+    promoted: dict[str, str] = {}
+    for name, image in spec.images.items():
+        build = latest_build(name, profile_name, store)
+        if build is None or build.reference is None or build.digest is None:
+            runner.add_check(CheckResult(
+                name=f"{name}-promote", status=Status.ERROR,
+                detail="no pushed build of this image in evidence: images verify failed"))
+            continue
+        if not keys_ok:
+            continue
+        tag = f"{profile_name}-{build.digest.hex[:12]}"
+        hops = [f"{prof.registry_for(role)}/{image.repository}:{tag}"
+                for role in image.promotion[1:]]
+        if not hops:
+            continue
+        # CI (this store) signs the image phase where it pushed the build
+        code, _ = runner.run(f"{name}-attest", "attest", str(build.reference),
+                             *step.sign_args(actors, "ci"))
+        if code != 0:
+            continue
+        # the release engineer: an empty store, CI's key trusted; the first hop is the
+        # registry WITH the referrers API (go-containerregistry's), then the profile's
+        hops = [f"{referrers_registry()}/{image.repository}:{tag}", *hops]
+        via = [arg for hop in hops[:-1] for arg in ("--via", hop)]
+        code, _ = runner.run(f"{name}-promote", "promote", str(build.reference), *via,
+                             "--to", hops[-1], *step.trust_args(actors, "ci"),
+                             *step.sign_args(actors, "release"),
+                             store=step.store_dir(actors, "release"))
+        if code == 0:
+            promoted[name] = hops[-1]
+            # the operator: an empty store, its own key. Acceptance first: its gate then
+            # decides from the registry's signed image phase; the operator's own probe
+            # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
+            # otherwise be the local evidence it decides from
+            if cluster and image.engine == "vllm":
+                accept_step(runner, name, hops[-1], profile_name, actors)
+            if cluster:
+                runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
+                           "--expect-digest", str(build.digest), "--profile", profile_name,
+                           *step.trust_args(actors, "ci", "release"),
+                           *step.sign_args(actors, "operator"),
+                           store=step.store_dir(actors, "operator"))
+    # the auditor: a fourth, empty store, trusting all three; the reports from the registry
+    auditor = step.store_dir(actors, step.AUDITOR)
+    for name, reference in promoted.items():
+        runner.run(f"{name}-report", "report", reference, "--format", "all", "--out",
+                   str(out), "--profile", profile_name,
+                   *step.trust_args(actors, *step.ACTORS), store=auditor)
+    return promoted
+
+
+def closing_lines(checks: list[CheckResult]) -> list[str]:
+    """The closing table as plain whole lines (step, status, the whole detail) for a pipe."""
+    width = max((len(c.name) for c in checks), default=4)
+    return [f"{c.name:<{width}}  {c.status.value:<8}  {' '.join(c.detail.split())}"
+            for c in checks]
