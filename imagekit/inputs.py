@@ -80,34 +80,6 @@ def count(value: int | None, what: str, *, minimum: int = 0,
     return value
 
 
-def env_number(env: str, kind: type = float) -> float | int:
-    """A knob from the environment: a finite number > 0 (attempts: an integer >= 1), or one
-    line naming the variable (`IMAGEKIT_DEADLINE=nan` is not a deadline)."""
-    text = os.environ.get(env, "")
-    if kind is int:
-        try:
-            number = int(text)
-        except ValueError:
-            number = text  # type: ignore[assignment]
-        return count(number, env, minimum=1, maximum=1000)
-    zero_ok = env in ("IMAGEKIT_RETRY_WAIT_JITTER", "IMAGEKIT_RETRY_WAIT_INITIAL",
-                      "IMAGEKIT_RETRY_BROKEN_WINDOW")
-    return positive(text, env, zero_ok=zero_ok, maximum=7 * 86400)
-
-
-ENV_KNOBS = (("IMAGEKIT_RETRY_ATTEMPTS", int), ("IMAGEKIT_RETRY_WAIT_INITIAL", float),
-             ("IMAGEKIT_RETRY_WAIT_MAX", float), ("IMAGEKIT_RETRY_WAIT_JITTER", float),
-             ("IMAGEKIT_RETRY_AFTER_MAX", float), ("IMAGEKIT_DEADLINE", float),
-             ("IMAGEKIT_RETRY_BROKEN_WINDOW", float), ("IMAGEKIT_REFERRERS_DEADLINE", float))
-
-
-def check_env_knobs() -> None:
-    """Every registry knob set in the environment, checked before a command does anything."""
-    for env, kind in ENV_KNOBS:
-        if os.environ.get(env):
-            env_number(env, kind)
-
-
 # ------------------------------------------------------------------------------------ names
 
 def dns_label(value: str, what: str) -> str:

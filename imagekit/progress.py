@@ -355,7 +355,7 @@ def run_logged(argv: Sequence[str], log: Path, step: str, *, what: str | None = 
     done = threading.Event()       # set once the child exited and its output was read
     sink = open(log, "ab")  # noqa: SIM115 - the pump thread writes it and closes it at EOF
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, cwd=cwd)
+                            env=child_env(env), cwd=cwd)
 
     def pump() -> None:
         """Lines to the log and the stages. Runs until EOF, which a daemon the child started
@@ -396,13 +396,18 @@ def run_logged(argv: Sequence[str], log: Path, step: str, *, what: str | None = 
     return code, timed_out
 
 
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a program imagekit starts: this process's, with TMPDIR set to the
+    directory `imagekit --tmpdir` chose (the CLI sets `tempfile.tempdir`, the stdlib's own knob,
+    instead of writing os.environ), then `extra`."""
+    import tempfile
+
+    chosen = {"TMPDIR": tempfile.tempdir} if tempfile.tempdir else {}
+    return {**os.environ, **chosen, **(extra or {})}
+
+
 # -- the process's current progress ---------------------------------------------------------
 _current: Progress | None = None
-
-
-def from_env(default: str = "off") -> Progress:
-    mode = os.environ.get(MODE_ENV, default).strip().lower() or default
-    return make(mode if mode in MODES else default)
 
 
 def make(mode: str, console: Any = None) -> Progress:
@@ -414,17 +419,19 @@ def make(mode: str, console: Any = None) -> Progress:
 
 
 def current() -> Progress:
-    """The progress the command line installed; `IMAGEKIT_PROGRESS` or silence otherwise."""
+    """The progress the command line installed (`using`); silence otherwise (library callers
+    and tests choose theirs by installing one, not through the environment)."""
     global _current
     if _current is None:
-        _current = from_env()
+        _current = NullProgress()
     return _current
 
 
-def choose_mode(json_output: bool, tty: bool) -> str:
-    """The command line's rule: an explicit IMAGEKIT_PROGRESS, else --json → json lines on
-    stderr, a terminal → rich, anything else (a pipe, a file, CI) → plain lines."""
-    chosen = os.environ.get(MODE_ENV, "").strip().lower()
+def choose_mode(json_output: bool, tty: bool, chosen: str | None = None) -> str:
+    """The command line's rule: an explicit mode (`IMAGEKIT_PROGRESS`, which the CLI's settings
+    pass as `chosen`), else --json → json lines on stderr, a terminal → rich, anything else (a
+    pipe, a file, CI) → plain lines."""
+    chosen = (chosen or "").strip().lower()
     if chosen in MODES:
         return chosen
     if json_output:

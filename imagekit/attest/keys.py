@@ -24,12 +24,14 @@ PRIVATE_NAME = "imagekit.key"
 PUBLIC_NAME = "imagekit.pub"
 
 
-def default_key_dir() -> Path:
-    return Path(os.environ.get(KEY_DIR_ENV) or Path.home() / ".config" / "imagekit" / "keys")
+def default_key_dir(chosen: Path | None = None) -> Path:
+    """`chosen` (`$IMAGEKIT_KEY_DIR`, from the CLI's settings), else ~/.config/imagekit/keys."""
+    return Path(chosen or Path.home() / ".config" / "imagekit" / "keys")
 
 
-def default_private_key() -> Path:
-    return Path(os.environ.get(KEY_ENV) or default_key_dir() / PRIVATE_NAME)
+def default_private_key(chosen: Path | None = None, key_dir: Path | None = None) -> Path:
+    """`chosen` (`$IMAGEKIT_SIGNING_KEY`), else imagekit.key in the key directory."""
+    return Path(chosen or default_key_dir(key_dir) / PRIVATE_NAME)
 
 
 def check_key_dir(directory: Path, *, overwrite: bool = False) -> tuple[Path, Path]:

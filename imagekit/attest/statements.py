@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,10 +40,11 @@ DEFAULT_REQUIRED_LINKS = ("base-identity", "build", "probes", "hops", "cluster-i
 
 
 def required_links(given: Iterable[str] | None = None) -> list[str]:
+    """The links a promotion requires: `given` (the CLI passes `$IMAGEKIT_REQUIRED_LINKS` from
+    its settings; [] when it is empty), else the default chain."""
     if given is None:
-        env = os.environ.get(REQUIRED_LINKS_ENV)
-        given = [p.strip() for p in env.split(",")] if env is not None else DEFAULT_REQUIRED_LINKS
-    return list(dict.fromkeys(p for p in given if p))
+        given = DEFAULT_REQUIRED_LINKS
+    return list(dict.fromkeys(p.strip() for p in given if p.strip()))
 
 
 def statement(digest: Digest, name: str, predicate_type: str, predicate: dict) -> dict:

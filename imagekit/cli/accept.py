@@ -4,14 +4,21 @@ unreachable server."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              show_progress)
+from imagekit.cli.app import (
+    app,
+    console,
+    err_console,
+    evidence_store,
+    guarded,
+    print_json,
+    settings,
+    show_progress,
+)
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -51,7 +58,8 @@ def _api_key(path: Path | None) -> str | None:
         if not key:
             raise InvalidInput("API key file is empty", where=str(path))
         return key
-    return os.environ.get("IMAGEKIT_API_KEY") or None
+    secret = settings().api_key  # $IMAGEKIT_API_KEY: a SecretStr, never printed
+    return secret.get_secret_value() or None if secret is not None else None
 
 
 def _digest(value: str | None) -> str | None:
@@ -123,7 +131,7 @@ def accept(
     suite: list[str] = typer.Option(["functional"], "--suite",
                                     help="functional, media, needle or all (repeatable)."),
     model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
-    digest: str = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
+    digest: str | None = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
     reproductions: int = typer.Option(3, "--reproductions", min=1,
@@ -144,8 +152,7 @@ def accept(
     from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config  # noqa: PLC0415
     from imagekit.acceptance.capabilities import Requirements  # noqa: PLC0415
     from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
-    from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
-                                            run_suites)
+    from imagekit.acceptance.runner import evidence_subject, resolve_target, run_suites  # noqa: PLC0415
 
     suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
     for each in suites:
@@ -176,8 +183,13 @@ def accept(
                 return subject, await run_suites(client, target, suites, config=config,
                                                  options=options, store=store, subject=subject,
                                                  required=required)
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
-                                       TextColumn, TimeElapsedColumn)
+            from rich.progress import (  # noqa: PLC0415
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err_console, transient=True) as bar:
@@ -227,7 +239,7 @@ def bench(
     base_url: str = BaseUrl,
     matrix: Path = typer.Option(..., "--matrix", help="Load matrix TOML."),
     model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
-    digest: str = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
+    digest: str | None = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
     no_calibrate: bool = typer.Option(False, "--no-calibrate",
                                       help="Assume 1 token per prompt word."),
@@ -239,8 +251,7 @@ def bench(
     """Run a load matrix: count completions, errors and tokens per round against expectations;
     TTFT / ITL / end-to-end percentiles."""
     from imagekit.acceptance import ChatClient, load_engine_config, load_matrix  # noqa: PLC0415
-    from imagekit.acceptance.runner import (evidence_subject, resolve_target,  # noqa: PLC0415
-                                            run_matrix)
+    from imagekit.acceptance.runner import evidence_subject, resolve_target, run_matrix  # noqa: PLC0415
 
     if engine is not None and engine not in ENGINES:
         raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
@@ -262,13 +273,18 @@ def bench(
             target = await resolve_target(client, model or spec.model, engine, engine_version,
                                           config)
             subject = evidence_subject(digest, name, target)
-            kwargs = dict(config=config, store=store, subject=subject,
-                          matrix_text=matrix.read_text(), calibrate_prompts=not no_calibrate,
-                          image=image)
+            kwargs: dict[str, Any] = dict(
+                config=config, store=store, subject=subject, matrix_text=matrix.read_text(),
+                calibrate_prompts=not no_calibrate, image=image)
             if not show_progress(json_output):
                 return subject, await run_matrix(client, target, spec, **kwargs)
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress,  # noqa: PLC0415
-                                       TextColumn, TimeElapsedColumn)
+            from rich.progress import (  # noqa: PLC0415
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err_console) as bar:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, guarded, print_json
+from imagekit.cli.app import app, console, guarded, print_json, settings
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -29,7 +29,7 @@ CaFile = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
 
 
-def _ref(text: str) -> "ImageReference":
+def _ref(text: str) -> ImageReference:
     from imagekit.oci import ImageReference
 
     try:
@@ -38,13 +38,14 @@ def _ref(text: str) -> "ImageReference":
         raise InvalidInput(f"REF: {exc.message}", where=exc.where) from None
 
 
-def _pool(insecure: list[str], ca_file: Path | None) -> "ClientPool":
+def _pool(insecure: list[str], ca_file: Path | None) -> ClientPool:
     from imagekit.inputs import pem_ca_file
     from imagekit.registry import ClientPool, RegistryOptions
 
     if ca_file is not None:
         pem_ca_file(ca_file)  # NOTPEM: one line, not OpenSSL's own error
-    return ClientPool(RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file))
+    return ClientPool(RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
+                                                    ca_file=ca_file))
 
 
 @keys_app.command("generate")
@@ -60,7 +61,8 @@ def keys_generate(
 
     if out is not None and (not out.strip() or "\x00" in out):
         raise InvalidInput("--out needs a directory path, not an empty string", where="--out")
-    private, public = generate(Path(out) if out is not None else default_key_dir(),
+    private, public = generate(Path(out) if out is not None
+                               else default_key_dir(settings().key_dir),
                                overwrite=force)
     console.print(f"private key: {private} (0600)", markup=False, soft_wrap=True)
     console.print(f"public key:  {public}", markup=False, soft_wrap=True)
@@ -93,14 +95,14 @@ def attest_cmd(
     # every input before anything is signed: the image, the key, the evidence store the
     # statement is made of (writable: the SBOM is recorded there; a file is refused)
     target = _ref(reference)
-    key_path = key or default_private_key()
+    key_path = key or default_private_key(settings().signing_key, settings().key_dir)
     load_private(key_path)
     store = evidence_store(evidence_dir)
     engine = None
     if "sbom" in kind:
-        from imagekit.engine import Engine
+        from imagekit.engine import Engine, find_docker_binary
 
-        engine = Engine()
+        engine = Engine(binary=find_docker_binary(settings().docker))
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         attached = attest_reference(target, key_path, store=store, pool=pool,
                                     engine=engine, kinds=tuple(kind))

@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              progress_for)
+from imagekit.cli.app import (
+    app,
+    console,
+    err_console,
+    evidence_store,
+    guarded,
+    print_json,
+    progress_for,
+    settings,
+)
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -63,17 +71,20 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
                 json_output: bool = JsonOpt) -> None:
     """Resolve the profile's base (and mirror) tags to digests into its lock file."""
     from imagekit.build import pin
+    from imagekit.registry import ClientPool, RegistryOptions
     from imagekit.results import CheckResult, Status, exit_code_for
     from imagekit.spec import load_spec
 
     images = load_spec(spec)
-    profile_name, lines = pin(images, profile, check=check)
+    with ClientPool(RegistryOptions.from_settings(settings())) as pool:  # IMAGEKIT_RETRY_* …
+        profile_name, lines = pin(images, profile, check=check, pool=pool)
     checks = [line.check() for line in lines]
     if not check:  # writing: a resolved tag is pinned, whether it was new, equal or moved
         checks = [CheckResult(name=f"{line.image}.{line.role}", status=Status.PASS,
                               detail=f"pinned {line.tag}@{line.resolved}" +
                               (f" (was {line.locked})" if line.moved else ""))
-                  if line.resolved is not None else c for line, c in zip(lines, checks)]
+                  if line.resolved is not None else c
+                  for line, c in zip(lines, checks, strict=False)]
     if json_output:
         print_json({"profile": profile_name, "lock": str(images.lock_path(profile_name)),
                     "written": not check and all(line.resolved for line in lines),
@@ -102,14 +113,13 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                             "default."),
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
-    from imagekit.build import default_engine
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
     images = load_spec(spec)
     store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
-        records = build_standins(images, default_engine(), store, profile,
+        records = build_standins(images, _engine(), store, profile,
                                  no_cache=no_cache, on_line=on_line, layers=layers)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
@@ -130,7 +140,7 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
                   no_cache: bool = typer.Option(False, "--no-cache"),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
-    from imagekit.build import build_image, default_engine
+    from imagekit.build import build_image
     from imagekit.spec import load_spec
 
     images = load_spec(spec)
@@ -140,7 +150,7 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
     for name in names:
         images.image(name)
     store = evidence_store(evidence_dir)
-    engine = default_engine()
+    engine = _engine()
     records = []
     for name in names:
         with _progress(json_output, f"build {name}") as on_line:
@@ -152,6 +162,13 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
     for record in records:
         console.print(f"{record.name}: {record.reference or record.local_tag} "
                       f"(image ID {record.image_id.short}, {record.seconds:.0f} s)")
+
+
+def _engine():  # noqa: ANN202 - imagekit.engine.Engine, imported by the command
+    """The docker engine the settings choose ($IMAGEKIT_DOCKER, else infra's recorded client)."""
+    from imagekit.build import default_engine
+
+    return default_engine(settings().docker, settings().state_dir)
 
 
 def _given_serve(env_pairs: list[str], args: list[str], engine: str | None, where: str
@@ -192,7 +209,7 @@ def _guess_engine(ref: str) -> str | None:
 def probe_command(target: str = typer.Argument(..., help="An image of the spec (its latest "
                                                          "build) or an image reference."),
                   spec: Path = SpecOpt, profile: str = ProfileOpt,
-                  engine_name: str = typer.Option(None, "--engine",
+                  engine_name: str | None = typer.Option(None, "--engine",
                                                   help="sglang|vllm, for a reference."),
                   probes: list[str] = typer.Option(None, "--probe",
                                                    help="Run only these probes."),
@@ -206,7 +223,6 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                       "(repeatable; as `imagekit serve-command -- ARG`)."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
-    from imagekit.build import default_engine
     from imagekit.names import resolve_target
     from imagekit.oci import ImageReference
     from imagekit.probe import probe_image
@@ -226,12 +242,14 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     # nixl fix must fail however it is named)
     resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
     if resolved.by_name:
-        run_ref, shown, digest = resolved.local_tag, str(resolved.reference), resolved.digest
-        plan = plan_for(resolved.image, probes=probes, find_spec=find_spec,
-                        serve=_serve_for(given_serve, resolved.image.engine),
+        named: Any = resolved.image  # an imagekit.spec.ImageSpec (names.Target types it loosely)
+        run_ref, shown, digest = resolved.local_tag or target, str(resolved.reference), \
+            resolved.digest
+        plan = plan_for(named, probes=probes, find_spec=find_spec,
+                        serve=_serve_for(given_serve, named.engine),
                         profile=resolved.profile)
     else:
-        image = resolved.image
+        image: Any = resolved.image
         engine_name = engine_name or (image.engine if image is not None else None) or \
             _guess_engine(target)
         if engine_name not in KNOWN_ENGINES:
@@ -241,7 +259,7 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
                         engine=engine_name, probes=probes, find_spec=find_spec,
                         serve=_serve_for(given_serve, engine_name), profile=resolved.profile)
         run_ref, shown, digest = target, target, resolved.reference.digest
-    engine = default_engine()
+    engine = _engine()
     if not resolved.by_name and not engine.exists(target):
         # `docker run` would pull once per probe, and a table of ERRORs is not an answer
         raise InvalidInput("image is not in the local docker engine: pull it first, or probe "
@@ -271,7 +289,6 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                                                 help="Rebuild and re-probe everything."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build both images, push to staging, probe, verify-copy mirrors, write the manifest."""
-    from imagekit.build import default_engine
     from imagekit.imagesverify import verify_images
     from imagekit.results import Status
     from imagekit.spec import load_spec
@@ -281,7 +298,7 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
         images.image(name)
     store = evidence_store(evidence_dir)
     with _progress(json_output, "images verify") as on_line:
-        report = verify_images(images, default_engine(), store, profile=profile,
+        report = verify_images(images, _engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line)
     if json_output:
         print_json(report)

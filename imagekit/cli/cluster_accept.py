@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import evidence_store, guarded, print_json, progress_for
+from imagekit.cli.app import evidence_store, guarded, print_json, progress_for, settings
 from imagekit.cli.cluster import cluster_app
 from imagekit.cli.common import (
     EvidenceDir,
@@ -163,6 +163,7 @@ def cluster_accept(
 
     with ClientPool(trustopts.registry_options(ref.registry)) as reader:
         image_phase_gate(store, digest, profile=profile, trust=trust,   # exit 1: the reasons
+                         required=settings().required_checks_list(),
                          pull=trustopts.puller(trust, ref, reader))
     options = AcceptOptions(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,

@@ -122,8 +122,11 @@ def registry_client(registry: str) -> tuple[RegistryClient, Path | None]:
     """A RegistryClient for `registry`, trusting the infra CA and reading infra's docker config
     when the registry is one of infra's loopback registries; and that docker config dir (the
     Pods' pull Secret comes from it)."""
+    from imagekit.cli.app import settings
     from imagekit.infra.state import registry_trust
     from imagekit.registry import RegistryClient, RegistryOptions
 
-    options = registry_trust(registry)
-    return RegistryClient(registry, RegistryOptions(**options)), options.get("docker_config")
+    given = settings()  # the retry knobs and the rest of IMAGEKIT_* registry settings
+    options = registry_trust(registry, given.state_dir)
+    return RegistryClient(registry, RegistryOptions.from_settings(given, **options)), \
+        options.get("docker_config")

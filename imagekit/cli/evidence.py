@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, evidence_store, guarded, print_json
+from imagekit.cli.app import app, console, evidence_store, guarded, print_json, settings
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -39,7 +40,7 @@ def list_attempts(
         safe_name(kind, "--kind")  # `../../x` would read outside the store
     store = evidence_store(evidence_dir, write=False)
     keys = [key] if key else store.keys()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for each in keys:
         try:
             records = store.attempts(each, kind)
@@ -95,7 +96,8 @@ def pull_attested(
                            "$IMAGEKIT_TRUST_KEYS")
     store = evidence_store(evidence_dir)
     options = trustopts.registry_options(ref.registry) if not insecure and ca_file is None \
-        else RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file)
+        else RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
+                                           ca_file=ca_file)
     with ClientPool(options) as pool:
         client = pool.get(ref.registry)
         digest = ref.digest or client.get_manifest(ref.repository, ref.identifier).digest

@@ -15,10 +15,18 @@ from typing import TYPE_CHECKING
 import typer
 from typer.core import TyperCommand
 
-from imagekit.cli.app import (app, console, err_console, evidence_store, guarded, print_json,
-                              show_progress)
-from imagekit.cli.app import progress_for as app_progress
 from imagekit.cli import trustopts
+from imagekit.cli.app import (
+    app,
+    console,
+    err_console,
+    evidence_store,
+    guarded,
+    print_json,
+    settings,
+    show_progress,
+)
+from imagekit.cli.app import progress_for as app_progress
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -44,22 +52,21 @@ DeadlineOpt = typer.Option(None, "--deadline", metavar="SECONDS", envvar="IMAGEK
 VerboseOpt = typer.Option(False, "--verbose", help="Show retries and HTTP requests on stderr.")
 
 
-def _transport_knobs(deadline: float | None, verbose: bool) -> None:
-    """--deadline reaches every registry client of the command (RetryPolicy.from_env);
-    --verbose lets the retry and httpx loggers speak (silent otherwise)."""
-    import os
-
+def _transport_knobs(deadline: float | None, verbose: bool) -> float | None:
+    """--deadline, checked: the command passes it to its registry options (`_options`), so it
+    reaches every registry client of the command as an argument; --verbose lets the retry and
+    httpx loggers speak (silent otherwise)."""
     if deadline is not None:
         from imagekit.inputs import positive
 
-        os.environ["IMAGEKIT_DEADLINE"] = repr(positive(deadline, "--deadline",
-                                                        maximum=86400))
+        deadline = positive(deadline, "--deadline", maximum=86400)
     if verbose:
         import logging
         import sys
 
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="imagekit: %(name)s: %(message)s")
+    return deadline
 
 
 def _rate_limits() -> list[str]:
@@ -105,12 +112,9 @@ def progress_sink(json_output: bool, verbose: bool = False, step: str = "registr
     --json nothing on stderr unless --verbose (then the lines): registry etiquette, issue 17.
     An explicit IMAGEKIT_PROGRESS (plain, json, rich, off) reports through the one progress
     mechanism instead, as the rehearsal asks of its child steps."""
-    import os
     import sys
 
-    from imagekit import progress as phases
-
-    if os.environ.get(phases.MODE_ENV, "").strip().lower() in phases.MODES:
+    if settings().progress is not None:
         from imagekit.registry.progress import PhaseSink
 
         with app_progress(json_output) as installed:
@@ -153,13 +157,17 @@ def progress_sink(json_output: bool, verbose: bool = False, step: str = "registr
 PROMOTE_CHUNK_BYTES = 16 << 20
 
 
-def _options(insecure: list[str], ca_file: Path | None, **extra: object) -> RegistryOptions:
+def _options(insecure: list[str], ca_file: Path | None, deadline: float | None = None,
+             **extra: object) -> RegistryOptions:
+    """The command's registry options: the settings (IMAGEKIT_RETRY_*, IMAGEKIT_DEADLINE, …)
+    under its flags (`--deadline`, `--insecure`, `--ca-file`, what `extra` names)."""
     from imagekit.inputs import pem_ca_file
     from imagekit.registry import RegistryOptions
 
     if ca_file is not None:
         pem_ca_file(ca_file)
-    return RegistryOptions(insecure=frozenset(insecure), ca_file=ca_file, **extra)
+    return RegistryOptions.from_settings(settings(), deadline=deadline,
+                                         insecure=frozenset(insecure), ca_file=ca_file, **extra)
 
 
 def _ref(text: str, what: str) -> ImageReference:
@@ -186,7 +194,7 @@ def verify_copy_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
-    deadline: float = DeadlineOpt,
+    deadline: float | None = DeadlineOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Is COPY content-identical to OFFICIAL? Exit 0 same content, 1 different, 2 error."""
@@ -196,11 +204,11 @@ def verify_copy_cmd(
     from imagekit.verify import record_evidence, verify_copy
     from imagekit.verify.copy import record_failure
 
-    _transport_knobs(deadline, verbose)
+    deadline = _transport_knobs(deadline, verbose)
     store = evidence_store(evidence_dir)
     official_ref, copy_ref = _image(official, "OFFICIAL", store), _image(copy, "COPY", store)
     wanted = Platform.parse(platform)
-    options = _options(insecure, ca_file)
+    options = _options(insecure, ca_file, deadline)
     try:
         with ClientPool(options) as pool, \
                 progress_sink(json_output, verbose, "verify-copy") as sink:
@@ -298,19 +306,21 @@ def _final_hop_gate(enforce, to_ref):
     is the destination added to its requirements (e.g. cluster-accept before the target)."""
     import functools
 
+    given = settings().required_checks_list()  # $IMAGEKIT_REQUIRED_CHECKS, else the defaults
+    plain = enforce if given is None else functools.partial(enforce, required=given)
     if to_ref is None:
-        return enforce
+        return plain
     try:
         from imagekit.spec import load_spec
         spec = load_spec()
     except Exception:  # noqa: BLE001 - no spec here: the plain gate
-        return enforce
+        return plain
     extra = spec.final_hop_requirements(to_ref.registry)
     if not extra:
-        return enforce
+        return plain
     from imagekit.report.required import parse_requirements
 
-    required = [str(r) for r in parse_requirements(None)] + extra
+    required = [str(r) for r in parse_requirements(given)] + extra
     return functools.partial(enforce, required=required)
 
 
@@ -350,7 +360,7 @@ def promote_cmd(
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
-    deadline: float = DeadlineOpt,
+    deadline: float | None = DeadlineOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
@@ -361,7 +371,7 @@ def promote_cmd(
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
     from imagekit.promote.await_ import AwaitHop, AwaitPolicy
-    from imagekit.report.gate import enforce      # the gate, handed to promotion
+    from imagekit.report.gate import enforce  # the gate, handed to promotion
 
     if force and not (reason or "").strip():
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
@@ -369,7 +379,7 @@ def promote_cmd(
         from imagekit.attest.keys import load_private
 
         load_private(key)
-    _transport_knobs(deadline, verbose)
+    deadline = _transport_knobs(deadline, verbose)
     if all_platforms and platform:
         raise InvalidInput("--all-platforms and --platform exclude each other")
     await_deadline = positive(await_deadline, "--await-deadline", maximum=7 * 86400)
@@ -380,7 +390,7 @@ def promote_cmd(
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
     wanted = Platform.parse(platform) if platform is not None else None
-    options = _options(insecure, ca_file, chunk_size=PROMOTE_CHUNK_BYTES)
+    options = _options(insecure, ca_file, deadline, chunk_size=PROMOTE_CHUNK_BYTES)
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
     from imagekit.registry import ClientPool
@@ -393,7 +403,8 @@ def promote_cmd(
         if key is not None:   # the chain will be signed: only over links the evidence holds
             from imagekit.attest.statements import required_links
 
-            gate = functools.partial(gate, sign_links=required_links())
+            gate = functools.partial(
+                gate, sign_links=required_links(settings().required_links_list()))
         with progress_sink(json_output, verbose, "promote") as sink:
             result, where = run_promote(
                 source_ref, hops, to_ref, store=store, all_platforms=all_platforms,
@@ -408,6 +419,7 @@ def promote_cmd(
 
         with ClientPool(options) as pool:
             attached = attest_promotion(result, key, store=store, pool=pool, evidence=where,
+                                        required=settings().required_links_list(),
                                         trust=trust)
     if json_output:
         data = result.model_dump(mode="json")
@@ -433,7 +445,8 @@ def promote_cmd(
             continue
         console.print(f"  {hop.endpoint}: verified={hop.verified} bytes_moved={hop.bytes_moved} "
                       f"copied={hop.blobs_copied} skipped={hop.blobs_skipped} "
-                      f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False, soft_wrap=True)
+                      f"mounted={hop.blobs_mounted} {hop.seconds:.2f}s", markup=False,
+                      soft_wrap=True)
         for note in hop.notes:
             console.print(f"    note: {note}", markup=False, soft_wrap=True)
     for item in attached:

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import typer
 
-from imagekit.cli.app import app, console, evidence_store, guarded, print_json, progress_for
+from imagekit.cli.app import (
+    app,
+    console,
+    evidence_store,
+    guarded,
+    print_json,
+    progress_for,
+    settings,
+)
 
 
 @app.command("rehearsal")
@@ -35,7 +43,8 @@ def rehearsal(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = check_out(out or Path("rehearsal-reports") / stamp)  # bad input before any step
     with progress_for(json_output) as sink:
-        done = run_rehearsal(spec, profile_name, store, out, cluster=cluster, sink=sink)
+        done = run_rehearsal(spec, profile_name, store, out, cluster=cluster, sink=sink,
+                             namespace=settings().accept_namespace)
     checks = done.checks
     if json_output:
         print_json({"profile": done.profile, "reports": str(done.reports),

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, err_console, guarded, print_json
+from imagekit.cli.app import app, console, err_console, guarded, print_json, settings
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import CheckFailed, InvalidInput
 
@@ -21,6 +21,11 @@ Profile = typer.Option(None, "--profile",
 Require = typer.Option(None, "--require",
                        help="Required check, KIND or KIND:CHECK (repeatable; default "
                             "$IMAGEKIT_REQUIRED_CHECKS or probe,images-verify).")
+
+
+def _required(require: list[str] | None) -> list[str] | None:
+    """`--require`, else `$IMAGEKIT_REQUIRED_CHECKS` (the settings), else None: the defaults."""
+    return list(require) if require else settings().required_checks_list()
 
 
 def _check_profile(profile: str | None) -> None:
@@ -42,9 +47,9 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
     """(store, resolution, pull) for a command that reads one image's evidence; with trust, a
     pull of the statements at REF's registry (a bare DIGEST: the store's own only)."""
     from imagekit.evidence import EvidenceStore
-    from imagekit.oci import ImageReference
     from imagekit.names import looks_like_name
-    from imagekit.registry import ClientPool
+    from imagekit.oci import ImageReference
+    from imagekit.registry import ClientPool, RegistryOptions
     from imagekit.report.resolve import resolve
 
     store = EvidenceStore(evidence_dir)
@@ -67,7 +72,9 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
             resolved = Resolution(requested=text, digest=reference.digest, name=text,
                                   how="name", note=f"{text}: {reference}")
         else:
-            resolved = resolve(subject, store, profile=profile)
+            resolved = resolve(subject, store, profile=profile,
+                               options=RegistryOptions.from_settings(settings()),
+                               state_dir=settings().state_dir)
         if resolved.note:
             err_console.print(resolved.note, markup=False, soft_wrap=True)
         yield store, resolved, trustopts.puller(trust, reference, pool)
@@ -118,12 +125,13 @@ def report_command(
         from imagekit.report.batch import reports_for_spec
 
         results = reports_for_spec(store, out, fmt=fmt, profile=profile,
-                                   required=require or None)
+                                   required=_required(require))
         for item in results:
             if item.missing:
                 err_console.print(f"{item.image}: no report: {item.missing}", markup=False)
             else:
-                err_console.print(f"{item.image} {item.digest} ({item.status.value}) → "
+                status = getattr(item.status, "value", item.status)
+                err_console.print(f"{item.image} {item.digest} ({status}) → "
                                   f"{', '.join(item.files)}", markup=False)
         if any(item.missing for item in results):
             raise typer.Exit(CheckFailed.exit_code)
@@ -133,14 +141,18 @@ def report_command(
 
         with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
             report = report_with_trust(store, resolved.digest, trust, pull,
-                                       required=require or None, requested=subject,
+                                       required=_required(require), requested=subject,
                                        name=resolved.name, profile=profile,
                                        resolution=resolved.note or None)
     else:
-        resolved = resolve(subject, store, profile=profile)
+        from imagekit.registry import RegistryOptions
+
+        resolved = resolve(subject, store, profile=profile,
+                           options=RegistryOptions.from_settings(settings()),
+                           state_dir=settings().state_dir)
         if resolved.note:
             err_console.print(resolved.note, markup=False, soft_wrap=True)
-        report = build_report(store, resolved.digest, required=require or None,
+        report = build_report(store, resolved.digest, required=_required(require),
                               requested=subject, name=resolved.name, profile=profile,
                               resolution=resolved.note or None)
     if record:
@@ -184,7 +196,7 @@ def gate_command(
     _check_profile(profile)
     trust = trustopts.load(trust_key, trust_policy)
     with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
-        decision = check_promotable(store, resolved.digest, require or None, profile=profile,
+        decision = check_promotable(store, resolved.digest, _required(require), profile=profile,
                                     trust=trust, pull=pull)
     if json_output:
         print_json(decision)

@@ -24,11 +24,17 @@ TrustPolicyOpt = typer.Option(
          "$IMAGEKIT_TRUST_POLICY).")
 
 
-def load(trust_key: list[Path] | None, trust_policy: Path | None) -> "TrustPolicy":
+def load(trust_key: list[Path] | None, trust_policy: Path | None) -> TrustPolicy:
     """The trust policy (empty when nothing is trusted). Bad input: one line, exit 2."""
+    from imagekit.cli.app import settings
     from imagekit.trust import load_trust
+    from imagekit.trust.policy import TRUST_KEYS_ENV, TRUST_POLICY_ENV
 
-    return load_trust(list(trust_key or []), trust_policy)
+    given = settings()
+    env = {name: str(value) for name, value in ((TRUST_KEYS_ENV, given.trust_keys),
+                                                (TRUST_POLICY_ENV, given.trust_policy))
+           if value is not None}
+    return load_trust(list(trust_key or []), trust_policy, env=env)
 
 
 def registry_options(registry: str, base: Any = None) -> Any:
@@ -36,12 +42,15 @@ def registry_options(registry: str, base: Any = None) -> Any:
     --insecure/--ca-file), else infra's CA and docker config for its loopback registries."""
     if base is not None:
         return base
+    from imagekit.cli.app import settings
+    from imagekit.registry import RegistryOptions
     from imagekit.report.resolve import _registry_options
 
-    return _registry_options(registry)
+    given = settings()
+    return _registry_options(registry, RegistryOptions.from_settings(given), given.state_dir)
 
 
-def puller(trust: "TrustPolicy", reference: "ImageReference | None", pool: Any) -> Any:
+def puller(trust: TrustPolicy, reference: ImageReference | None, pool: Any) -> Any:
     """pull(store, digest, trust) reading `reference`'s endpoint; None without trust or an
     endpoint (a bare DIGEST: only what is already in the store counts)."""
     if not trust or reference is None:
@@ -51,7 +60,7 @@ def puller(trust: "TrustPolicy", reference: "ImageReference | None", pool: Any) 
     return make(pool, reference)
 
 
-def name_resolver(trust: "TrustPolicy | None", store: Any, pool: Any = None) -> Any:
+def name_resolver(trust: TrustPolicy | None, store: Any, pool: Any = None) -> Any:
     """For `imagekit.names.resolve_target(remote=…)`: a spec NAME with no build in this store
     resolves to the profile's staging tag at the registry, verified by a test-result statement
     a trusted key signed about the digest it serves (pulled into the store). None without
@@ -59,7 +68,7 @@ def name_resolver(trust: "TrustPolicy | None", store: Any, pool: Any = None) -> 
     if not trust:
         return None
 
-    def resolve(reference: "ImageReference") -> tuple[Any, str]:
+    def resolve(reference: ImageReference) -> tuple[Any, str]:
         from imagekit.attest.pull import pull_attestations
         from imagekit.errors import InvalidInput
         from imagekit.names import digest_of
@@ -75,7 +84,8 @@ def name_resolver(trust: "TrustPolicy | None", store: Any, pool: Any = None) -> 
         finally:
             if own:
                 readers.close()
-        newest = (signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or [None])[0]
+        newest = next(iter(signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE)
+                           or []), None)
         if newest is None:
             problems = "; ".join(f"{c.name}: {c.detail}" for c in outcome.problems)[:300]
             raise InvalidInput(f"{reference} serves {digest}, but no test-result statement "

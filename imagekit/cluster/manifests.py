@@ -19,9 +19,13 @@ from imagekit import assets
 from imagekit.errors import InvalidInput
 from imagekit.oci import ImageReference
 
-#: Where the templates and scripts live: $IMAGEKIT_MANIFESTS_DIR, else the packaged ones
-#: (imagekit/assets/manifests, shipped in the wheel).
-MANIFESTS_DIR = Path(os.environ.get("IMAGEKIT_MANIFESTS_DIR") or assets.path("manifests"))
+
+def manifests_dir() -> Path:
+    """Where the templates and scripts live: $IMAGEKIT_MANIFESTS_DIR, else the packaged ones
+    (imagekit/assets/manifests, shipped in the wheel). Looked up when a template is rendered,
+    not at import."""
+    return Path(os.environ.get("IMAGEKIT_MANIFESTS_DIR") or assets.path("manifests"))
+
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -36,7 +40,7 @@ def pinned(image: ImageReference | str) -> str:
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)),
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(manifests_dir())),
                               undefined=jinja2.StrictUndefined, autoescape=False,
                               keep_trailing_newline=True)
 
@@ -51,7 +55,7 @@ def render(template: str, **values: Any) -> dict:
     try:
         text = _env().get_template(template).render(**values)
     except jinja2.TemplateNotFound:
-        raise InvalidInput("no such manifest template", where=str(MANIFESTS_DIR / template)) \
+        raise InvalidInput("no such manifest template", where=str(manifests_dir() / template)) \
             from None
     except jinja2.UndefinedError as exc:
         raise InvalidInput(f"manifest template value missing: {exc.message}",
@@ -79,7 +83,7 @@ def script_files(*relative: str) -> dict[str, str]:
     """Read scripts from manifests/ by relative path; keyed by their base name."""
     out = {}
     for rel in relative:
-        path = MANIFESTS_DIR / rel
+        path = manifests_dir() / rel
         out[path.name] = path.read_text()
     return out
 

@@ -9,33 +9,35 @@ semantic PASS on a stand-in would be a lie and fails this check like any protoco
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from imagekit import assets
 from imagekit.results import CheckResult, Status
 
 #: The rehearsal's namespace (created when missing, kept: the claim lives there); the model's
-#: PersistentVolume is named after it. IMAGEKIT_ACCEPT_NAMESPACE picks another.
-NAMESPACE = os.environ.get("IMAGEKIT_ACCEPT_NAMESPACE", "imagekit-accept")
+#: PersistentVolume is named after it. IMAGEKIT_ACCEPT_NAMESPACE picks another: the CLI's
+#: settings pass it as `namespace` (nothing is read from the environment here, or at import).
+NAMESPACE = "imagekit-accept"
 VOLUME = f"{NAMESPACE}-model"
 CLAIM = "model"
 from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402
+
 STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
 #: the packaged stand-in matrix (an absolute path: the rehearsal may run from any folder)
 MATRIX = str(assets.path("manifests", "acceptance", "matrix-standin.toml"))
 
 
-def accept_args(reference: str, profile: str) -> list[str]:
+def accept_args(reference: str, profile: str, namespace: str = NAMESPACE) -> list[str]:
     """`imagekit cluster accept …` arguments of the rehearsal's step."""
-    return ["cluster", "accept", reference, "--platform", "cpu", "--namespace", NAMESPACE,
+    return ["cluster", "accept", reference, "--platform", "cpu", "--namespace", namespace,
             "--model-claim", CLAIM, "--served-model-name", MODEL, "--selector",
             STORAGE_SELECTOR, "--suite", "functional", "--matrix", MATRIX, "--max-context",
             "4096", "--profile", profile, "--json"]
 
 
-def volume_args(node: str) -> list[str]:
-    return ["cluster", "model-volume", "--namespace", NAMESPACE, "--volume", VOLUME,
+def volume_args(node: str, namespace: str = NAMESPACE) -> list[str]:
+    return ["cluster", "model-volume", "--namespace", namespace, "--volume",
+            f"{namespace}-model",
             "--claim", CLAIM, "--label-node", node]
 
 

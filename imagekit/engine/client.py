@@ -20,8 +20,9 @@ DOCKER_ENV = "IMAGEKIT_DOCKER"
 _PREFERRED = ("/usr/bin/docker",)
 
 
-def find_docker_binary() -> str:
-    chosen = os.environ.get(DOCKER_ENV)
+def find_docker_binary(chosen: str | None = None) -> str:
+    """`chosen` (`$IMAGEKIT_DOCKER`, passed from the CLI's settings), else the preferred
+    client, else docker on PATH."""
     if chosen:
         if not (Path(chosen).is_file() and os.access(chosen, os.X_OK)):
             raise InfraError(f"{DOCKER_ENV} names no executable docker client", where=chosen)

@@ -50,7 +50,9 @@ _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def default_root() -> Path:
-    return Path(os.environ.get(DEFAULT_ROOT_ENV, ".evidence")).absolute()
+    """./.evidence: the root when the caller names none (`IMAGEKIT_EVIDENCE_DIR` is the CLI's
+    `--evidence-dir` default, read once by its settings and passed as `root`)."""
+    return Path(".evidence").absolute()
 
 
 def _now() -> dt.datetime:

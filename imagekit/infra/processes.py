@@ -247,9 +247,9 @@ def start_tracked(name: str, argv: list[str], log_file: Path, env: dict[str, str
             return current
         stop_tracked(name, paths=paths)
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
+    from imagekit.progress import child_env
+
+    full_env = child_env(env)  # TMPDIR of `imagekit --tmpdir` included
     (paths or StatePaths()).root.mkdir(parents=True, exist_ok=True)
     identity = _state_identity((paths or StatePaths()).root)
     if identity is not None:

@@ -186,11 +186,11 @@ def registry_env(state: InfraState | None = None) -> dict[str, str]:
     return {"DOCKER_CONFIG": str(state.docker_config_dir), "DOCKER_HOST": state.docker_host}
 
 
-def registry_trust(registry: str) -> dict[str, Any]:
+def registry_trust(registry: str, root: Path | None = None) -> dict[str, Any]:
     """RegistryOptions keywords for one of infra's loopback registries (its CA, infra's docker
     config dir, plain HTTP where it is plain); {} when there is no infra or it is not one."""
     try:
-        state = load_state()
+        state = load_state(root)
     except InfraError:
         return {}
     for endpoint in state.registries.values():

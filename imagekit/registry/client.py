@@ -17,9 +17,9 @@ What it promises:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +30,9 @@ from imagekit.registry.fetch import MAX_MANIFEST_BYTES, MIB, ManifestBlob
 from imagekit.registry.journal import UploadJournal
 from imagekit.registry.retry import RetryPolicy
 from imagekit.registry.transport import Transport
+
+if TYPE_CHECKING:
+    from imagekit.settings import Settings
 
 __all__ = ["MAX_MANIFEST_BYTES", "ManifestBlob", "RegistryClient", "RegistryOptions"]
 
@@ -42,15 +45,37 @@ class RegistryOptions(BaseModel):
     insecure: frozenset[str] = frozenset()
     ca_file: Path | None = None
     docker_config: Path | None = None
-    retry: RetryPolicy = Field(default_factory=RetryPolicy.from_env)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
     #: Bytes per upload PATCH (`IMAGEKIT_UPLOAD_CHUNK`): each acknowledged chunk is a point a
     #: rerun can resume from.
-    chunk_size: int = Field(default_factory=lambda: int(os.environ.get("IMAGEKIT_UPLOAD_CHUNK")
-                                                        or 128 * MIB), gt=0)
+    chunk_size: int = Field(128 * MIB, gt=0)
     read_size: int = 64 * 1024  # larger makes httpx re-chunk (measured: 2 MiB is 5x slower)
     timeout_s: float = 120.0
     #: Where interrupted uploads are remembered for a rerun (None: the default directory).
     upload_journal: Path | None = None
+    #: docker's per-registry CA folders (None: /etc/docker/certs.d).
+    certs_d: Path | None = None
+    #: The http.client fast path for blob bodies (lean.py); off for A/B measurements.
+    lean_http: bool = True
+    #: Seconds one whole referrers listing may take (referrers.py).
+    referrers_deadline_s: float = Field(3.0, gt=0)  # = referrers.LISTING_DEADLINE_S
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, deadline: float | None = None,
+                      **given: Any) -> RegistryOptions:
+        """The options imagekit's settings ask for (the CLI reads them once and passes them
+        here); `given` (a command's flags) wins, `deadline` is `--deadline`."""
+        values: dict[str, Any] = {
+            "retry": RetryPolicy.from_settings(settings, deadline),
+            "upload_journal": settings.upload_journal, "certs_d": settings.docker_certs_d,
+            "lean_http": settings.lean_http}
+        if settings.docker_config is not None:
+            values["docker_config"] = settings.docker_config
+        if settings.upload_chunk is not None:
+            values["chunk_size"] = settings.upload_chunk
+        if settings.referrers_deadline is not None:
+            values["referrers_deadline_s"] = settings.referrers_deadline
+        return cls(**{**values, **given})
 
 
 class RegistryClient:

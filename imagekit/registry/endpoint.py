@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import os
 import ssl
 from pathlib import Path
 
@@ -40,24 +39,24 @@ def api_host(registry: str) -> str:
     return "registry-1.docker.io" if registry == "docker.io" else registry
 
 
-def certs_d() -> Path:
-    return Path(os.environ.get(CERTS_D_ENV) or DEFAULT_CERTS_D)
-
-
-def trust_files(registry: str, ca_file: Path | None) -> list[Path]:
+def trust_files(registry: str, ca_file: Path | None,
+                certs_d: Path | None = None) -> list[Path]:
+    """`--ca-file`, then docker's `<certs.d>/<registry>/*.crt` (`IMAGEKIT_DOCKER_CERTS_D`,
+    which the CLI's settings pass as `certs_d`; default /etc/docker/certs.d)."""
     files = [Path(ca_file)] if ca_file else []
-    folder = certs_d() / registry
+    folder = Path(certs_d or DEFAULT_CERTS_D) / registry
     if folder.is_dir():
         files += sorted(p for p in folder.glob("*.crt") if p.is_file())
     return files
 
 
-def ssl_context(registry: str, ca_file: Path | None, insecure: bool) -> ssl.SSLContext:
+def ssl_context(registry: str, ca_file: Path | None, insecure: bool,
+                certs_d: Path | None = None) -> ssl.SSLContext:
     """System trust plus `--ca-file` plus certs.d; no verification only for --insecure.
 
     Contexts are cached by their trust files: loading the system store costs ~30 ms, which
     would otherwise dominate a re-promotion of an image that is already there."""
-    files = () if insecure else tuple(trust_files(registry, ca_file))
+    files = () if insecure else tuple(trust_files(registry, ca_file, certs_d))
     stamps = tuple((str(p), p.stat().st_mtime_ns) for p in files)
     return _context(stamps, insecure)
 

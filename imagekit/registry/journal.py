@@ -21,8 +21,8 @@ from imagekit.oci.digest import Digest
 
 
 def default_dir() -> Path:
-    if os.environ.get("IMAGEKIT_UPLOAD_JOURNAL"):
-        return Path(os.environ["IMAGEKIT_UPLOAD_JOURNAL"])
+    """Where the journal lives when the caller names none (`IMAGEKIT_UPLOAD_JOURNAL` reaches
+    here as `RegistryOptions.upload_journal`, from the CLI's settings)."""
     return Path.home() / ".cache" / "imagekit" / "uploads"
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import os
 import ssl
 import threading
 import urllib.request
@@ -42,8 +41,10 @@ log = logging.getLogger("imagekit.lean")  # silent unless --verbose, like httpx'
 _FALLBACK = frozenset({401, 407}) | frozenset(range(300, 400))
 
 
-def enabled() -> bool:
-    if os.environ.get("IMAGEKIT_LEAN_HTTP", "1").strip().lower() in ("0", "false", "no", "off"):
+def enabled(wanted: bool = True) -> bool:
+    """`wanted` is `RegistryOptions.lean_http` (`IMAGEKIT_LEAN_HTTP=0` through the settings);
+    a proxy in the environment turns the lean path off whatever was wanted."""
+    if not wanted:
         return False
     proxies = urllib.request.getproxies()
     return not any(key in proxies for key in ("http", "https", "all"))

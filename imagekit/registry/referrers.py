@@ -19,10 +19,8 @@ registries whose chunked-upload answers differ (crane's registry answers PATCH w
 from __future__ import annotations
 
 import json
-import os
 
 from imagekit.errors import InvalidInput, NotFound, TransportError
-from imagekit.inputs import env_number
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.oci.referrers import (
@@ -117,8 +115,7 @@ def list_referrers(client: RegistryClient, repository: str, digest: Digest,
     """Descriptors of the manifests whose `subject` is `digest` (optionally of one type),
     each digest once, every document parsed by `imagekit.oci.referrers` (bounded, strict)."""
     where = f"{client.registry}/{repository} referrers of {digest}"
-    seconds = float(env_number("IMAGEKIT_REFERRERS_DEADLINE")) \
-        if os.environ.get("IMAGEKIT_REFERRERS_DEADLINE") else LISTING_DEADLINE_S
+    seconds = client.options.referrers_deadline_s  # IMAGEKIT_REFERRERS_DEADLINE, default 3
     with wall_clock(seconds):
         try:
             entries = _api(client, repository, digest)

@@ -28,18 +28,20 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import logging
-import os
 import random
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 import stamina
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.inputs import env_number
 from imagekit.registry.endpoint import ssl_cause
+
+if TYPE_CHECKING:
+    from imagekit.settings import Settings
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -68,17 +70,20 @@ class RetryPolicy(BaseModel):
         return min(self.deadline, self.timeout)
 
     @classmethod
-    def from_env(cls) -> "RetryPolicy":
+    def from_settings(cls, settings: Settings, deadline: float | None = None) -> RetryPolicy:
+        """The policy the settings ask for (`IMAGEKIT_RETRY_*`, `IMAGEKIT_DEADLINE`, already
+        validated there); `deadline` (the CLI's `--deadline`) wins over the variable."""
         values: dict[str, float | int] = {}
-        for field, env, kind in (("attempts", "IMAGEKIT_RETRY_ATTEMPTS", int),
-                                 ("wait_initial", "IMAGEKIT_RETRY_WAIT_INITIAL", float),
-                                 ("wait_max", "IMAGEKIT_RETRY_WAIT_MAX", float),
-                                 ("wait_jitter", "IMAGEKIT_RETRY_WAIT_JITTER", float),
-                                 ("retry_after_max", "IMAGEKIT_RETRY_AFTER_MAX", float),
-                                 ("deadline", "IMAGEKIT_DEADLINE", float),
-                                 ("broken_window", "IMAGEKIT_RETRY_BROKEN_WINDOW", float)):
-            if os.environ.get(env):
-                values[field] = env_number(env, kind)  # one line naming a bad variable
+        for field, value in (("attempts", settings.retry_attempts),
+                             ("wait_initial", settings.retry_wait_initial),
+                             ("wait_max", settings.retry_wait_max),
+                             ("wait_jitter", settings.retry_wait_jitter),
+                             ("retry_after_max", settings.retry_after_max),
+                             ("deadline", deadline if deadline is not None
+                              else settings.deadline),
+                             ("broken_window", settings.retry_broken_window)):
+            if value is not None:
+                values[field] = value
         return cls(**values)
 
     def budget(self, what: str) -> Budget:

@@ -52,14 +52,14 @@ class Transport:
         self.auth = RegistryAuth(registry, CredentialSource(options.docker_config),
                                  insecure=self.insecure)
         self.timeout = httpx.Timeout(options.timeout_s, connect=min(15.0, options.timeout_s))
-        context = ssl_context(registry, options.ca_file, self.insecure)
+        context = ssl_context(registry, options.ca_file, self.insecure, options.certs_d)
         self.http = httpx.Client(
             verify=context,
             timeout=self.timeout, follow_redirects=True, max_redirects=MAX_REDIRECTS,
             auth=self.auth,
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=16))
         #: blob bodies (GET, upload PATCH) take the lean path of `lean.py` where it applies
-        self.lean = lean.LeanPool(context) if lean.enabled() else None
+        self.lean = lean.LeanPool(context) if lean.enabled(options.lean_http) else None
         self._base: str | None = None
         self._failed: TransportError | None = None
         self._lock = threading.Lock()

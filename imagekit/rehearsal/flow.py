@@ -62,7 +62,7 @@ def check_out(out: Path) -> Path:
 
 
 def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
-                actors: Path) -> None:
+                actors: Path, namespace: str | None = None) -> None:
     """The promoted vLLM image accepted on the cluster with the stand-in model on a
     read-only PVC (issue 15) by the operator: its empty store, trusting CI's and the release
     engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal
@@ -71,10 +71,12 @@ def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
     from imagekit.infra.cluster import NODE_NAME
 
     operator = step.store_dir(actors, "operator")
-    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME), store=operator)
+    namespace = namespace or step.NAMESPACE  # $IMAGEKIT_ACCEPT_NAMESPACE, from the settings
+    code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME, namespace),
+                         store=operator)
     if code != 0:
         return
-    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile),
+    _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile, namespace),
                          *step.trust_args(actors, "ci", "release"),
                          *step.sign_args(actors, "operator"),
                          want_json=True, judged_after=True, store=operator)
@@ -166,7 +168,8 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
 
 
 def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Path, *,
-                  cluster: bool, sink: Progress) -> RehearsalOutcome:
+                  cluster: bool, sink: Progress,
+                  namespace: str | None = None) -> RehearsalOutcome:
     """Every step of the rehearsal in order, recorded in one `rehearsal` attempt; `out` was
     checked (`check_out`) before. A step that fails stops the later steps of its image only."""
     profile_name = spec.profile(profile)[0]
@@ -175,7 +178,8 @@ def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Pat
         # the steps write where the rehearsal does (also when it was given --evidence-dir)
         runner = StepRunner(attempt, sink,
                             env={**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)})
-        promoted = _steps(runner, spec, profile_name, store, out, cluster=cluster)
+        promoted = _steps(runner, spec, profile_name, store, out, cluster=cluster,
+                          namespace=namespace)
         write_index(out, out / "actors", promoted, store.root)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
         from imagekit.evidence.kinds import RehearsalResult
@@ -186,7 +190,8 @@ def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Pat
 
 
 def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
-           store: EvidenceStore, out: Path, *, cluster: bool) -> dict[str, str]:
+           store: EvidenceStore, out: Path, *, cluster: bool,
+           namespace: str | None = None) -> dict[str, str]:
     """The steps themselves; returns what was promoted (image name -> its final hop)."""
     from imagekit.build import latest_build
     from imagekit.clusteraccept import rehearsal as step
@@ -236,7 +241,7 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
             # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
             # otherwise be the local evidence it decides from
             if cluster and image.engine == "vllm":
-                accept_step(runner, name, hops[-1], profile_name, actors)
+                accept_step(runner, name, hops[-1], profile_name, actors, namespace)
             if cluster:
                 runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
                            "--expect-digest", str(build.digest), "--profile", profile_name,

@@ -7,7 +7,6 @@ one) or `kind:name` (that one check). The list comes from, in order: the caller,
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 
@@ -42,17 +41,9 @@ class Requirement(BaseModel):
         return f"{self.kind}:{self.name}" if self.name else self.kind
 
 
-def required_from_env() -> list[str] | None:
-    value = os.environ.get(REQUIRED_ENV)
-    if value is None:
-        return None
-    return [part for part in (p.strip() for p in value.split(",")) if part]
-
-
 def parse_requirements(required: Iterable[str] | None = None) -> list[Requirement]:
-    """Caller's list, else the environment's, else the defaults; duplicates dropped."""
-    if required is None:
-        required = required_from_env()
+    """Caller's list (the CLI's `--require`, else `$IMAGEKIT_REQUIRED_CHECKS` from its
+    settings), else the defaults; duplicates dropped."""
     if required is None:
         required = DEFAULT_REQUIRED
     result: list[Requirement] = []

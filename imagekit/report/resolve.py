@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,6 +28,9 @@ from imagekit.oci.digest import Digest
 from imagekit.oci.reference import ImageReference
 from imagekit.report.collect import read_all
 from imagekit.results import Status
+
+if TYPE_CHECKING:
+    from imagekit.registry import RegistryOptions
 
 
 class Resolution(BaseModel):
@@ -104,23 +108,27 @@ def _from_evidence(store: EvidenceStore, texts: set[str]) -> tuple[Digest, str] 
     return (best[1], best[2]) if best else None
 
 
-def _registry_options(registry: str):
+def _registry_options(registry: str, base: RegistryOptions | None = None,
+                      state_dir: Path | None = None):
     """Trust the infra CA and read infra's docker config for infra's loopback registries; the
-    registry client's defaults otherwise."""
+    registry client's defaults otherwise. `base`: the options the CLI's settings give (retry
+    knobs, certs.d, journal); `state_dir`: infra's state ($IMAGEKIT_STATE_DIR)."""
     from imagekit.infra.state import registry_trust
-    from imagekit.registry import RegistryOptions, RetryPolicy
+    from imagekit.registry import RegistryOptions
 
+    base = base or RegistryOptions()
     # one small read for a person waiting: a few quick retries, not a relay's patience
-    retry = RetryPolicy.from_env()
+    retry = base.retry
     retry = retry.model_copy(update={"attempts": min(retry.attempts, 3),
                                      "wait_max": min(retry.wait_max, 2.0),
                                      "timeout": min(retry.timeout, 30.0)})
     options: dict[str, Any] = {"retry": retry, "timeout_s": 30.0}
-    options.update(registry_trust(registry))
-    return RegistryOptions(**options)
+    options.update(registry_trust(registry, state_dir))
+    return base.model_copy(update=options)
 
 
-def _from_registry(reference: ImageReference) -> Digest:
+def _from_registry(reference: ImageReference, base: RegistryOptions | None = None,
+                   state_dir: Path | None = None) -> Digest:
     """The digest a registry names for the tag (a HEAD: not counted as a pull; the digest only
     picks evidence, which is keyed by what was proven when it was recorded)."""
     from imagekit.names import digest_of
@@ -132,13 +140,17 @@ def _from_registry(reference: ImageReference) -> Digest:
     quiet.setLevel(logging.ERROR)
     try:
         with RegistryClient(reference.registry,
-                            _registry_options(reference.registry)) as client:
+                            _registry_options(reference.registry, base, state_dir)) as client:
             return digest_of(client, reference)
     finally:
         quiet.setLevel(level)
 
 
-def resolve(text: str, store: EvidenceStore, *, profile: str | None = None) -> Resolution:
+def resolve(text: str, store: EvidenceStore, *, profile: str | None = None,
+            options: RegistryOptions | None = None, state_dir: Path | None = None
+            ) -> Resolution:
+    """NAME, REF or DIGEST -> the digest evidence is keyed by. `options`/`state_dir`: what the
+    CLI's settings say about registries and infra (a tag is resolved at its registry)."""
     text = text.strip()
     if not text:
         raise InvalidInput("give an image NAME, REF or DIGEST")
@@ -150,7 +162,7 @@ def resolve(text: str, store: EvidenceStore, *, profile: str | None = None) -> R
     if reference.digest is not None:
         return Resolution(requested=text, digest=reference.digest, how="pinned")
     try:
-        digest = _from_registry(reference)
+        digest = _from_registry(reference, options, state_dir)
     except TransportError as exc:         # unreachable: evidence may suggest, and says so
         found = _from_evidence(store, {text, str(reference)})
         if found is None:

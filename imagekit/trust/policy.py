@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -289,10 +289,13 @@ def _parse_policy(path: Path) -> PolicyFile:
 
 
 def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
-               env: dict[str, str] | None = None) -> TrustPolicy:
+               env: Mapping[str, str] | None = None) -> TrustPolicy:
     """The trust policy from `--trust-key` files, `$IMAGEKIT_TRUST_KEYS` and a policy file
-    (`--trust-policy`, else `$IMAGEKIT_TRUST_POLICY`). Raises InvalidInput (exit 2)."""
-    env = os.environ if env is None else env
+    (`--trust-policy`, else `$IMAGEKIT_TRUST_POLICY`). Raises InvalidInput (exit 2).
+
+    `env` holds those two variables as the CLI's settings read them (imagekit.cli.trustopts);
+    nothing is read from the process's environment here."""
+    env = {} if env is None else env
     given: list[tuple[Path, str]] = [(Path(p), "--trust-key") for p in trust_keys]
     for part in (env.get(TRUST_KEYS_ENV) or "").split(os.pathsep):
         if part.strip():

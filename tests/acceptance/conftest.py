@@ -92,7 +92,8 @@ def _start(kind: str, tmp: Path) -> RealEngine:
     shown live on the real stderr (pytest captures sys.stderr), one line per phase."""
     from imagekit import progress
 
-    sink = progress.from_env() if os.environ.get(progress.MODE_ENV) else \
+    sink = progress.make(os.environ[progress.MODE_ENV].strip().lower()) \
+        if os.environ.get(progress.MODE_ENV) else \
         progress.LineProgress(sys.__stderr__)
     with progress.using(sink):
         return _start_engine(kind, tmp)

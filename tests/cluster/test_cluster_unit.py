@@ -81,7 +81,7 @@ def test_controller_template_runs_controller_from_configmap() -> None:
                            deadline_seconds=600)
     container = pod["spec"]["containers"][0]
     assert container["command"] == ["python3", "/opt/controller/controller.py"]
-    source = (manifests.MANIFESTS_DIR / "controller" / "controller.py").read_text()
+    source = (manifests.manifests_dir() / "controller" / "controller.py").read_text()
     assert "Path(__file__).absolute().parent" in source
 
 

@@ -163,8 +163,8 @@ def test_cred_helpers_and_creds_store(options, reg, repo, staged, creds, tmp_pat
 def test_tls_registry_without_trusted_ca_is_refused_then_trusted_by_ca_file(infra, reg,
                                                                             tmp_path,
                                                                             monkeypatch):
-    monkeypatch.setenv("IMAGEKIT_DOCKER_CERTS_D", str(tmp_path / "no-certs"))
-    options = RegistryOptions(docker_config=infra.docker_config_dir, retry=FAST_RETRY)
+    options = RegistryOptions(docker_config=infra.docker_config_dir, retry=FAST_RETRY,
+                              certs_d=tmp_path / "no-certs")
     with pytest.raises(TransportError) as caught, RegistryClient(reg["production"],
                                                                  options) as client:
         client.ping()

@@ -63,8 +63,7 @@ def test_a_challenge_on_the_lean_path_goes_back_to_httpx(monkeypatch, options, r
 
 
 def test_with_the_lean_path_off_httpx_moves_everything(monkeypatch, reg, repo, staged, options):
-    monkeypatch.setenv("IMAGEKIT_LEAN_HTTP", "0")
-    with ClientPool(options) as off:
+    with ClientPool(options.model_copy(update={"lean_http": False})) as off:
         assert off.get(reg["production"]).transport.lean is None
         result = promote(ImageReference.parse(f"{reg['staging']}/{repo}:v1"), [],
                          ImageReference.parse(f"{reg['production']}/{repo}:v1"), pool=off)

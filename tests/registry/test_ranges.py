@@ -41,8 +41,13 @@ def staged(infra, tars):
 
 @pytest.fixture(params=["lean", "httpx"])
 def path(request, monkeypatch) -> str:
-    monkeypatch.setenv("IMAGEKIT_LEAN_HTTP", "1" if request.param == "lean" else "0")
+    monkeypatch.setenv("IMAGEKIT_LEAN_HTTP", "1" if request.param == "lean" else "0")  # the CLI's
     return request.param
+
+
+@pytest.fixture
+def options(options, path):  # noqa: ANN001, ANN201 - the conftest's, on this test's path
+    return options.model_copy(update={"lean_http": path == "lean"})
 
 
 def _largest(staged):

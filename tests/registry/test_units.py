@@ -182,7 +182,9 @@ def test_upload_range_and_rate_limit_headers():
 def test_retry_policy_from_env(monkeypatch):
     monkeypatch.setenv("IMAGEKIT_RETRY_ATTEMPTS", "3")
     monkeypatch.setenv("IMAGEKIT_RETRY_WAIT_MAX", "0.5")
-    policy = RetryPolicy.from_env()
+    from imagekit.settings import load
+
+    policy = RetryPolicy.from_settings(load())
     assert policy.attempts == 3 and policy.wait_max == 0.5
     assert os.environ["IMAGEKIT_RETRY_ATTEMPTS"] == "3"
 

@@ -110,8 +110,11 @@ def test_deferred_required_check_is_not_a_pass(store) -> None:
 
 
 def test_required_from_environment(rehearsal, monkeypatch) -> None:
+    from imagekit.settings import load
+
     monkeypatch.setenv("IMAGEKIT_REQUIRED_CHECKS", "probe:pip_check, accept-needle")
-    report = build_report(rehearsal.store, rehearsal.digest)
+    report = build_report(rehearsal.store, rehearsal.digest,
+                          required=load().required_checks_list())  # what the CLI passes
     assert [o.requirement for o in report.required] == ["probe:pip_check", "accept-needle"]
 
 

@@ -26,9 +26,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 README = PACKAGE.parent / "README.md"
 
 #: progress: phases of long steps, reported by transports and operations alike (issue 19);
-#: assets: package data found through importlib.resources (issue 25), for every layer
+#: assets: package data found through importlib.resources (issue 25), for every layer;
+#: settings: every IMAGEKIT_* variable, declared once (pydantic-settings; issue 25)
 TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "assets",
-         "__init__"}
+         "settings", "__init__"}
 TRANSPORTS = {"registry", "engine", "cluster"}
 CLI = {"cli", "__main__"}
 

@@ -137,12 +137,12 @@ def test_a_childs_events_are_forwarded_under_the_parents_step() -> None:
 
 
 def test_the_command_line_mode_rule(monkeypatch) -> None:
-    monkeypatch.delenv(progress.MODE_ENV, raising=False)
+    monkeypatch.setenv(progress.MODE_ENV, "off")  # the environment is the CLI's, not read here
     assert progress.choose_mode(json_output=True, tty=True) == "json"
     assert progress.choose_mode(json_output=False, tty=True) == "rich"
     assert progress.choose_mode(json_output=False, tty=False) == "plain"
-    monkeypatch.setenv(progress.MODE_ENV, "off")
-    assert progress.choose_mode(json_output=False, tty=True) == "off"
+    assert progress.choose_mode(json_output=False, tty=True, chosen="off") == "off"
+    assert progress.choose_mode(json_output=False, tty=True, chosen="nonsense") == "rich"
 
 
 def test_rich_progress_draws_a_line_per_finished_phase() -> None:

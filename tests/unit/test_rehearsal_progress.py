@@ -16,9 +16,10 @@ from imagekit import rehearsal
 from imagekit.progress import LineProgress, ProgressEvent
 
 REPO = Path(__file__).resolve().parents[2]
+# a child as the CLI makes it: its progress is the one IMAGEKIT_PROGRESS names (the settings)
 CHILD = ("import sys, time\n"
-         "from imagekit import progress\n"
-         "sink = progress.current()\n"
+         "from imagekit import progress, settings\n"
+         "sink = progress.make(settings.load().progress or 'off')\n"
          "print('plain stderr line', file=sys.stderr, flush=True)\n"
          "with sink.phase('child', 'sleeping'):\n"
          "    time.sleep(1.6)\n"
@@ -74,8 +75,8 @@ def test_a_step_judged_after_does_not_read_failed_for_its_exit_1() -> None:
 
 
 KILLED = ("import os, signal, time\n"
-          "from imagekit import progress\n"
-          "progress.current().phase('child', 'never ends')\n"
+          "from imagekit import progress, settings\n"
+          "progress.make(settings.load().progress or 'off').phase('child', 'never ends')\n"
           "time.sleep(0.2)\n"
           "os.kill(os.getpid(), signal.SIGKILL)\n")
 
