@@ -23,7 +23,7 @@ def test_every_default_lookup_is_under_the_package(monkeypatch, tmp_path: Path) 
     from imagekit.probe.runner import probes_dir
     from imagekit.spec.loader import default_spec_path
 
-    for name in ("IMAGEKIT_IMAGES_SPEC", "IMAGEKIT_PROBES_DIR"):
+    for name in ("IMAGEKIT_IMAGES_SPEC", "IMAGEKIT_PROBES_DIR", "IMAGEKIT_MANIFESTS_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)            # an empty folder: no ./dockerfiles/images.toml
     assert assets.path() == ASSETS
@@ -32,8 +32,7 @@ def test_every_default_lookup_is_under_the_package(monkeypatch, tmp_path: Path) 
     assert controller_image.DOCKERFILE_DIR == ASSETS / "dockerfiles" / "controller"
     assert Path(rehearsal.MATRIX) == ASSETS / "manifests" / "acceptance" / "matrix-standin.toml"
     assert Path(rehearsal.MATRIX).is_file()
-    if "IMAGEKIT_MANIFESTS_DIR" not in os.environ:   # read once, at import
-        assert manifests.MANIFESTS_DIR == ASSETS / "manifests"
+    assert manifests.manifests_dir() == ASSETS / "manifests"
     for path in (default_spec_path(), probes_dir() / "find_spec.py",
                  controller_image.DOCKERFILE_DIR / "Dockerfile",
                  ASSETS / "manifests" / "probe-pod.yaml.j2", ASSETS / "manifests" / "launch.sh"):
