@@ -62,7 +62,7 @@ bench: venv
 	$(PY) bench/summary.py bench/results
 
 gpu-preflight:
-	$(PYTHON) -m torch.distributed.run --standalone --nproc-per-node $${NPROC:-1} gpu_checks/preflight.py --json $${OUT:-.}/preflight.json $${PREFLIGHT_ARGS:-}
+	PYTHONPATH=$(CURDIR)/imagekit/assets$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m torch.distributed.run --standalone --nproc-per-node $${NPROC:-1} -m preflight --json $${OUT:-.}/preflight.json $${PREFLIGHT_ARGS:-}
 
 clean-venv:
 	rm -rf $(VENV)

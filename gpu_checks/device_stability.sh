@@ -6,6 +6,8 @@
 # the delay alone puts the ratio at twice the bound). Every record is kept (two tar.gz files) and
 # summary.txt lists each run's verdicts and statistics. At most 8 files under $OUT.
 # Run from a folder holding preflight.py and nccl-tests/ (device README: carry it).
+# preflight.py: the single file these samples were made with (git show
+# 1dfbbd8:gpu_checks/preflight.py); the package runs as -m preflight (device_package.sh).
 # GPU settings are never changed; NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -13,7 +13,7 @@ from imagekit.errors import CheckFailed
 @app.command("gpu-record")
 @guarded
 def gpu_record(
-    file: Path = typer.Argument(..., help="JSON written by gpu_checks/preflight.py --json."),
+    file: Path = typer.Argument(..., help="JSON written by the GPU preflight's --json."),
     digest: str = typer.Option(None, "--digest",
                                help="Image digest the preflight ran in (evidence key)."),
     name: str = typer.Option(None, "--name",

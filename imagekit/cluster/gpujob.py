@@ -1,9 +1,9 @@
 """The GPU preflight as a distributed Kubernetes job: many Pods, one torchrun world.
 
-`gpu_checks/preflight.py` runs under `torch.distributed.run` in every Pod; the Pods meet through
-torchrun's c10d rendezvous (a TCPStore hosted by the Pod of index 0) and the Job controller
-creates, tracks and finishes the Pods — it is the distributed engine, imagekit only renders,
-submits, waits and collects.
+The GPU preflight package (imagekit/assets/preflight, run as `-m preflight`) runs under
+`torch.distributed.run` in every Pod; the Pods meet through torchrun's c10d rendezvous (a
+TCPStore hosted by the Pod of index 0) and the Job controller creates, tracks and finishes the
+Pods — it is the distributed engine, imagekit only renders, submits, waits and collects.
 
 Two shapes, chosen from what the API server really does (not from its version string alone):
 
@@ -34,13 +34,16 @@ from __future__ import annotations
 import json
 import re
 import secrets as _secrets
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagekit import assets
 from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube
 from imagekit.cluster.precheck import GPU, PodIntent, precheck
+from imagekit.cluster.preflight import ship_script
 from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError, InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
@@ -65,12 +68,14 @@ RUN_SH = f"""#!/bin/sh
 # Rendered by imagekit.cluster.gpujob: one Pod of a torchrun world (c10d rendezvous).
 IDX=${{IMAGEKIT_INDEX:-${{JOB_COMPLETION_INDEX:-0}}}}
 IS_HOST=false; [ "$IDX" = 0 ] && IS_HOST=true
-echo "imagekit-gpujob: index $IDX of $NNODES pods, pod ip $POD_IP, rendezvous $RDZV_ENDPOINT (store host: $IS_HOST)"
+export PYTHONPATH="/imagekit${{PYTHONPATH:+:$PYTHONPATH}}"  # a package runs as -m <package>
+echo "imagekit-gpujob: index $IDX of $NNODES pods, pod ip $POD_IP," \\
+  "rendezvous $RDZV_ENDPOINT (store host: $IS_HOST)"
 python3 -m torch.distributed.run --nnodes="$NNODES" --nproc-per-node="$NPROC_PER_NODE" \\
   --rdzv-backend=c10d --rdzv-endpoint="$RDZV_ENDPOINT" --rdzv-id="$RDZV_ID" \\
   --rdzv-conf="is_host=$IS_HOST,read_timeout=$RDZV_TIMEOUT,join_timeout=$RDZV_TIMEOUT" \\
   --local-addr="$POD_IP" --max-restarts=0 \\
-  /imagekit/{{script}} --json /tmp/preflight.json "$@"
+  {{script}} --json /tmp/preflight.json "$@"
 rc=$?
 if [ -s /tmp/preflight.json ]; then
   echo "{JSON_BEGIN}"; cat /tmp/preflight.json; echo; echo "{JSON_END}"
@@ -88,7 +93,7 @@ class GpuJobOptions:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
     priority_class_name: str | None = None
-    script: Path = Path("gpu_checks/preflight.py")
+    script: Path = field(default_factory=lambda: assets.path("preflight"))  # the package
     script_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)   # e.g. NCCL_NVLS_ENABLE=0, every Pod
     timeout_s: float = 900.0
@@ -110,7 +115,7 @@ class GpuJobOptions:
         if self.mode not in ("auto", MODE_INDEXED, MODE_PER_INDEX):
             raise InvalidInput(f"mode must be auto, {MODE_INDEXED} or {MODE_PER_INDEX}",
                                where=self.mode)
-        if not self.script.is_file():
+        if not self.script.is_file() and not (self.script / "__main__.py").is_file():
             raise InvalidInput("preflight script not found", where=str(self.script))
 
     @property
@@ -192,7 +197,8 @@ def _labels(name: str, index: int | None = None) -> dict[str, str]:
 
 
 def _pod_spec(image: str, options: GpuJobOptions, name: str, *, index: int | None,
-              rdzv_endpoint: str, configmap: str) -> dict:
+              rdzv_endpoint: str, configmap: str,
+              items: list[dict[str, str]] | None = None) -> dict:
     env = [{"name": "NNODES", "value": str(options.pods)},
            {"name": "NPROC_PER_NODE", "value": str(options.nproc_per_pod)},
            {"name": "RDZV_ENDPOINT", "value": rdzv_endpoint},
@@ -232,7 +238,8 @@ def _pod_spec(image: str, options: GpuJobOptions, name: str, *, index: int | Non
                   "nodeSelector": dict(options.node_selector),
                   "tolerations": list(options.tolerations), "containers": [container],
                   "volumes": [{"name": "scripts", "configMap": {
-                      "name": configmap, "defaultMode": 0o555}}], **placement}
+                      "name": configmap, "defaultMode": 0o555,
+                      **({"items": items} if items else {})}}], **placement}
     if index is not None:
         spec["hostname"] = f"{name}-{index}"
     if options.priority_class_name:
@@ -257,8 +264,9 @@ def render(pinned: ImageReference, options: GpuJobOptions, name: str, mode: str,
     ClusterIP: without `rdzv_ip` they are rendered with a placeholder endpoint (dry run)."""
     image = manifests.pinned(pinned)
     ns = options.namespace
-    files = {options.script.name: options.script.read_text(),
-             "run-gpujob.sh": RUN_SH.replace("{script}", options.script.name)}
+    shipped = ship_script(options.script)
+    files = {**shipped.files, "run-gpujob.sh": RUN_SH.replace("{script}", shlex.join(shipped.run))}
+    items = shipped.items(list(files))
     configmap = manifests.configmap(f"{name}-scripts", ns, files, labels=_labels(name))
     headless = {"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": name, "namespace": ns, "labels": _labels(name)},
@@ -270,7 +278,7 @@ def render(pinned: ImageReference, options: GpuJobOptions, name: str, mode: str,
     if mode == MODE_INDEXED:
         endpoint = f"{name}-0.{name}.{ns}.svc:{RDZV_PORT}"
         spec = _pod_spec(image, options, name, index=None, rdzv_endpoint=endpoint,
-                         configmap=configmap["metadata"]["name"])
+                         configmap=configmap["metadata"]["name"], items=items)
         job = _job(name, ns, _labels(name), spec, options.pods, deadline, indexed=True)
         return Rendered(mode, name, configmap, [headless], [job], endpoint)
     rdzv = {"apiVersion": "v1", "kind": "Service",
@@ -282,7 +290,7 @@ def render(pinned: ImageReference, options: GpuJobOptions, name: str, mode: str,
     for index in range(options.pods):
         labels = _labels(name, index)
         spec = _pod_spec(image, options, name, index=index, rdzv_endpoint=endpoint,
-                         configmap=configmap["metadata"]["name"])
+                         configmap=configmap["metadata"]["name"], items=items)
         jobs.append(_job(f"{name}-{index}", ns, labels, spec, 1, deadline, indexed=False))
     return Rendered(mode, name, configmap, [headless, rdzv], jobs,
                     endpoint if rdzv_ip else None)

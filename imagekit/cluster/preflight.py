@@ -24,6 +24,49 @@ from imagekit.evidence.kinds import GpuPreflightResult
 from imagekit.oci import ImageReference
 from imagekit.results import CheckReport, CheckResult, Status
 
+MOUNT = "/imagekit"
+
+
+@dataclass(frozen=True)
+class ShippedScript:
+    """A preflight script or package as ConfigMap files, how the volume lays them out and what
+    runs it. ConfigMaps are flat: a package's modules are keys `<package>.<module>.py`, mounted
+    through the volume's items as `<package>/<module>.py`, and run as `python3 -m <package>`
+    from the mount (the container's workingDir)."""
+
+    files: dict[str, str]
+    layout: dict[str, str]   # key -> path inside the mount (only keys that are not their path)
+    run: list[str]           # after python3 or torch.distributed.run
+    package: str | None = None
+
+    def items(self, keys: list[str]) -> list[dict[str, str]] | None:
+        """The volume's items for every key of the ConfigMap (None: flat, no items needed)."""
+        if not self.layout:
+            return None
+        return [{"key": k, "path": self.layout.get(k, k)} for k in sorted(keys)]
+
+
+def ship_script(script: Path) -> ShippedScript:
+    """A plain script (`x.py`: run as /imagekit/x.py), or a package: its folder or its
+    `__main__.py` (imagekit/assets/preflight: run as `-m preflight`)."""
+    root = script if script.is_dir() else script.parent if script.name == "__main__.py" else None
+    if root is not None and (root / "__main__.py").is_file() and (root / "__init__.py").is_file():
+        files, layout = {}, {}
+        for path in sorted(root.glob("*.py")):
+            key = f"{root.name}.{path.name}"
+            files[key] = path.read_text()
+            layout[key] = f"{root.name}/{path.name}"
+        return ShippedScript(files, layout, ["-m", root.name], root.name)
+    return ShippedScript({script.name: script.read_text()}, {}, [f"{MOUNT}/{script.name}"])
+
+
+def add_files(pod: dict, configmap: dict, files: dict[str, str]) -> None:
+    """Put more plain files into a rendered preflight ConfigMap (and its volume's items)."""
+    configmap["data"].update(files)
+    volume = pod["spec"]["volumes"][0]["configMap"]
+    if "items" in volume:
+        volume["items"] += [{"key": k, "path": k} for k in sorted(files)]
+
 
 @dataclass
 class PreflightOptions:
@@ -34,19 +77,18 @@ class PreflightOptions:
     priority_class_name: str | None = None
     preemption_policy: str | None = None
     storage: StorageNeed | None = None
-    script: Path | None = None          # mounted as /imagekit/<name>; run with python3
-    command: list[str] | None = None    # default: python3 /imagekit/<script name>
+    script: Path | None = None          # a script or a package (ship_script); run with python3
+    command: list[str] | None = None    # default: python3 /imagekit/<script> or -m <package>
     timeout_s: float = 900.0
     docker_config_dir: Path | None = None
 
 
 def render_preflight(pinned: ImageReference, options: PreflightOptions, name: str
                      ) -> tuple[dict, dict]:
-    files = {}
-    if options.script is not None:
-        files[options.script.name] = options.script.read_text()
-    command = options.command or (["python3", f"/imagekit/{options.script.name}"]
-                                  if options.script else ["nvidia-smi", "-L"])
+    shipped = ship_script(options.script) if options.script is not None else None
+    files = shipped.files if shipped else {}
+    command = options.command or (["python3", *shipped.run] if shipped else
+                                  ["nvidia-smi", "-L"])
     configmap = manifests.configmap(f"{name}-scripts", options.namespace, files,
                                     labels={"imagekit.dev/role": "gpu-preflight"})
     pod = manifests.render(
@@ -55,6 +97,10 @@ def render_preflight(pinned: ImageReference, options: PreflightOptions, name: st
         priority_class_name=options.priority_class_name,
         preemption_policy=options.preemption_policy, command=command, gpus=options.gpus,
         configmap=configmap["metadata"]["name"], deadline_seconds=int(options.timeout_s) + 60)
+    items = shipped.items(list(files)) if shipped else None
+    if items is not None:  # a package: laid out by the volume's items, run from the mount
+        pod["spec"]["volumes"][0]["configMap"]["items"] = items
+        pod["spec"]["containers"][0]["workingDir"] = MOUNT
     return pod, configmap
 
 

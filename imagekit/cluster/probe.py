@@ -16,6 +16,7 @@ the actual imageID and the probe results, archive, clean up. Steps:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import secrets as _secrets
@@ -23,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagekit import assets
 from imagekit.cluster import manifests
 from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.kube import Conflict, Kube, wait_until
@@ -62,12 +64,10 @@ def ensure_namespace(kube: Kube, namespace: str) -> None:
     """Create the namespace if missing and wait for its default ServiceAccount (admission
     refuses Pods until the controller-manager made it)."""
     if kube.maybe_get(f"/api/v1/namespaces/{namespace}") is None:
-        try:
+        with contextlib.suppress(Conflict):
             kube.create({"apiVersion": "v1", "kind": "Namespace",
                          "metadata": {"name": namespace,
                                       "labels": {"app.kubernetes.io/managed-by": "imagekit"}}})
-        except Conflict:
-            pass
     wait_until(lambda: kube.maybe_get(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, 0.3,
         what=f"ServiceAccount default in namespace {namespace}")
@@ -109,7 +109,7 @@ def parse_probe_log(log: str) -> list[CheckResult]:
         if m := _BEGIN.match(line):
             current, body = m["name"], []
             continue
-        if (m := _END.match(line)) and current == m["name"]:
+        if (m := _END.match(line)) and current is not None and current == m["name"]:
             rc = int(m["rc"])
             checks.append(_probe_check(current, rc, body))
             current = None
@@ -152,6 +152,8 @@ def probe_files(probes_dir: Path | None,
     if probes_dir is not None and probes_dir.is_dir():
         for path in sorted(probes_dir.glob("*.py")):
             files[path.name] = path.read_text()
+        # the fit rules torch_arch loads: one file, the preflight package's (ConfigMaps are flat)
+        files.setdefault("_cudafit.py", assets.path("preflight", "fit.py").read_text())
     if plan is not None:
         lines = []
         for name, args in plan:

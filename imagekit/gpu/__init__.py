@@ -1,4 +1,4 @@
-"""GPU preflight records: the pydantic model of `gpu_checks/preflight.py`'s JSON and how it
+"""GPU preflight records: the pydantic model of the GPU preflight's JSON and how it
 becomes evidence. The script itself stays torch-only; this side never imports torch."""
 
 from imagekit.gpu.evidence import RecordedPreflight, record_preflight

@@ -17,6 +17,7 @@ node after looking at it). Runs tolerate that taint, so a marked node can be che
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets as _secrets
 import shlex
@@ -28,11 +29,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit.assets.preflight.verdicts import default_baselines
 from imagekit.cluster import manifests
 from imagekit.cluster.kube import Kube
 from imagekit.cluster.pods import delete_and_wait, recreate_pod, wait_for_pod
 from imagekit.cluster.precheck import PodIntent, precheck
-from imagekit.cluster.preflight import PreflightOptions, render_preflight
+from imagekit.cluster.preflight import PreflightOptions, add_files, render_preflight, ship_script
 from imagekit.cluster.probe import drop_run_secret, ensure_namespace, pull_secret_for
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore
@@ -55,7 +57,7 @@ class FleetOptions:
     tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
     gpus: int = 8                      # nvidia.com/gpu per Pod (0 on a CPU cluster: gloo)
     nproc: int | None = None           # ranks per Pod (default: gpus, at least 1)
-    script: Path | None = None         # gpu_checks/preflight.py
+    script: Path | None = None         # the package imagekit/assets/preflight, or a script
     script_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 900.0
@@ -119,12 +121,13 @@ def select_nodes(kube: Kube, selector: dict[str, str]) -> list[dict]:
     return sorted(kube.list("/api/v1/nodes", **query), key=lambda n: n["metadata"]["name"])
 
 
-def pod_command(nproc: int, script_name: str, args: list[str]) -> list[str]:
-    """Run the preflight with one rank per GPU, then print its JSON record after a marker line
-    (the record is the evidence; the table above it is for people). The exit status is the
+def pod_command(nproc: int, script: list[str], args: list[str]) -> list[str]:
+    """Run the preflight with one rank per GPU (`script`: ["-m", "preflight"] for the package,
+    ["/imagekit/x.py"] for a script), then print its JSON record after a marker line (the
+    record is the evidence; the table above it is for people). The exit status is the
     preflight's."""
     run = shlex.join(["python3", "-m", "torch.distributed.run", "--standalone",
-                      f"--nproc-per-node={nproc}", f"/imagekit/{script_name}",
+                      f"--nproc-per-node={nproc}", *script,
                       "--json", "/tmp/preflight.json", *args])
     return ["sh", "-c", f"{run}; rc=$?; echo {RECORD_MARK}; cat /tmp/preflight.json; "
                         "exit $rc"]
@@ -171,16 +174,18 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
               store: EvidenceStore) -> FleetReport:
     assert pinned.digest is not None
     if options.script is None:
-        raise InvalidInput("--each-node needs --script (gpu_checks/preflight.py)")
+        raise InvalidInput("--each-node needs --script (imagekit/assets/preflight)")
     nodes = select_nodes(kube, options.node_selector)
     selector_text = ",".join(f"{k}={v}" for k, v in options.node_selector.items()) or "(all)"
     run_id = _secrets.token_hex(3)
     base = f"gpu-fleet-{pinned.digest.hex[:8]}-{run_id}"
     nproc = options.nproc or max(1, options.gpus)
     args = list(options.script_args)
+    shipped = ship_script(options.script)
     baselines: dict[str, str] = {}
     if not any(a == "--baseline" or a.startswith("--baseline=") for a in args):
-        baselines = baseline_files(options.script.parent / "samples")
+        folder = default_baselines() if shipped.package else options.script.parent / "samples"
+        baselines = baseline_files(folder) if folder else {}
         if baselines:
             args += ["--baseline", "/imagekit"]
     tolerations = list(options.tolerations) + [TOLERATE_OWN_TAINT]
@@ -194,11 +199,11 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             namespace=options.namespace,
             node_selector={**options.node_selector, HOSTNAME_LABEL: hostname},
             tolerations=tolerations, gpus=options.gpus, script=options.script,
-            command=pod_command(nproc, options.script.name, args),
+            command=pod_command(nproc, shipped.run, args),
             timeout_s=options.timeout_s)
         pod, cm = render_preflight(pinned, pod_options, f"{base}-{index}")
         cm["metadata"]["name"] = f"{base}-scripts"
-        cm["data"].update(baselines)
+        add_files(pod, cm, baselines)
         pod["spec"]["volumes"][0]["configMap"]["name"] = cm["metadata"]["name"]
         pod["metadata"]["labels"]["imagekit.dev/fleet-run"] = run_id
         pod["metadata"]["annotations"]["imagekit.dev/node"] = name
@@ -236,16 +241,15 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
                 recreate_pod(kube, pod)
             with ThreadPoolExecutor(max_workers=min(16, len(pods))) as pool:
                 outcomes = dict(zip(pods, pool.map(
-                    lambda item: _outcome(kube, options, item[0], item[1]), pods.items())))
-            for node, (row, log, record) in outcomes.items():
-                rows[node] = row
+                    lambda item: _outcome(kube, options, item[0], item[1]), pods.items()),
+                    strict=True))
+            for node_name, (row, log, record) in outcomes.items():
+                rows[node_name] = row
                 evidence.append(_evidence(store, pinned, options, row, log, record))
     finally:
         for pod in pods.values():
-            try:
+            with contextlib.suppress(ImagekitError):
                 delete_and_wait(kube, options.namespace, pod["metadata"]["name"], timeout=120)
-            except ImagekitError:
-                pass
         if configmap is not None and pods:
             kube.delete(f"/api/v1/namespaces/{options.namespace}/configmaps/"
                         f"{configmap['metadata']['name']}")
@@ -253,11 +257,11 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             drop_run_secret(kube, options.namespace, secret)
     marked: dict[str, list[str]] = {}
     if options.cordon_failed or options.taint_failed:
-        for node in nodes_to_mark(list(rows.values())):
-            done = mark_node(kube, node, options.cordon_failed, options.taint_failed)
+        for node_name in nodes_to_mark(list(rows.values())):
+            done = mark_node(kube, node_name, options.cordon_failed, options.taint_failed)
             if done:
-                marked[node] = done
-                rows[node] = rows[node].model_copy(update={"marked": done})
+                marked[node_name] = done
+                rows[node_name] = rows[node_name].model_copy(update={"marked": done})
     ordered = [rows[n["metadata"]["name"]] for n in nodes]
     names: list[str] = []
     for row in ordered:

@@ -1,4 +1,4 @@
-"""The GPU preflight record (`gpu_checks/preflight.py --json`), as a strict pydantic model.
+"""The GPU preflight record (`python -m preflight --json`), as a strict pydantic model.
 
 Why strict: the record is evidence that a node's GPUs compute and communicate correctly. A record
 that has been edited, truncated or produced by another version must not be mistaken for one; so

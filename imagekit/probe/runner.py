@@ -43,11 +43,21 @@ def probes_dir() -> Path:
     return directory
 
 
+#: the image-to-GPU fit rules (one file, the preflight package's fit.py), mounted beside the
+#: probes' folder: torch_arch imports it from there
+FIT_MOUNT = "/imagekit-preflight"
+
+
+def fit_rules() -> Path:
+    return assets.path("preflight", "fit.py")
+
+
 def probes_version(directory: Path | None = None) -> str:
-    """sha256 of the probe scripts: part of every cache key that covers probe results."""
+    """sha256 of the probe scripts (and the fit rules they load): part of every cache key that
+    covers probe results."""
     directory = directory or probes_dir()
     digest = hashlib.sha256()
-    for path in sorted(directory.glob("*.py")):
+    for path in [*sorted(directory.glob("*.py")), fit_rules()]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -165,7 +175,7 @@ def run_probes(engine: Engine, image: str, plan: ProbePlan, *,
                attempt=None) -> tuple[list[CheckResult], dict[str, str | None]]:
     """Run every probe of the plan, plus the versions fact-finder. Returns (checks, versions)."""
     directory = probes_dir()
-    volumes = [(directory, MOUNT, "ro")]
+    volumes = [(directory, MOUNT, "ro"), (fit_rules().parent, FIT_MOUNT, "ro")]
     env = {"PYTHONDONTWRITEBYTECODE": "1"}
     checks = []
     step = "probe " + image.rsplit("/", 1)[-1]

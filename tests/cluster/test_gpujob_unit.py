@@ -35,7 +35,7 @@ PINNED = ImageReference.parse("127.0.0.1:5003/imagekit/torch@sha256:" + "ab" * 3
 def _options(**kw) -> GpuJobOptions:
     base = dict(nodes=2, gpus_per_node=8, namespace="ns",
                 node_selector={"nvidia.com/gpu.present": "true"},
-                script=REPO / "gpu_checks" / "preflight.py")
+                script=REPO / "imagekit" / "assets" / "preflight")
     base.update(kw)
     return GpuJobOptions(**base)
 
@@ -78,7 +78,12 @@ def test_job_per_index_shape_on_one_node() -> None:
         assert env["NPROC_PER_NODE"] == "1" and env["NVIDIA_VISIBLE_DEVICES"] == "void"
         assert "resources" not in pod["containers"][0]
         assert pod["topologySpreadConstraints"][0]["maxSkew"] == 1
-    assert r.configmap["data"]["run-gpujob.sh"].count("/imagekit/preflight.py") == 1
+    assert r.configmap["data"]["run-gpujob.sh"].count(" -m preflight --json") == 1
+    # the package, laid out by the volume's items as preflight/<module>.py beside the runner
+    volume = r.jobs[0]["spec"]["template"]["spec"]["volumes"][0]["configMap"]
+    paths = {i["key"]: i["path"] for i in volume["items"]}
+    assert paths["preflight.__main__.py"] == "preflight/__main__.py"
+    assert paths["run-gpujob.sh"] == "run-gpujob.sh" and set(paths) == set(r.configmap["data"])
 
 
 def test_server_shape_picks_the_mode() -> None:
@@ -124,10 +129,11 @@ def _record(tmp_path_factory) -> dict:
     """A real two-rank record from the preflight script on gloo (host side)."""
     out = tmp_path_factory.mktemp("rec") / "r.json"
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    "--nproc-per-node=2", str(REPO / "gpu_checks" / "preflight.py"),
+                    "--nproc-per-node=2", "-m", "preflight",
                     "--json", str(out), "--backend", "gloo", "--max-bytes", "4K",
                     "--check-bytes", "16K", "--matmul-n", "32"],
                    capture_output=True, text=True, timeout=240, check=False,
+                   cwd=REPO / "imagekit" / "assets",  # the package, run as from its mount
                    env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                         "PYTHONWARNINGS": "ignore"})
     return json.loads(out.read_text())

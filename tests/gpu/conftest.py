@@ -3,9 +3,10 @@ torch.distributed.run exactly as on GPUs, with small sizes so the whole set stay
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,22 +18,48 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "gpu_checks" / "preflight.py"
+#: the GPU preflight package (imagekit/assets/preflight), run as `python -m preflight`
+PACKAGE = REPO / "imagekit" / "assets" / "preflight"
+MODULES = ("common", "fit", "stats", "state", "devices", "health", "matmul", "allreduce",
+           "health_verdicts", "small", "verdicts", "table", "run", "cli")
 SMALL = ["--backend", "gloo", "--max-bytes", "8K", "--check-bytes", "16K", "--matmul-n", "64"]
 
 
 def load_preflight() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_preflight_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """Every public name of the package's modules in one namespace (the tests read them as the
+    one-file script's attributes), each module imported once as imagekit.assets.preflight.*."""
+    flat = ModuleType("preflight_names")
+    for name in MODULES:
+        module = importlib.import_module(f"imagekit.assets.preflight.{name}")
+        flat.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+    flat.__dict__["stats"] = importlib.import_module("imagekit.assets.preflight.stats")
+    return flat
+
+
+def lay_out_mount(root: Path) -> Path:
+    """A folder laid out as the Pod's ConfigMap mount is (items: preflight/<module>.py): the
+    package alone, no imagekit beside it. `python -m preflight` runs from it."""
+    (root / "preflight").mkdir(parents=True)
+    for path in sorted(PACKAGE.glob("*.py")):
+        shutil.copy(path, root / "preflight" / path.name)
+    return root
+
+
+def preflight_argv(nproc: int = 0) -> list[str]:
+    """`python -m preflight` (nproc 0: plainly, a world of one), or under torch.distributed.run
+    with `-m preflight`; run it with cwd = a mount folder."""
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    return [sys.executable, *(launcher if nproc else []), "-m", "preflight"]
 
 
 @pytest.fixture(scope="session")
 def preflight() -> ModuleType:
     return load_preflight()
+
+
+@pytest.fixture(scope="session")
+def mount(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return lay_out_mount(tmp_path_factory.mktemp("mount"))
 
 
 @dataclass
@@ -58,19 +85,18 @@ SCENARIOS: dict[str, tuple[int, dict[str, str]]] = {
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    """Launch every scenario through torch.distributed.run (rendezvous on a free port each)."""
+def runs(tmp_path_factory: pytest.TempPathFactory, mount: Path) -> dict[str, Run]:
+    """Launch every scenario through torch.distributed.run (rendezvous on a free port each),
+    `-m preflight` from a folder laid out as the ConfigMap mount is."""
     base = tmp_path_factory.mktemp("preflight")
     started: dict[str, tuple[subprocess.Popen[str], Path]] = {}
     for name, (nproc, extra) in SCENARIOS.items():
         json_path = base / f"{name}.json"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFLIGHT_TEST_")}
         env.update(extra, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-        launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-        argv = [sys.executable, *(launcher if nproc else []), str(SCRIPT),
-                "--json", str(json_path), *SMALL]
+        argv = [*preflight_argv(nproc), "--json", str(json_path), *SMALL]
         started[name] = (subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, env=env, cwd=REPO), json_path)
+                                          text=True, env=env, cwd=mount), json_path)
     deadline = time.monotonic() + 240
     done: dict[str, Run] = {}
     for name, (proc, json_path) in started.items():

@@ -1,10 +1,11 @@
-"""Image-to-GPU fit: the same rules in the Pod (gpu_checks/preflight.py), in the image probe
-(probes/_cudafit.py, probes/torch_arch.py) and before scheduling (imagekit/cluster/fit.py, cluster
-precheck from GPU feature discovery labels)."""
+"""Image-to-GPU fit: one file of rules (imagekit/assets/preflight/fit.py, standard library only)
+that the Pod's preflight package, the in-image probe (probes/torch_arch.py, which loads it as
+`_cudafit`) and the cluster precheck (imagekit/cluster/fit.py, from GPU feature discovery
+labels) all load."""
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import json
 import subprocess
 import sys
@@ -13,22 +14,51 @@ from types import ModuleType
 
 import pytest
 
+from imagekit.assets.preflight import fit as one_fit
 from imagekit.cluster.fit import fit_checks as ik_fit_checks
 from imagekit.cluster.fit import image_fit, node_facts
+from imagekit.cluster.probe import probe_files
 from imagekit.results import Status
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+PROBES = REPO / "imagekit" / "assets" / "probes"
 TORCH_CU130_ARCH = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120"]
 
 
-def _probe_fit() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("probe_cudafit", ASSETS / "probes" /
-                                                  "_cudafit.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_the_fit_rules_are_one_file_that_every_place_loads(preflight: ModuleType,
+                                                          tmp_path: Path) -> None:
+    """No copy anywhere: the package, the precheck and the probe's ConfigMap all hold fit.py."""
+    source = Path(one_fit.__file__).read_text()
+    assert preflight.fit_checks is one_fit.fit_checks is ik_fit_checks
+    defining = [p for p in [*REPO.glob("imagekit/**/*.py"), *REPO.glob("gpu_checks/*.py")]
+                if any(isinstance(n, ast.FunctionDef) and n.name == "fit_checks"
+                       for n in ast.walk(ast.parse(p.read_text())))]
+    assert defining == [Path(one_fit.__file__)], defining
+    imports = {n.names[0].name if isinstance(n, ast.Import) else n.module
+               for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import | ast.ImportFrom)}
+    assert imports <= {"__future__", "re", "typing"}, imports       # stdlib only, no relative
+    files = probe_files(PROBES, [("torch_arch", ["sm_90"])])         # the cluster probe's
+    assert files["_cudafit.py"] == source
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    for name, text in files.items():                                 # ConfigMap, laid out flat
+        (mount / name).write_text(text)
+    fake = tmp_path / "lib" / "torch"                                # a CUDA 12.4 sm_80/sm_90
+    fake.mkdir(parents=True)                                         # torch, as in an image
+    (fake / "__init__.py").write_text(
+        "__version__ = '2.5.1+cu124'\n"
+        "class version:\n    cuda = '12.4'\n"
+        "class cuda:\n    @staticmethod\n    def get_arch_list():\n"
+        "        return ['sm_80', 'sm_90']\n")
+    env = {"PYTHONPATH": str(tmp_path / "lib"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "torch_arch.py", "sm_90", "sm_100"], cwd=mount,
+                          capture_output=True, text=True, timeout=60, env=env)
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdict["status"] == "FAIL" and "sm_100" in verdict["detail"], done.stderr
+    (mount / "_cudafit.py").unlink()                                 # nothing to load: it says so
+    broken = subprocess.run([sys.executable, "torch_arch.py", "sm_90"], cwd=mount,
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert broken.returncode != 0 and "fit" in broken.stderr, broken.stderr
 
 
 # (image CUDA, arch list, compute capability, driver CUDA) -> (fit-cuda, fit-arch)
@@ -52,13 +82,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("image,arch,cc,driver,want", CASES)
-def test_fit_rules_agree_in_pod_probe_and_precheck(preflight: ModuleType, image, arch, cc,
-                                                   driver, want) -> None:
-    probe = _probe_fit()
-    for impl in (preflight.fit_checks, probe.fit_checks, ik_fit_checks):
-        got = tuple(c["status"] for c in impl(image, arch, cc, driver))
-        assert got == want, (impl.__module__, [c["detail"] for c in impl(image, arch, cc,
-                                                                         driver)])
+def test_fit_rules(image, arch, cc, driver, want) -> None:
+    got = tuple(c["status"] for c in one_fit.fit_checks(image, arch, cc, driver))
+    assert got == want, [c["detail"] for c in one_fit.fit_checks(image, arch, cc, driver)]
 
 
 def test_fail_details_say_why(preflight: ModuleType) -> None:
@@ -98,7 +124,7 @@ def test_gfd_labels_give_driver_and_compute_capability() -> None:
 
 
 def _run_probe(*args: str) -> dict:
-    done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=ASSETS / "probes",
+    done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=PROBES,
                           capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -122,7 +148,7 @@ def test_torch_arch_probe_with_a_cuda_torch(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
 
     def run(*args: str) -> dict:
-        done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=ASSETS / "probes",
+        done = subprocess.run([sys.executable, "torch_arch.py", *args], cwd=PROBES,
                               capture_output=True, text=True, timeout=60, check=True, env=env)
         return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
-SCRIPT = REPO / "gpu_checks" / "preflight.py"
+SCRIPT = ASSETS / "preflight" / "__main__.py"  # ships the package
 NODE = "127.0.0.1"
 SMALL = ["--max-bytes=64K", "--check-bytes=64K", "--matmul-n=64", "--iters=5"]
 
@@ -73,7 +73,8 @@ def cli(cluster_state):  # noqa: F811
 
 
 def test_each_node_runs_the_real_preflight_and_prints_the_table(torch_image, test_ns,  # noqa
-                                                               kube, tmp_path, cli) -> None:
+                                                               kube, tmp_path,  # noqa: F811
+                                                               cli) -> None:
     before = kube.get(f"/api/v1/nodes/{NODE}")["spec"]
     common = ["cluster", "gpu-preflight", str(torch_image), "--each-node", "--namespace",
               test_ns, "--selector", f"kubernetes.io/hostname={NODE}", "--gpus", "0",
@@ -114,7 +115,8 @@ def test_a_failing_node_is_named_with_its_check(torch_image, test_ns, kube, tmp_
 
 
 def test_marking_a_fake_node_and_never_a_node_that_was_not_judged(torch_image, test_ns,  # noqa
-                                                                   kube, fake_node,
+                                                                   kube,  # noqa: F811
+                                                                   fake_node,
                                                                    tmp_path, cli) -> None:
     from imagekit.gpu.fleet import TAINT_KEY, mark_node
 

@@ -23,13 +23,15 @@ SAMPLE = Path(__file__).resolve().parents[2] / "gpu_checks" / "samples" / \
 
 
 def test_pod_command_runs_the_launcher_and_prints_the_record_after_a_marker() -> None:
-    argv = pod_command(8, "preflight.py", ["--expect-model", "H200", "--max-bytes=1G"])
+    argv = pod_command(8, ["-m", "preflight"], ["--expect-model", "H200", "--max-bytes=1G"])
     assert argv[:2] == ["sh", "-c"]
     script = argv[2]
-    assert "--nproc-per-node=8 /imagekit/preflight.py --json /tmp/preflight.json " \
+    assert "--nproc-per-node=8 -m preflight --json /tmp/preflight.json " \
            "--expect-model H200 --max-bytes=1G" in script
     assert f"echo {RECORD_MARK}; cat /tmp/preflight.json; exit $rc" in script
-    hostile = pod_command(1, "preflight.py", ["$(reboot)"])[2]
+    plain = pod_command(2, ["/imagekit/check.py"], [])[2]
+    assert "--nproc-per-node=2 /imagekit/check.py --json" in plain
+    hostile = pod_command(1, ["-m", "preflight"], ["$(reboot)"])[2]
     assert shlex.quote("$(reboot)") in hostile
 
 

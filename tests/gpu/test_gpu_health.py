@@ -1,5 +1,6 @@
-"""NVML health checks of gpu_checks/preflight.py: the collector against a stand-in pynvml module
-(CI has no GPU), and every verdict with passing and failing readings."""
+"""NVML health checks of the GPU preflight (imagekit/assets/preflight/health.py): the collector
+against a stand-in pynvml module (CI has no GPU), and every verdict with passing and failing
+readings."""
 
 from __future__ import annotations
 

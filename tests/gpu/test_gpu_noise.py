@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +14,7 @@ import pytest
 import torch
 
 from imagekit.gpu import PreflightRecord
-from tests.gpu.conftest import SCRIPT
+from tests.gpu.conftest import preflight_argv
 
 SAMPLES = Path(__file__).resolve().parents[2] / "gpu_checks" / "samples"
 STAB = "2026-12-01-h200x1-stability"
@@ -146,10 +145,10 @@ def test_bad_repeats_and_confidence_are_one_line_exit_2(preflight: ModuleType, a
     assert len(err) == 1 and err[0].startswith("preflight: error: ") and words in err[0], err
 
 
-def test_bad_repeats_from_the_command_line_writes_no_record(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--repeats", "0", "--json",
+def test_bad_repeats_from_the_command_line_writes_no_record(tmp_path: Path, mount: Path) -> None:
+    done = subprocess.run([*preflight_argv(), "--repeats", "0", "--json",
                            str(tmp_path / "r.json")], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, cwd=mount)
     assert done.returncode == 2
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("preflight:")]
     assert lines == ["preflight: error: --repeats must be >= 1, not 0"], done.stderr

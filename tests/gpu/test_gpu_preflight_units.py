@@ -1,4 +1,5 @@
-"""Pure parts of gpu_checks/preflight.py: the bandwidth formulas, sizes, topology parsing."""
+"""Pure parts of the GPU preflight package (imagekit/assets/preflight): the bandwidth formulas,
+sizes, topology parsing."""
 
 from __future__ import annotations
 

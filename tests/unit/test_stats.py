@@ -15,19 +15,25 @@ from imagekit import stats
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_preflight_carries_this_module_verbatim() -> None:
-    """gpu_checks/preflight.py is shipped alone (a ConfigMap, any engine image): it embeds this
-    file; `python gpu_checks/embed_stats.py .` refreshes the copy."""
-    text = (REPO / "gpu_checks" / "preflight.py").read_text()
-    found = re.search(r"_STATS_SOURCE = r'''(.*?)'''\n# ---- end imagekit/stats.py", text, re.S)
-    assert found is not None
-    assert found.group(1) == (REPO / "imagekit" / "stats.py").read_text()
+def test_there_is_one_stats_module() -> None:
+    """The GPU preflight package carries the statistics into the Pod; imagekit.stats is that
+    same module's names (no copy, no embedded source anywhere)."""
+    from imagekit.assets.preflight import stats as one
+
+    assert stats.judge is one.judge and stats.Summary is one.Summary
+    assert stats._mw_lower_k is one._mw_lower_k
+    defining = [p for p in [*REPO.glob("imagekit/**/*.py"), *REPO.glob("gpu_checks/**/*.py"),
+                            *REPO.glob("probes/*.py")]
+                if re.search(r"^def median_rank\(", p.read_text(), re.M)
+                or "_STATS_SOURCE" in p.read_text()]
+    assert defining == [Path(one.__file__)], defining
 
 
 def test_stats_imports_nothing_of_imagekit() -> None:
-    src = (REPO / "imagekit" / "stats.py").read_text()
+    src = (REPO / "imagekit" / "assets" / "preflight" / "stats.py").read_text()
     imports = re.findall(r"^(?:from|import) (\S+)", src, re.M)
-    assert set(imports) <= {"__future__", "math", "dataclasses", "typing"}, imports
+    assert set(imports) <= {"__future__", "math", "collections.abc", "dataclasses", "typing"}, \
+        imports
 
 
 @pytest.mark.parametrize("n,k,coverage", [(5, 1, 0.9375), (8, 2, 0.9296875), (11, 3, None)])

@@ -7,11 +7,21 @@ Arguments (probe plan `torch_arch=sm_90,sm_100,driver=12.4`): target GPUs as `sm
 (torch.version.cuda None, empty arch list) is a FAIL with that reason; an image without torch
 says DEFERRED. Passing does not prove any kernel runs (that is the GPU phase)."""
 
+import os
 import re
 import sys
 
 from _common import emit
-from _cudafit import fit_checks
+
+try:  # the fit rules are one file, the preflight package's fit.py: the cluster probe's
+    from _cudafit import fit_checks  # ConfigMap carries it beside the probes as _cudafit.py
+except ImportError:  # `imagekit probe` mounts the package at /imagekit-preflight; in a checkout
+    _here = os.path.dirname(os.path.abspath(__file__))  # or a wheel it is beside probes/
+    for _lib in ("/imagekit-preflight", os.path.join(_here, os.pardir, "preflight")):
+        if os.path.isfile(os.path.join(_lib, "fit.py")):
+            sys.path.insert(0, _lib)
+            break
+    from fit import fit_checks
 
 DEFAULT_TARGETS = ["sm_90"]
 

@@ -1,20 +1,29 @@
-"""Image-to-GPU fit rules, stdlib only (a helper of the probes, shipped beside _common.py).
+"""Image-to-GPU fit rules: the one file that every place judging the fit loads (standard library
+only, no relative import, so it also runs alone).
 
-The same rules as gpu_checks/preflight.py (inside the Pod) and imagekit/cluster/fit.py (the cluster
-precheck); tests/gpu/test_gpu_fit.py checks that the three agree case by case.
+Loaded by the preflight inside the Pod (`from .fit import fit_checks`), by the cluster precheck
+(imagekit/cluster/fit.py imports it as imagekit.assets.preflight.fit) and by the in-image probe
+`torch_arch` as `_cudafit` (the cluster probe's ConfigMap carries it under that name; `imagekit
+probe` mounts this folder at /imagekit-preflight; in a checkout or a wheel it is beside probes/).
+
+Why: an image whose kernels were built for another GPU generation, or for a newer CUDA than the
+node's driver runs, fails only when the first kernel launches ("no kernel image is available",
+"CUDA driver version is insufficient") -- long after the Pod was scheduled. The rules:
 - SASS `sm_XY` runs on compute capability X.Z with Z >= Y (same major); `sm_XYa` only on X.Y;
-  `sm_XYf` on the family X.Z, Z >= Y.
+  `sm_XYf` on the family X.Z, Z >= Y (CUDA 12.9+).
 - PTX `compute_XY` is JIT-compiled by the driver for any GPU >= X.Y (`a`: X.Y only, `f`: the
   family), but only by a driver at least as new as the toolkit that wrote it.
 - CUDA X.y needs a driver supporting X.y; within one major (11+) minor version compatibility
   lets it run on an older minor without PTX JIT.
 """
 
+from __future__ import annotations
+
 import re
 from typing import Any
 
 
-def check(name: str, status: str, detail: str = "", **data: Any) -> dict:
+def check(name: str, status: str, detail: str = "", **data: Any) -> dict[str, Any]:
     return {"name": name, "status": status, "detail": detail, "data": data}
 
 
@@ -94,9 +103,9 @@ def fit_checks(image_cuda: Any, arch_list: list[str] | None, cc: tuple[int, int]
                          f"on sm_{cc[0]}{cc[1]}" if arch_list == [] else
                          "the image's arch list is unknown", **data))
         return out
-    sass: list = []
-    ptx: list = []
-    unknown: list = []
+    sass: list[str] = []
+    ptx: list[str] = []
+    unknown: list[str] = []
     for entry in arch_list:
         parsed = parse_arch(entry)
         if parsed is None:
