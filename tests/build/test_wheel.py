@@ -244,8 +244,9 @@ def test_the_installed_wheel_works_from_an_empty_folder(installed, user_env, bas
     assert checks["cleanup"] == "PASS", checks
     [files] = (cwd / ".evidence" / "sha256" / digest.split(":")[1]).glob(
         "cluster-probe/*/probe-files.json")
-    mounted = set(json.loads(files.read_text())) - {"probe-plan.txt"}   # the plan: ours
-    assert mounted == {*packaged_probes, "probe-runner.sh"}, mounted
+    # the plan is ours; _cudafit.py is the packaged preflight/fit.py under the probes' name
+    mounted = set(json.loads(files.read_text())) - {"probe-plan.txt"}
+    assert mounted == {*packaged_probes, "probe-runner.sh", "_cudafit.py"}, mounted
 
     # every attempt names the version that made it (the one place: imagekit.__version__)
     attempts = list((cwd / ".evidence").rglob("attempt.json"))
