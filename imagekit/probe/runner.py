@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit import assets
 from imagekit.engine import Engine, RunOutcome
+from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import ProbeResult, ServeArgsReport
 from imagekit.launch.command import Engine as ServeEngine
@@ -30,10 +31,16 @@ MOUNT = "/imagekit-probes"
 
 
 def probes_dir() -> Path:
-    """$IMAGEKIT_PROBES_DIR, else the packaged probes (imagekit/assets/probes)."""
-    if os.environ.get(PROBES_ENV):
-        return Path(os.environ[PROBES_ENV]).absolute()
-    return assets.path("probes")
+    """$IMAGEKIT_PROBES_DIR, else the packaged probes (imagekit/assets/probes). A folder that
+    is missing or holds no probe is bad input, found before anything runs (a bind mount of a
+    missing folder would have docker create it empty, and every probe would break)."""
+    given = os.environ.get(PROBES_ENV)
+    directory = Path(given).absolute() if given else assets.path("probes")
+    if not directory.is_dir() or not any(directory.glob("*.py")):
+        what = f"${PROBES_ENV} names no folder of probes (*.py)" if given else \
+            "the installed package has no probes (*.py): reinstall imagekit"
+        raise InvalidInput(what, where=str(directory))
+    return directory
 
 
 #: the image-to-GPU fit rules (one file, the preflight package's fit.py), mounted beside the

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.sbom.history import sboms
-from imagekit.sbom.bom import diff_boms, packages_of
 from imagekit.attest.statements import SBOM_TYPE
 from imagekit.evidence import EvidenceStore
+from imagekit.sbom.bom import diff_boms, packages_of
+from imagekit.sbom.history import sboms
 
 from .conftest import imagekit
 

@@ -32,7 +32,7 @@ def _build(store: EvidenceStore, key: str, fill: str) -> BuildRecord:
         cache_key=key, local_tag=f"imagekit-local/sglang:{fill}",
         image_id=Digest("sha256", fill * 63 + "0"),
         reference=ImageReference.parse(f"{UNREACHABLE}/imagekit/sglang@{digest}"),
-        digest=digest, seconds=1.0, built=dt.datetime.now(dt.timezone.utc))
+        digest=digest, seconds=1.0, built=dt.datetime.now(dt.UTC))
     with store.attempt(evidence_name("sglang"), KIND, profile="local", cache_key=key) as a:
         a.write_json("build.json", record)
         a.add_subject(digest, Role.SUBJECT, str(record.reference))

@@ -13,8 +13,14 @@ import pytest
 
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import ProbeResult, ServeArgsReport
-from imagekit.launch.command import (PREFILL_SWITCHES, Engine, ServeCommand, ServeConfig,
-                                     serve_argv, serve_probe_input)
+from imagekit.launch.command import (
+    PREFILL_SWITCHES,
+    Engine,
+    ServeCommand,
+    ServeConfig,
+    serve_argv,
+    serve_probe_input,
+)
 from imagekit.results import CheckResult, Status
 
 REPO = Path(__file__).resolve().parents[2]

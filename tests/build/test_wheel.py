@@ -1,0 +1,271 @@
+"""The wheel as a user installs it (issue 25): built from this tree, installed into a FRESH venv
+with `pip install imagekit-*.whl[cluster,media]`, then run from an empty folder outside the
+checkout against the real registries and cluster:
+
+- `imagekit --version` is `imagekit.__version__`;
+- the user's own spec (`mine/my-images.toml`, its Dockerfile and build context beside it, the
+  commands run from the folder above it): `imagekit pin` writes the lock beside the spec and
+  `imagekit images verify` builds from the spec's folder, pushes to staging and probes: PASS;
+- `imagekit probe REF` and `imagekit cluster probe REF` of that image: PASS, with the packaged
+  probes (the cluster probe's ConfigMap holds exactly the installed package's probe files);
+- every attempt in evidence names imagekit.__version__;
+- every packaged file resolves under the fresh venv's site-packages, and no output or evidence
+  names the checkout (the source copy the wheel was built from is deleted before the runs);
+- the failing case: the same install with its package data removed fails, one line naming the
+  site-packages path (a wheel without package data fails this test).
+
+The fresh venv's dependencies come from a wheelhouse cached outside the checkout
+($IMAGEKIT_TEST_WHEELHOUSE, default ~/.cache/imagekit-test/wheelhouse), filled by `pip download`
+the first time (or when the requirements change); the install itself is `--no-index`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import imagekit
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.cluster, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+EXTRAS = "[cluster,media]"
+#: env that would point the installed package back into a checkout: never passed to the user's
+#: commands (the user has none of them)
+CHECKOUT_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "IMAGEKIT_IMAGES_SPEC",
+                "IMAGEKIT_PROBES_DIR", "IMAGEKIT_MANIFESTS_DIR", "IMAGEKIT_EVIDENCE_DIR")
+
+
+def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None,
+         timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def _clean_env(venv: Path) -> dict[str, str]:
+    """The user's environment: this session's, less what points into a checkout, with the
+    fresh venv's bin first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in CHECKOUT_ENV}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _source_copy(dest: Path) -> Path:
+    """The tree's files as git sees them (tracked, and new files not ignored): no build/,
+    no machine-local lock, no __pycache__."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, capture_output=True, check=True)
+    for name in sorted(set(listed.stdout.decode().split("\0"))):
+        source = REPO / name
+        if name and source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+def _wheelhouse() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = Path(os.environ.get("IMAGEKIT_TEST_WHEELHOUSE") or
+                default / "imagekit-test" / "wheelhouse")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _install(wheel: Path, venv: Path) -> None:
+    """`pip install <wheel>[cluster,media]` into `venv`, offline from the wheelhouse; a
+    wheelhouse that lacks a requirement is filled by `pip download` once, then retried."""
+    house = _wheelhouse()
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    install = [*pip, "install", "--no-compile", "--no-index", "--find-links", str(house),
+               f"{wheel}{EXTRAS}"]
+    env = _clean_env(venv)
+    done = _run(install, cwd=venv, env=env)
+    if done.returncode != 0:
+        fill = _run([sys.executable, "-m", "pip", "download", "--dest", str(house),
+                     f"{wheel}{EXTRAS}"], cwd=venv, env=env, timeout=1200)
+        assert fill.returncode == 0, fill.stderr[-3000:]
+        for own in house.glob("imagekit-*.whl"):
+            own.unlink()
+        done = _run(install, cwd=venv, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(venv, site-packages): the wheel built from a copy of this tree (deleted afterwards),
+    installed into a fresh venv."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = _source_copy(root / "src")
+    dist = root / "dist"
+    built = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                  str(dist), str(source)], cwd=root)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    [wheel] = dist.glob("imagekit-*.whl")
+    shutil.rmtree(source)  # nothing may find its way back to the tree it was built from
+    venv = root / "venv"
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root)
+    assert made.returncode == 0, made.stderr
+    _install(wheel, venv)
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    return venv, site, source
+
+
+@pytest.fixture(scope="module")
+def user_env(installed):
+    return _clean_env(installed[0])
+
+
+@pytest.fixture(scope="module")
+def base_image(infra):
+    """A small image with sh and python3 (tests/cluster/images.py), pushed to staging by tag:
+    the user's base."""
+    from imagekit.registry import RegistryClient, RegistryOptions
+
+    spec = importlib.util.spec_from_file_location("wheel_test_images",
+                                                  REPO / "tests" / "cluster" / "images.py")
+    assert spec is not None and spec.loader is not None
+    images = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = images  # its dataclass looks its module up
+    spec.loader.exec_module(images)
+    staging = infra.registry("staging")
+    with RegistryClient(staging.address, RegistryOptions(
+            ca_file=staging.ca_file or infra.ca_file, docker_config=infra.docker_config_dir,
+            insecure=frozenset({staging.address}))) as client:
+        return images.push_image(client, staging.address, "imagekit-test/python", "wheel-base",
+                                 images.build_layer())
+
+
+USER_SPEC = """\
+# my own images spec: every path is relative to this file
+version = 1
+default_profile = "mine"
+
+[images.tiny]
+engine = "vllm"
+dockerfile = "tiny/Dockerfile"
+repository = "imagekit-wheel/tiny"
+probes = ["find_spec"]
+find_spec = ["json"]
+promotion = ["staging"]
+
+[images.tiny.base]
+mine = "{base}"
+
+[profiles.mine]
+lock = "my-images.lock"
+staging = "{staging}"
+production = "{production}"
+target = "{target}"
+"""
+
+
+def test_the_installed_wheel_works_from_an_empty_folder(installed, user_env, base_image, infra,
+                                                        tmp_path) -> None:
+    venv, site, source = installed
+    cwd = tmp_path / "empty"
+    cwd.mkdir()
+    ik = str(venv / "bin" / "imagekit")
+
+    # the package and its data are the installed ones; the version is the one place's
+    where = _run([str(venv / "bin" / "python"), "-c",
+                  "import json, imagekit, imagekit.assets as a; print(json.dumps("
+                  "[imagekit.__file__, str(a.path()), imagekit.__version__]))"],
+                 cwd=cwd, env=user_env)
+    assert where.returncode == 0, where.stderr
+    package_file, assets_dir, version = json.loads(where.stdout)
+    assert Path(package_file).is_relative_to(site) and Path(assets_dir).is_relative_to(site)
+    assert version == imagekit.__version__
+    shown = _run([ik, "--version"], cwd=cwd, env=user_env)
+    assert shown.returncode == 0 and shown.stdout.strip() == f"imagekit {imagekit.__version__}"
+    packaged_probes = sorted(p.name for p in (site / "imagekit/assets/probes").glob("*.py"))
+    assert {"find_spec.py", "versions.py", "_common.py"} <= set(packaged_probes)
+    for name in ("manifests/probe-pod.yaml.j2", "manifests/launch.sh",
+                 "manifests/controller/controller.py", "manifests/probe/probe-runner.sh",
+                 "dockerfiles/images.toml", "dockerfiles/controller/Dockerfile",
+                 "dockerfiles/standins/vllm-base/Dockerfile",
+                 "dockerfiles/standins/vllm-base/vllm-0.32.0.dist-info/METADATA"):
+        assert (site / "imagekit" / "assets" / name).is_file(), name
+
+    # the user's spec, Dockerfile and build context in a folder of their own; the commands run
+    # from the folder above it, so only the spec's folder can resolve `tiny/Dockerfile`
+    token = uuid.uuid4().hex
+    mine = cwd / "mine"
+    (mine / "tiny").mkdir(parents=True)
+    registries = {role: infra.registry(role).address
+                  for role in ("staging", "production", "target")}
+    (mine / "my-images.toml").write_text(USER_SPEC.format(base=base_image.reference,
+                                                          **registries))
+    (mine / "tiny" / "Dockerfile").write_text(
+        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY hello.txt /hello.txt\n")
+    (mine / "tiny" / "hello.txt").write_text(token + "\n")
+    spec = "mine/my-images.toml"
+
+    pinned = _run([ik, "pin", "--spec", spec, "--json"], cwd=cwd, env=user_env)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    assert str(base_image.digest) in (mine / "my-images.lock").read_text()
+    assert not (cwd / "my-images.lock").exists()
+
+    verified = _run([ik, "images", "verify", "--spec", spec, "--json"], cwd=cwd, env=user_env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    report = json.loads(verified.stdout)
+    [image] = report["images"]
+    assert image["verdict"] == "PASS", image
+    assert {c["name"]: c["status"] for c in image["checks"]} == {"find_spec": "PASS"}
+    reference = image["reference"]          # registry/repo@sha256:… in staging
+    digest = image["digest"]
+    assert reference.startswith(registries["staging"] + "/imagekit-wheel/tiny@")
+    # built from the spec's folder: this run's file is in the image
+    docker = str(infra.docker_client)
+    shown_file = _run([docker, "run", "--rm", "--network", "none", reference, "cat",
+                       "/hello.txt"], cwd=cwd, env={**user_env,
+                                                    "DOCKER_CONFIG": str(infra.docker_config_dir)})
+    assert shown_file.stdout.strip() == token, shown_file.stderr
+
+    probed = _run([ik, "probe", reference, "--engine", "vllm", "--probe", "find_spec",
+                   "--find-spec", "json", "--json"], cwd=cwd, env=user_env)
+    assert probed.returncode == 0, probed.stdout + probed.stderr
+    probe = json.loads(probed.stdout)
+    assert probe["status"] == "PASS" and probe["digest"] == digest, probe
+    assert Path(probe["evidence"]).is_relative_to(cwd / ".evidence")
+
+    in_cluster = _run([ik, "cluster", "probe", reference, "--probe", "find_spec=json",
+                       "--probe", "versions", "--json"], cwd=cwd, env=user_env)
+    assert in_cluster.returncode == 0, in_cluster.stdout + in_cluster.stderr
+    result = json.loads(in_cluster.stdout)
+    checks = {c["name"]: c["status"] for c in result["checks"]}
+    assert checks["image_id"] == "PASS" and checks["probe:find_spec"] == "PASS", checks
+    assert checks["cleanup"] == "PASS", checks
+    [files] = (cwd / ".evidence" / "sha256" / digest.split(":")[1]).glob(
+        "cluster-probe/*/probe-files.json")
+    # the plan is ours; _cudafit.py is the packaged preflight/fit.py under the probes' name
+    mounted = set(json.loads(files.read_text())) - {"probe-plan.txt"}
+    assert mounted == {*packaged_probes, "probe-runner.sh", "_cudafit.py"}, mounted
+
+    # every attempt names the version that made it (the one place: imagekit.__version__)
+    attempts = list((cwd / ".evidence").rglob("attempt.json"))
+    kinds = {json.loads(a.read_text())["kind"] for a in attempts}
+    assert {"build", "probe", "images-verify", "cluster-probe"} <= kinds, kinds
+    assert {json.loads(a.read_text())["context"]["imagekit_version"] for a in attempts} == \
+        {imagekit.__version__}
+
+    # no path into the checkout (or the deleted source copy) anywhere the user sees
+    outputs = [pinned, verified, probed, in_cluster]
+    seen = "".join(o.stdout + o.stderr for o in outputs) + "".join(
+        p.read_text(errors="replace") for p in (cwd / ".evidence").rglob("*") if p.is_file())
+    for checkout in (str(REPO), str(source)):
+        assert checkout not in seen, checkout
+
+    # the failing case: the same install without its package data fails, naming site-packages
+    shutil.rmtree(site / "imagekit" / "assets" / "probes")
+    broken = _run([ik, "cluster", "probe", reference, "--json"], cwd=cwd, env=user_env)
+    assert broken.returncode == 2, broken.stdout + broken.stderr
+    line = broken.stderr.strip()
+    assert line.startswith("imagekit: error: the installed package has no probes"), line
+    assert str(site / "imagekit" / "assets" / "probes") in line and "\n" not in line

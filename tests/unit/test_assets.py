@@ -1,0 +1,75 @@
+"""Package data (issue 25): every default lookup reads imagekit/assets through imagekit.assets
+(importlib.resources), never the checkout's layout or the working directory; the env overrides
+still win; a missing probes folder is one line, exit 2, before anything runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from imagekit import assets
+from imagekit.errors import InvalidInput
+
+ASSETS = Path(assets.__file__).resolve().parent
+
+
+def test_every_default_lookup_is_under_the_package(monkeypatch, tmp_path: Path) -> None:
+    from imagekit.cluster import manifests
+    from imagekit.clusteraccept import controller_image, rehearsal
+    from imagekit.probe.runner import probes_dir
+    from imagekit.spec.loader import default_spec_path
+
+    for name in ("IMAGEKIT_IMAGES_SPEC", "IMAGEKIT_PROBES_DIR", "IMAGEKIT_MANIFESTS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)            # an empty folder: no ./dockerfiles/images.toml
+    assert assets.path() == ASSETS
+    assert default_spec_path() == ASSETS / "dockerfiles" / "images.toml"
+    assert probes_dir() == ASSETS / "probes"
+    assert controller_image.DOCKERFILE_DIR == ASSETS / "dockerfiles" / "controller"
+    assert Path(rehearsal.MATRIX) == ASSETS / "manifests" / "acceptance" / "matrix-standin.toml"
+    assert Path(rehearsal.MATRIX).is_file()
+    assert manifests.manifests_dir() == ASSETS / "manifests"
+    for path in (default_spec_path(), probes_dir() / "find_spec.py",
+                 controller_image.DOCKERFILE_DIR / "Dockerfile",
+                 ASSETS / "manifests" / "probe-pod.yaml.j2", ASSETS / "manifests" / "launch.sh"):
+        assert path.is_file(), path
+
+
+def test_env_overrides_win(monkeypatch, tmp_path: Path) -> None:
+    from imagekit.probe.runner import probes_dir
+    from imagekit.spec.loader import default_spec_path
+
+    (tmp_path / "p.py").write_text("print(1)\n")
+    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path))
+    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(tmp_path / "mine.toml"))
+    assert probes_dir() == tmp_path
+    assert default_spec_path() == tmp_path / "mine.toml"
+
+
+def test_a_missing_or_empty_probes_folder_is_bad_input(monkeypatch, tmp_path: Path) -> None:
+    from imagekit.probe.runner import probes_dir
+
+    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path))          # empty
+    with pytest.raises(InvalidInput, match="IMAGEKIT_PROBES_DIR names no folder"):
+        probes_dir()
+    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path / "gone"))
+    with pytest.raises(InvalidInput) as caught:
+        probes_dir()
+    assert caught.value.where == str(tmp_path / "gone")
+    assert not (tmp_path / "gone").exists()
+
+
+def test_cluster_probe_refuses_an_empty_probes_folder_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "IMAGEKIT_PROBES_DIR": str(tmp_path),
+           "IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "ev")}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "probe",
+                           "127.0.0.1:1/x@sha256:" + "a" * 64], capture_output=True, text=True,
+                          timeout=60, check=False, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == ("imagekit: error: $IMAGEKIT_PROBES_DIR names no folder of "
+                                   f"probes (*.py) ({tmp_path})")
+    assert not (tmp_path / "ev").exists()
