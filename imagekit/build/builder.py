@@ -100,7 +100,7 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
             name=label, profile=image.profile, engine=image.engine, base=image.base_pinned,
             cache_key=key, local_tag=local_tag, image_id=outcome.image_id,
             reference=reference, digest=digest, build_args=args, seconds=outcome.seconds,
-            cached=_all_cached(outcome.log), built=dt.datetime.now(dt.timezone.utc),
+            cached=_all_cached(outcome.log), built=dt.datetime.now(dt.UTC),
             evidence=str(attempt.path))
         attempt.write_json("build.json", record)
         if record.digest is not None:

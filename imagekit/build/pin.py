@@ -3,8 +3,8 @@ registry and write the profile's lock. `--check` re-resolves and reports tags th
 
 Digests come from `imagekit.registry`: a HEAD resolves the tag (registries count GETs as
 pulls), and a digest that is new or moved is proven by reading its manifest by digest and
-hashing it; an unchanged one was proven when it was locked. For a multi-platform tag this is the index digest; BuildKit selects
-linux/amd64 from it at build time.
+hashing it; an unchanged one was proven when it was locked. For a multi-platform tag this is
+the index digest; BuildKit selects linux/amd64 from it at build time.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def pin(spec: ImagesSpec, profile: str | None = None, *, check: bool = False,
         failed = [line for line in lines if line.resolved is None]
         if failed:
             return profile_name, lines
-        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
         bases = {line.image: LockEntry(tag=line.tag, digest=line.resolved, resolved=now)
                  for line in lines if line.role == "base"}
         mirrors = {line.image: LockEntry(tag=line.tag, digest=line.resolved, resolved=now)

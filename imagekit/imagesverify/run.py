@@ -24,7 +24,11 @@ from imagekit.engine import Engine
 from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.kinds import (
-    ImagesManifestResult, ImagesVerifyResult, ManifestImage, ProbeResult)
+    ImagesManifestResult,
+    ImagesVerifyResult,
+    ManifestImage,
+    ProbeResult,
+)
 from imagekit.imagesverify.models import AcceptedCheck, ImageEntry, ImagesVerifyReport
 from imagekit.probe import ProbePlan, probes_version, run_probes
 from imagekit.probe.runner import serve_args_report, serve_commands_of
@@ -177,6 +181,8 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
             fix_layers=fix_layers(image.dockerfile.read_text()), checks=[failed],
             status=Status.FAIL, verdict=Status.FAIL, verify_key=key,
             evidence={"build_log": exc.where or ""})
+    # push=True: the build always records the digest it pushed (the evidence key)
+    assert record.digest is not None, f"{name}: the build recorded no pushed digest"
     with store.attempt(record.digest, "probe", image=str(record.reference),
                        image_id=str(record.image_id), probes=plan.probes,
                        probes_version=probes_version()) as probe_attempt:

@@ -5,7 +5,12 @@ Read the recorded layout with `imagekit.infra.state.load_state()`; start/stop wi
 `imagekit.infra.manager` (or `imagekit infra up|down|status`).
 """
 
-from imagekit.infra.state import (ComponentStatus, InfraState, RegistryEndpoint, load_state,
-                                  registry_env)
+from imagekit.infra.state import (
+                                  ComponentStatus,
+                                  InfraState,
+                                  RegistryEndpoint,
+                                  load_state,
+                                  registry_env,
+)
 
 __all__ = ["ComponentStatus", "InfraState", "RegistryEndpoint", "load_state", "registry_env"]

@@ -191,7 +191,8 @@ class EngineServer:
         sink = progress or current_progress()
         whole = sink.phase(f"start {self.name}", f"until {health_path} answers")
         stages = sink.stages(self.name)
-        log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL
+        # the server outlives this call: the file is closed in stop(), not by a with block
+        log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(self.argv, env={**os.environ, **self.env},
                                         stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)

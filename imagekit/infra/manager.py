@@ -17,8 +17,7 @@ from types import ModuleType
 
 from imagekit.errors import InfraError
 from imagekit.infra import apt, docker, processes, registries
-from imagekit.infra.state import (ComponentStatus, InfraState, StatePaths, load_state,
-                                  save_state)
+from imagekit.infra.state import ComponentStatus, InfraState, StatePaths, load_state, save_state
 from imagekit.progress import current as current_progress
 
 CLUSTER_MODULE = "imagekit.infra.cluster"

@@ -47,7 +47,8 @@ def ensure_peer(tool: str, paths: StatePaths | None = None, log: Path | None = N
     return Path(found)
 
 
-def ensure_peers(tools: list[str] | None = None, paths: StatePaths | None = None) -> dict[str, Path]:
+def ensure_peers(tools: list[str] | None = None,
+                 paths: StatePaths | None = None) -> dict[str, Path]:
     """Every peer tool of `tools` (default: all), installed when missing."""
     return {tool: ensure_peer(tool, paths) for tool in (tools or sorted(PEERS))}
 

@@ -26,6 +26,7 @@ the bridge (and with it the host route), the `IMAGEKIT-PODNET` chain and its jum
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import shlex
@@ -288,10 +289,8 @@ def teardown(kube_proxy: Path | None, state_file: Path, net: PodNetwork = DEFAUL
         except (OSError, json.JSONDecodeError):
             previous = None
         if previous is not None and _read_sysctl(ROUTE_LOCALNET) != previous:
-            try:
+            with contextlib.suppress(OSError):
                 ROUTE_LOCALNET.write_text(previous)
-            except OSError:
-                pass
         state_file.unlink(missing_ok=True)
 
 

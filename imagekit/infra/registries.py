@@ -16,9 +16,9 @@ config; a port held by anything else is a `PortTaken` error, and that process is
 from __future__ import annotations
 
 import hashlib
-import time
 import ssl
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,24 @@ import yaml
 
 from imagekit.errors import InfraError, PortTaken
 from imagekit.infra import apt, credentials, pki, referrers_registry
-from imagekit.infra.processes import (TrackedProcess, port_holders, port_open, running,
-                                      start_tracked, stop_tracked, wait_for_port)
-from imagekit.infra.state import (ALL_REGISTRIES, LOOPBACK, REGISTRY_LAYOUT, TOKEN_SERVICE_PORT,
-                                  ComponentStatus, RegistryEndpoint, StatePaths)
+from imagekit.infra.processes import (
+    TrackedProcess,
+    port_holders,
+    port_open,
+    running,
+    start_tracked,
+    stop_tracked,
+    wait_for_port,
+)
+from imagekit.infra.state import (
+    ALL_REGISTRIES,
+    LOOPBACK,
+    REGISTRY_LAYOUT,
+    TOKEN_SERVICE_PORT,
+    ComponentStatus,
+    RegistryEndpoint,
+    StatePaths,
+)
 
 REGISTRY_BIN = Path("/usr/bin/docker-registry")
 TOKEN_SERVICE = "token-service"

@@ -93,7 +93,7 @@ class TokenIssuer:
 
     def __init__(self, config: TokenServiceConfig) -> None:
         self.config = config
-        self._key = serialization.load_pem_private_key(config.signing_key.read_bytes(),
+        self._key: Any = serialization.load_pem_private_key(config.signing_key.read_bytes(),
                                                        password=None)
         cert = x509.load_pem_x509_certificate(config.signing_cert.read_bytes())
         self._x5c = [base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()]
@@ -132,7 +132,7 @@ class TokenIssuer:
         }
         token = jwt.encode(claims, self._key, algorithm="ES256", headers={"x5c": self._x5c})
         return {"token": token, "access_token": token, "expires_in": self.config.ttl_seconds,
-                "issued_at": dt.datetime.fromtimestamp(now, dt.timezone.utc)
+                "issued_at": dt.datetime.fromtimestamp(now, dt.UTC)
                 .isoformat().replace("+00:00", "Z")}
 
 
