@@ -130,3 +130,18 @@ def observe_selection(resource: Watchable, namespace: str | None, label_selector
             else:
                 current[name] = payload.object
         yield dict(current)
+
+
+def wait_for_selection(resource: Watchable, namespace: str | None, label_selector: str,
+                       until: Callable[[dict[str, dict]], T | None], *, timeout: float,
+                       what: str, tick: float | None = None,
+                       clock: Callable[[], float] = time.monotonic) -> T:
+    """The first non-None `until({name: object})`; `WaitTimeout` when `timeout` passes."""
+    deadline = clock() + timeout
+    for state in observe_selection(resource, namespace, label_selector, deadline=deadline,
+                                   tick=tick, clock=clock):
+        value = until(state)
+        if value is not None:
+            return value
+    raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}",
+                      where=f"{namespace or ''} {label_selector}")
