@@ -25,18 +25,21 @@ from imagekit.oci.manifest import ImageManifest, parse_config, parse_manifest
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 
 
-def report_of(store: EvidenceStore, digest: Digest):
+def report_of(store: EvidenceStore, digest: Digest, required: list[str] | None = None):
     """The evidence report for `digest`, None when the store knows nothing about it."""
     from imagekit.report.collect import build_report
 
     try:
-        return build_report(store, digest)
+        return build_report(store, digest, required=required)
     except NotFound:
         return None
 
 
-def test_result_for(store: EvidenceStore, digest: Digest, name: str) -> dict:
-    report = report_of(store, digest)
+def test_result_for(store: EvidenceStore, digest: Digest, name: str,
+                    required: list[str] | None = None) -> dict:
+    """`required`: the caller's required checks (its settings' $IMAGEKIT_REQUIRED_CHECKS), else
+    the defaults."""
+    report = report_of(store, digest, required)
     if report is None:  # an honest FAILED: nothing was tested
         return statement(digest, name, TEST_RESULT_TYPE, {
             "result": "FAILED", "configuration": [], "passedTests": [], "warnedTests": [],
@@ -70,8 +73,8 @@ def _served(client: RegistryClient, reference: ImageReference) -> ManifestBlob:
 
 def attest_reference(reference: ImageReference, key_path: Path, *, store: EvidenceStore,
                      pool: ClientPool, engine=None, kinds: tuple[str, ...] = ("test-result",
-                                                                               "sbom")
-                     ) -> list[Attached]:
+                                                                               "sbom"),
+                     required: list[str] | None = None) -> list[Attached]:
     """Sign and attach the test-result (and, with an engine, the SBOM) statement of the digest
     `reference` serves."""
     key = load_private(key_path)
@@ -91,7 +94,8 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
     attached = []
     if "test-result" in kinds:
         attached.append(sign_and_attach(client, reference.repository, subject,
-                                        test_result_for(store, subject.digest, name), key))
+                                        test_result_for(store, subject.digest, name, required),
+                                        key))
     if bom is not None:
         attached.append(sign_and_attach(client, reference.repository, subject,
                                         statement(subject.digest, name, SBOM_TYPE, bom), key))
@@ -124,12 +128,13 @@ def signed_lines_for(store: EvidenceStore, digest: Digest, report, trust) -> lis
 
 
 def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: ClientPool,
-                     evidence: str | None = None, required=None, trust=None  # noqa: ANN001
-                     ) -> list[Attached]:
+                     evidence: str | None = None, required=None, trust=None,  # noqa: ANN001
+                     required_checks: list[str] | None = None) -> list[Attached]:
     """The promotion chain for `result` (a PromoteResult): one statement whose subjects are the
     digest at every endpoint, signed and attached as a referrer at each endpoint. Its links
     come from this store, or from the statements trusted keys signed where it has none; a
-    promotion forced past the gate is marked `forced` with the reason (verify fails it)."""
+    promotion forced past the gate is marked `forced` with the reason (verify fails it).
+    `required`: the links required; `required_checks`: the checks the report requires."""
     key = load_private(key_path)
     digest = Digest.parse(result.digest)
     last = ImageReference.parse(result.hops[-1].endpoint)
@@ -139,7 +144,7 @@ def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: Clie
     hops = [HopLink(endpoint=h.endpoint, digest=h.digest, verified=h.verified,
                     read_back=h.read_back, referrers=list(getattr(h, "referrers", []) or []))
             for h in result.hops]
-    report = report_of(store, digest)
+    report = report_of(store, digest, required_checks)
     gate = result.gate if isinstance(getattr(result, "gate", None), dict) else {}
     forced = None
     if gate.get("overridden"):

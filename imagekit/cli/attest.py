@@ -105,7 +105,8 @@ def attest_cmd(
         engine = Engine(binary=find_docker_binary(settings().docker))
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         attached = attest_reference(target, key_path, store=store, pool=pool,
-                                    engine=engine, kinds=tuple(kind))
+                                    engine=engine, kinds=tuple(kind),
+                                    required=settings().required_checks_list())
     if json_output:
         print_json([a.model_dump(mode="json") for a in attached])
         return

@@ -420,7 +420,8 @@ def promote_cmd(
         with ClientPool(options) as pool:
             attached = attest_promotion(result, key, store=store, pool=pool, evidence=where,
                                         required=settings().required_links_list(),
-                                        trust=trust)
+                                        trust=trust,
+                                        required_checks=settings().required_checks_list())
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where
