@@ -255,4 +255,4 @@ def _deleted_line(gone, volume: str, claim: str, namespace: str) -> str:
 def _standin_snapshot() -> Path:
     from imagekit.clusteraccept.model import standin_text_model
 
-    return standin_text_model()
+    return standin_text_model(settings().engines_dir, settings().models_dir)
