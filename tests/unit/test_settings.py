@@ -41,7 +41,6 @@ PENDING = {
     "infra/apt.py": "IMAGEKIT_DEBIAN_MIRROR: under infra up and standins build",
     "standins/rootfs.py": "IMAGEKIT_CACHE_DIR: under standins build",
     "standins/build.py": "IMAGEKIT_PIP_CERT, IMAGEKIT_TORCH_WHEEL: under standins build",
-    "standins/models.py": "IMAGEKIT_MODELS_DIR: under standins build and the engines",
 }
 
 
