@@ -120,7 +120,8 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
     store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
         records = build_standins(images, _engine(), store, profile,
-                                 no_cache=no_cache, on_line=on_line, layers=layers)
+                                 no_cache=no_cache, on_line=on_line, layers=layers,
+                                 cache_dir=settings().cache_dir)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return

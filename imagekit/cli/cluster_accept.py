@@ -182,7 +182,8 @@ def cluster_accept(
         from imagekit.infra.state import load_state
 
         staging = load_state().registry("staging").address
-        return ensure_controller_image(Docker(), staging).pinned
+        return ensure_controller_image(Docker(), staging,
+                                       cache_dir=settings().cache_dir).pinned
 
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,

@@ -52,7 +52,7 @@ def cache_key(dockerfile_dir: Path = DOCKERFILE_DIR, package: Path = PACKAGE) ->
 
 
 def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str | None = None,
-                            on_line=None) -> ControllerImage:
+                            on_line=None, cache_dir: Path | None = None) -> ControllerImage:
     """The controller image pushed to `registry` (a loopback registry the cluster pulls from),
     built only when its content key is new. Raises CheckFailed with the build log's tail when
     the build fails."""
@@ -62,7 +62,7 @@ def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str
     log: list[str] = []
     built = False
     if not engine.exists(local):
-        base, _ = ensure_rootfs_image(engine, log)
+        base, _ = ensure_rootfs_image(engine, log, cache_dir=cache_dir)
         with tempfile.TemporaryDirectory(prefix="imagekit-controller-") as tmp:
             context = Path(tmp) / "context"
             shutil.copytree(DOCKERFILE_DIR, context)

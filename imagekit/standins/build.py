@@ -150,7 +150,8 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                    profile: str | None = None, no_cache: bool = False,
-                   on_line=None, layers: int | None = None) -> list[StandinRecord]:
+                   on_line=None, layers: int | None = None,
+                   cache_dir: Path | None = None) -> list[StandinRecord]:
     """`layers`: pad every stand-in to at least that many layers (off by default), pushed
     under `<tag>-layers<N>` and pinned in the lock in place of the default tag."""
     if layers is not None and not 1 <= layers <= MAX_LAYERS:
@@ -162,7 +163,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
     standins_root = spec.root / STANDINS_DIR_NAME
     log: list[str] = []
     with store.attempt("standins-rootfs", "standins-rootfs") as attempt:
-        base_tag, made = ensure_rootfs_image(engine, log)
+        base_tag, made = ensure_rootfs_image(engine, log, cache_dir=cache_dir)
         attempt.write_text("rootfs.log", "\n".join(log) + "\n")
         attempt.write_result(StandinRootfsResult(image_tag=str(base_tag)))
         attempt.add_check(CheckResult(name="rootfs", status=Status.PASS,
