@@ -39,7 +39,6 @@ PENDING = {
                             "cluster flow, which stream B restructures",
     "infra/state.py": "IMAGEKIT_STATE_DIR: load_state() has ~20 callers in infra/ and tests",
     "infra/apt.py": "IMAGEKIT_DEBIAN_MIRROR: under infra up and standins build",
-    "standins/build.py": "IMAGEKIT_PIP_CERT, IMAGEKIT_TORCH_WHEEL: under standins build",
 }
 
 
