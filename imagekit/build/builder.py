@@ -56,7 +56,8 @@ def build_key(image: ResolvedImage, context: Path | None = None) -> str:
 def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore, *,
                 profile: str | None = None, push: bool = True, no_cache: bool = False,
                 dockerfile: Path | None = None, variant: str | None = None,
-                on_line: Callable[[str], None] | None = None) -> BuildRecord:
+                on_line: Callable[[str], None] | None = None,
+                pip_cert: Path | None = None) -> BuildRecord:
     """Build (and push) one image. `dockerfile`+`variant` build an alternative Dockerfile on
     the same locked base (tests use it for the record's wrong fix); its records are kept apart."""
     image = resolve_image(spec, name, profile)
@@ -71,7 +72,7 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
                        cache_key=key, base=str(image.base_pinned), build_args=args) as attempt:
         outcome = engine.build(context, dockerfile=dockerfile or image.dockerfile,
                                tags=[local_tag], build_args=args,
-                               secrets={"pip_cert": ca_bundle()}, no_cache=no_cache,
+                               secrets={"pip_cert": ca_bundle(pip_cert)}, no_cache=no_cache,
                                on_line=on_line)
         attempt.write_text("build.log", outcome.log)
         attempt.write_json("build-outcome.json", {
@@ -173,7 +174,9 @@ def latest_build(name: str, profile: str | None = None,
 
 
 def ensure_build(name: str, profile: str | None = None, *, store: EvidenceStore | None = None,
-                 engine: Engine | None = None, spec: ImagesSpec | None = None) -> BuildRecord:
+                 engine: Engine | None = None, spec: ImagesSpec | None = None,
+                 cache_dir: Path | None = None, pip_cert: Path | None = None,
+                 wheel: Path | None = None) -> BuildRecord:
     """A pushed build of `name` whose base is the lock's current one: the latest if it is still
     current and still in the daemon, else a new build (on a stand-in profile the stand-ins are
     made first when the lock lacks them). For operations and tests that need the fixed image."""
@@ -194,10 +197,12 @@ def ensure_build(name: str, profile: str | None = None, *, store: EvidenceStore 
             raise
         from imagekit.standins import build_standins
 
-        build_standins(spec, engine, store, profile_name)
+        build_standins(spec, engine, store, profile_name, cache_dir=cache_dir,
+                       pip_cert=pip_cert, wheel=wheel)
         image = resolve_image(spec, name, profile_name)
     found = latest_build(name, profile_name, store)
     if found is not None and found.digest is not None and found.cache_key == build_key(image) \
             and engine.exists(found.local_tag):
         return found
-    return build_image(spec, name, engine, store, profile=profile_name, push=True)
+    return build_image(spec, name, engine, store, profile=profile_name, push=True,
+                       pip_cert=pip_cert)

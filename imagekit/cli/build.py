@@ -120,7 +120,9 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
     store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
         records = build_standins(images, _engine(), store, profile,
-                                 no_cache=no_cache, on_line=on_line, layers=layers)
+                                 no_cache=no_cache, on_line=on_line, layers=layers,
+                                 cache_dir=settings().cache_dir,
+                                 pip_cert=settings().pip_cert, wheel=settings().torch_wheel)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return
@@ -155,7 +157,8 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
     for name in names:
         with _progress(json_output, f"build {name}") as on_line:
             records.append(build_image(images, name, engine, store, profile=profile,
-                                       push=push, no_cache=no_cache, on_line=on_line))
+                                       push=push, no_cache=no_cache, on_line=on_line,
+                                       pip_cert=settings().pip_cert))
     if json_output:
         print_json({"builds": [r.model_dump(mode="json") for r in records]})
         return
@@ -299,7 +302,8 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     store = evidence_store(evidence_dir)
     with _progress(json_output, "images verify") as on_line:
         report = verify_images(images, _engine(), store, profile=profile,
-                               names=image or None, no_cache=no_cache, on_line=on_line)
+                               names=image or None, no_cache=no_cache, on_line=on_line,
+                               pip_cert=settings().pip_cert)
     if json_output:
         print_json(report)
     else:

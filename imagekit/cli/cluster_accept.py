@@ -182,7 +182,9 @@ def cluster_accept(
         from imagekit.infra.state import load_state
 
         staging = load_state().registry("staging").address
-        return ensure_controller_image(Docker(), staging).pinned
+        return ensure_controller_image(Docker(), staging,
+                                       cache_dir=settings().cache_dir,
+                                       pip_cert=settings().pip_cert).pinned
 
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
@@ -255,4 +257,4 @@ def _deleted_line(gone, volume: str, claim: str, namespace: str) -> str:
 def _standin_snapshot() -> Path:
     from imagekit.clusteraccept.model import standin_text_model
 
-    return standin_text_model()
+    return standin_text_model(settings().engines_dir, settings().models_dir)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, guarded, print_json, progress_for
+from imagekit.cli.app import app, console, guarded, print_json, progress_for, settings
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
     from rich.table import Table
@@ -42,7 +42,7 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
     from imagekit.infra import manager
 
     with progress_for(json_output):
-        state, components = manager.up(cluster=cluster)
+        state, components = manager.up(cluster=cluster, k8s_bin=settings().k8s_bin)
     if json_output:
         print_json({**_components_json(components), "state": state.model_dump(mode="json")})
         return
@@ -59,7 +59,7 @@ def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
     """Stop only the processes imagekit started (verified by PID and start time)."""
     from imagekit.infra import manager
 
-    stopped = manager.down(cluster=cluster)
+    stopped = manager.down(cluster=cluster, k8s_bin=settings().k8s_bin)
     if json_output:
         print_json({"stopped": stopped})
         return
@@ -72,7 +72,7 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print JSON.")
     """What runs, where, and for anything missing the command that fixes it."""
     from imagekit.infra import manager
 
-    components = manager.status()
+    components = manager.status(k8s_bin=settings().k8s_bin)
     if json_output:
         print_json(_components_json(components))
         return

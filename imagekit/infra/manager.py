@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 from imagekit.errors import InfraError
@@ -77,8 +78,14 @@ def _previous_kubeconfig(paths: StatePaths):  # -> Path | None
     return state.kubeconfig if state is not None else None
 
 
-def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraState,
-                                                                         list[ComponentStatus]]:
+def _k8s_bin(module: ModuleType, k8s_bin: Path | None) -> Path:
+    """The caller's Kubernetes binaries folder (the CLI passes IMAGEKIT_K8S_BIN), else the
+    cluster module's default."""
+    return k8s_bin if k8s_bin is not None else Path(module.DEFAULT_K8S_BIN)
+
+
+def up(cluster: bool = False, paths: StatePaths | None = None,
+       k8s_bin: Path | None = None) -> tuple[InfraState, list[ComponentStatus]]:
     """Start what is missing; return the recorded state and every component's status."""
     paths = paths or StatePaths()
     _require_root("up")
@@ -100,7 +107,8 @@ def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraSta
         save_state(state)
         if cluster_mod is not None:
             with current_progress().phase("infra", "cluster"):
-                result: ComponentStatus = cluster_mod.up(state)
+                result: ComponentStatus = cluster_mod.up(
+                    state, k8s_bin=_k8s_bin(cluster_mod, k8s_bin))
             components.append(result)
             if result.kubeconfig is not None:
                 state = state.model_copy(update={"kubeconfig": result.kubeconfig})
@@ -112,7 +120,8 @@ def up(cluster: bool = False, paths: StatePaths | None = None) -> tuple[InfraSta
         return state, components
 
 
-def status(paths: StatePaths | None = None) -> list[ComponentStatus]:
+def status(paths: StatePaths | None = None,
+           k8s_bin: Path | None = None) -> list[ComponentStatus]:
     """What runs right now (checked live, never read from the state file alone)."""
     paths = paths or StatePaths()
     components = [docker.status(paths)]
@@ -121,7 +130,8 @@ def status(paths: StatePaths | None = None) -> list[ComponentStatus]:
     if module is not None:
         state = _recorded_state(paths)
         if state is not None:
-            components.append(_truthful_cluster(module, module.status(state), paths))
+            components.append(_truthful_cluster(
+                module, module.status(state, k8s_bin=_k8s_bin(module, k8s_bin)), paths))
         else:
             components.append(ComponentStatus(name="cluster", running=False,
                                               detail="infra was never brought up",
@@ -153,7 +163,8 @@ def _truthful_cluster(module: ModuleType, component: ComponentStatus,
     return component.model_copy(update={"detail": detail, "pid": None, "ours": False})
 
 
-def down(cluster: bool = True, paths: StatePaths | None = None) -> list[str]:
+def down(cluster: bool = True, paths: StatePaths | None = None,
+         k8s_bin: Path | None = None) -> list[str]:
     """Stop what we started (cluster first, engine last); return the names really stopped.
 
     Only processes whose records match /proc AND that were started from this state directory
@@ -168,7 +179,7 @@ def down(cluster: bool = True, paths: StatePaths | None = None) -> list[str]:
             names = _cluster_names(module, paths)
             ours = [n for n in names if processes.running(n, paths) is not None]
             if state is not None and ours:
-                module.down(state)
+                module.down(state, k8s_bin=_k8s_bin(module, k8s_bin))
                 if not any(processes.running(n, paths) for n in ours):
                     stopped.append("cluster")
         stopped += registries.down(paths)

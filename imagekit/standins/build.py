@@ -37,23 +37,24 @@ STANDINS_DIR_NAME = "standins"
 STANDIN_FOR = {"sglang": "sglang-base", "vllm": "vllm-base"}
 TORCH_WHEEL_ENV = "IMAGEKIT_TORCH_WHEEL"
 TORCH_PATTERN = "torch-2.13.0*-cp311-cp311-*x86_64.whl"
-CA_ENV = "IMAGEKIT_PIP_CERT"
 
 
-def ca_bundle() -> Path:
-    """The machine's CA bundle (package registries sit behind an intercepting CA here)."""
-    for candidate in (os.environ.get(CA_ENV), os.environ.get("PIP_CERT"),
+def ca_bundle(pip_cert: Path | None = None) -> Path:
+    """The machine's CA bundle (package registries sit behind an intercepting CA here):
+    `pip_cert` (the CLI passes IMAGEKIT_PIP_CERT), else $PIP_CERT, else the system bundle."""
+    for candidate in (pip_cert, os.environ.get("PIP_CERT"),
                       "/etc/ssl/certs/ca-certificates.crt"):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     raise InfraError("no CA bundle found for pip inside builds (set IMAGEKIT_PIP_CERT)")
 
 
-def torch_wheel() -> Path:
+def torch_wheel(given: Path | None = None) -> Path:
     """The local torch CPU wheel (cp311, as bookworm's python3); never downloaded: without it
-    pip would fetch a multi-GB CUDA build."""
-    if os.environ.get(TORCH_WHEEL_ENV):
-        path = Path(os.environ[TORCH_WHEEL_ENV])
+    pip would fetch a multi-GB CUDA build. `given` (the CLI passes IMAGEKIT_TORCH_WHEEL) wins
+    over a search of $PIP_FIND_LINKS and /opt/wheels."""
+    if given is not None:
+        path = Path(given)
         if path.is_file():
             return path
         raise InfraError(f"{TORCH_WHEEL_ENV} names no file", where=str(path))
@@ -150,7 +151,9 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                    profile: str | None = None, no_cache: bool = False,
-                   on_line=None, layers: int | None = None) -> list[StandinRecord]:
+                   on_line=None, layers: int | None = None,
+                   cache_dir: Path | None = None, pip_cert: Path | None = None,
+                   wheel: Path | None = None) -> list[StandinRecord]:
     """`layers`: pad every stand-in to at least that many layers (off by default), pushed
     under `<tag>-layers<N>` and pinned in the lock in place of the default tag."""
     if layers is not None and not 1 <= layers <= MAX_LAYERS:
@@ -162,13 +165,13 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
     standins_root = spec.root / STANDINS_DIR_NAME
     log: list[str] = []
     with store.attempt("standins-rootfs", "standins-rootfs") as attempt:
-        base_tag, made = ensure_rootfs_image(engine, log)
+        base_tag, made = ensure_rootfs_image(engine, log, cache_dir=cache_dir)
         attempt.write_text("rootfs.log", "\n".join(log) + "\n")
         attempt.write_result(StandinRootfsResult(image_tag=str(base_tag)))
         attempt.add_check(CheckResult(name="rootfs", status=Status.PASS,
                                       detail=f"{base_tag} ({'made' if made else 'cached'})"))
-    wheel = torch_wheel()
-    cert = ca_bundle()
+    wheel = torch_wheel(wheel)
+    cert = ca_bundle(pip_cert)
     records = []
     lock_path = spec.lock_path(profile_name)
     lock = load_lock(lock_path, profile_name)

@@ -34,7 +34,8 @@ from imagekit.errors import InfraError
 
 ORG = "imagekit-standin"
 MARKER = "imagekit-standin.json"
-ROOT_ENV = "IMAGEKIT_MODELS_DIR"
+#: Where stand-in models are cached unless the caller passes `root` (the CLI passes
+#: IMAGEKIT_MODELS_DIR, imagekit.settings).
 DEFAULT_ROOT = Path("/var/lib/imagekit/models")
 BUILDER = Path(__file__).with_name("build_model.py")
 TRANSFORMERS_RELEASE = "5.17.0"
@@ -56,10 +57,6 @@ class StandinModel:
 def is_standin(model_id: str | None) -> bool:
     """A served model name from the stand-in org (`transformers serve` appends `@main`)."""
     return bool(model_id) and str(model_id).split("@", 1)[0].startswith(ORG + "/")
-
-
-def models_root() -> Path:
-    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
 
 
 def _key(kind: str, vocab: int, max_len: int, corpus: tuple[Path, ...]) -> str:
@@ -92,7 +89,7 @@ def ensure_model(kind: str, python: Path, *, root: Path | None = None, vocab: in
     missing = [str(p) for p in corpus if not p.is_file()]
     if missing:
         raise InfraError(f"tokenizer corpus missing: {', '.join(missing)}")
-    root = root or models_root()
+    root = root or DEFAULT_ROOT
     model = _layout(kind, _key(kind, vocab, max_len, corpus), root, max_len)
     if (model.snapshot / MARKER).is_file():
         return model

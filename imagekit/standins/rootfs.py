@@ -28,11 +28,9 @@ SUITE = "bookworm"
 VARIANT = "minbase"
 PACKAGES = ("python3", "python3-pip", "python3-venv")
 REPOSITORY = "imagekit-standins/bookworm-python"
-CACHE_ENV = "IMAGEKIT_CACHE_DIR"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV, "/var/cache/imagekit")).absolute()
+#: The rootfs cache unless the caller passes `cache_dir` (the CLI passes IMAGEKIT_CACHE_DIR,
+#: imagekit.settings).
+DEFAULT_CACHE_DIR = Path("/var/cache/imagekit")
 
 
 def rootfs_key(packages: tuple[str, ...] = PACKAGES) -> str:
@@ -126,14 +124,15 @@ def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str])
     return target
 
 
-def ensure_rootfs_image(engine: Engine, log: list[str],
-                        packages: tuple[str, ...] = PACKAGES) -> tuple[str, bool]:
-    """The imported base's tag, and whether anything had to be made (False: cache hit)."""
+def ensure_rootfs_image(engine: Engine, log: list[str], packages: tuple[str, ...] = PACKAGES,
+                        cache_dir: Path | None = None) -> tuple[str, bool]:
+    """The imported base's tag, and whether anything had to be made (False: cache hit); the
+    debootstrap tarball is cached under `cache_dir` (default /var/cache/imagekit)."""
     tag = rootfs_tag(packages)
     if engine.exists(tag):
         log.append(f"rootfs image {tag} present: cache hit")
         return tag, False
-    directory = cache_dir() / "standins"
+    directory = (cache_dir or DEFAULT_CACHE_DIR).absolute() / "standins"
     directory.mkdir(parents=True, exist_ok=True)
     tarball = directory / f"rootfs-{rootfs_key(packages)[:16]}.tar"
     if not tarball.exists():

@@ -38,12 +38,7 @@ PENDING = {
     "cluster/manifests.py": "IMAGEKIT_MANIFESTS_DIR (no longer at import): under every "
                             "cluster flow, which stream B restructures",
     "infra/state.py": "IMAGEKIT_STATE_DIR: load_state() has ~20 callers in infra/ and tests",
-    "infra/cluster.py": "IMAGEKIT_K8S_BIN (at import): stream D rewrites infra/cluster.py",
-    "infra/engines.py": "IMAGEKIT_ENGINES_DIR: also read by its own __main__ program",
     "infra/apt.py": "IMAGEKIT_DEBIAN_MIRROR: under infra up and standins build",
-    "standins/rootfs.py": "IMAGEKIT_CACHE_DIR: under standins build",
-    "standins/build.py": "IMAGEKIT_PIP_CERT, IMAGEKIT_TORCH_WHEEL: under standins build",
-    "standins/models.py": "IMAGEKIT_MODELS_DIR: under standins build and the engines",
 }
 
 
