@@ -35,16 +35,15 @@ class Watchable(Protocol):
               timeout_seconds: int = 60) -> Iterator[WatchEvent]: ...
 
 
-def observe(resource: Watchable, name: str, namespace: str | None, *, deadline: float,
-            tick: float | None = None, clock: Callable[[], float] = time.monotonic
-            ) -> Iterator[dict | None]:
-    """The object `name` as it changes, until `deadline` (a `clock()` value); then it ends.
-    Re-lists on 410 Gone; any other watch ERROR is a `TransportError`."""
-    selector = f"metadata.name={name}"
+def _stream(resource: Watchable, namespace: str | None, *, deadline: float,
+            tick: float | None, clock: Callable[[], float], what: str, where: str,
+            selectors: dict[str, str]) -> Iterator[tuple[str, object]]:
+    """The list-then-watch loop both observers share: ("list", items) after every (re-)list,
+    ("event", event) for every change, ("tick", None) when a `tick` window ends without one.
+    Re-lists on 410 Gone; any other watch ERROR is a `TransportError`; ends at `deadline`."""
     while True:
-        items, version = resource.list_with_version(namespace, field_selector=selector)
-        current = items[0] if items else None
-        yield current
+        items, version = resource.list_with_version(namespace, **selectors)
+        yield "list", items
         while True:
             remaining = deadline - clock()
             if remaining <= 0:
@@ -52,24 +51,22 @@ def observe(resource: Watchable, name: str, namespace: str | None, *, deadline: 
             window = remaining if tick is None else min(remaining, tick)
             gone = False
             try:
-                for event in resource.watch(namespace, field_selector=selector,
-                                            resource_version=version,
+                for event in resource.watch(namespace, resource_version=version,
                                             timeout_seconds=max(1, min(int(window + 0.999),
-                                                                       60))):
+                                                                       60)),
+                                            **selectors):
                     if event.type == "ERROR":
-                        code = event.object.get("code")
-                        if code == 410:
+                        if event.object.get("code") == 410:
                             gone = True
                             break
-                        raise TransportError(f"watch of {resource.kind} {name}: "
+                        raise TransportError(f"watch of {resource.kind} {what}: "
                                              f"{event.object.get('message') or event.object}",
-                                             where=f"{namespace or ''}/{name}")
+                                             where=where)
                     meta = event.object.get("metadata") or {}
                     version = meta.get("resourceVersion") or version
                     if event.type == "BOOKMARK":
                         continue
-                    current = None if event.type == "DELETED" else event.object
-                    yield current
+                    yield "event", event
                     if clock() >= deadline:
                         return
             except Gone:
@@ -77,7 +74,25 @@ def observe(resource: Watchable, name: str, namespace: str | None, *, deadline: 
             if gone:
                 break       # list again, watch from the new version
             if tick is not None:
-                yield current   # the window ended without a change: re-judge the time
+                yield "tick", None   # the window ended without a change: re-judge the time
+
+
+def observe(resource: Watchable, name: str, namespace: str | None, *, deadline: float,
+            tick: float | None = None, clock: Callable[[], float] = time.monotonic
+            ) -> Iterator[dict | None]:
+    """The object `name` as it changes, until `deadline` (a `clock()` value); then it ends.
+    Re-lists on 410 Gone; any other watch ERROR is a `TransportError`."""
+    current: dict | None = None
+    for what, payload in _stream(resource, namespace, deadline=deadline, tick=tick,
+                                 clock=clock, what=name,
+                                 where=f"{namespace or ''}/{name}",
+                                 selectors={"field_selector": f"metadata.name={name}"}):
+        if what == "list":
+            items = payload if isinstance(payload, list) else []
+            current = items[0] if items else None
+        elif isinstance(payload, WatchEvent):
+            current = None if payload.type == "DELETED" else payload.object
+        yield current
 
 
 def wait_for(resource: Watchable, name: str, namespace: str | None,
@@ -101,45 +116,20 @@ def observe_selection(resource: Watchable, namespace: str | None, label_selector
                       clock: Callable[[], float] = time.monotonic) -> Iterator[dict[str, dict]]:
     """Like `observe`, for every object a label selector picks: yields {name: object} after
     every change (and every `tick`), until `deadline`. Re-lists on 410 Gone."""
-    while True:
-        items, version = resource.list_with_version(namespace, label_selector=label_selector)
-        current = {item["metadata"]["name"]: item for item in items}
+    current: dict[str, dict] = {}
+    for what, payload in _stream(resource, namespace, deadline=deadline, tick=tick,
+                                 clock=clock, what=label_selector, where=namespace or "",
+                                 selectors={"label_selector": label_selector}):
+        if what == "list":
+            items = payload if isinstance(payload, list) else []
+            current = {item["metadata"]["name"]: item for item in items}
+        elif isinstance(payload, WatchEvent):
+            name = (payload.object.get("metadata") or {}).get("name", "")
+            if payload.type == "DELETED":
+                current.pop(name, None)
+            else:
+                current[name] = payload.object
         yield dict(current)
-        while True:
-            remaining = deadline - clock()
-            if remaining <= 0:
-                return
-            window = remaining if tick is None else min(remaining, tick)
-            gone = False
-            try:
-                for event in resource.watch(namespace, label_selector=label_selector,
-                                            resource_version=version,
-                                            timeout_seconds=max(1, min(int(window + 0.999),
-                                                                       60))):
-                    if event.type == "ERROR":
-                        if event.object.get("code") == 410:
-                            gone = True
-                            break
-                        raise TransportError(f"watch of {resource.kind} {label_selector}: "
-                                             f"{event.object.get('message') or event.object}",
-                                             where=namespace or "")
-                    meta = event.object.get("metadata") or {}
-                    version = meta.get("resourceVersion") or version
-                    if event.type == "BOOKMARK":
-                        continue
-                    if event.type == "DELETED":
-                        current.pop(meta.get("name", ""), None)
-                    else:
-                        current[meta.get("name", "")] = event.object
-                    yield dict(current)
-                    if clock() >= deadline:
-                        return
-            except Gone:
-                gone = True
-            if gone:
-                break
-            if tick is not None:
-                yield dict(current)
 
 
 def wait_for_selection(resource: Watchable, namespace: str | None, label_selector: str,
