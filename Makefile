@@ -29,7 +29,7 @@ infra: venv
 # infra up --cluster, stand-ins, images verify, promote staging -> production -> target,
 # cluster probe of the promoted digest, reports (rehearsal-reports/<UTC>/index.md)
 rehearsal: venv
-	$(IK) rehearsal --profile $(PROFILE)
+	$(IK) rehearsal --profile $(PROFILE) $(if $(LAYERS),--layers $(LAYERS))
 
 images: venv
 	$(IK) infra up

@@ -111,6 +111,10 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                        help="Pad each stand-in to at least N layers (e.g. 63, the record's "
                             "SGLang base), pushed as <tag>-layers<N> and pinned; off by "
                             "default."),
+                   layers_for: list[str] = typer.Option(
+                       None, "--layers-for", metavar="IMAGE",
+                       help="With --layers: pad only this image's stand-in (repeatable; "
+                            "default every stand-in)."),
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
     from imagekit.spec import load_spec
@@ -122,7 +126,8 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
         records = build_standins(images, _engine(), store, profile,
                                  no_cache=no_cache, on_line=on_line, layers=layers,
                                  cache_dir=settings().cache_dir,
-                                 pip_cert=settings().pip_cert, wheel=settings().torch_wheel)
+                                 pip_cert=settings().pip_cert, wheel=settings().torch_wheel,
+                                 layers_for=frozenset(layers_for) if layers_for else None)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return

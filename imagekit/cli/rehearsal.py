@@ -31,24 +31,31 @@ def rehearsal(
     evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                                       help="Evidence store root (default ./.evidence)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    layers: int = typer.Option(
+        None, "--layers", metavar="N",
+        help="Build the SGLang stand-in with at least N layers (63: the record's SGLang "
+             "base; `standins build --layers N --layers-for sglang`), the rest unchanged; "
+             "off by default."),
 ) -> None:
     """Run the local stand-in rehearsal of the whole release path, end to end."""
-    from imagekit.rehearsal import check_out, closing_lines, run_rehearsal
+    from imagekit.rehearsal import check_layers, check_out, closing_lines, run_rehearsal
     from imagekit.results import exit_code_for, overall
     from imagekit.spec import load_spec
 
     spec = load_spec()
     profile_name = spec.profile(profile)[0]
+    check_layers(layers, spec, profile_name)  # bad input before any side effect
     store = evidence_store(evidence_dir)  # before infra up: a run that cannot be recorded
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = check_out(out or Path("rehearsal-reports") / stamp)  # bad input before any step
     with progress_for(json_output) as sink:
         done = run_rehearsal(spec, profile_name, store, out, cluster=cluster, sink=sink,
-                             namespace=settings().accept_namespace)
+                             namespace=settings().accept_namespace, layers=layers)
     checks = done.checks
     if json_output:
         print_json({"profile": done.profile, "reports": str(done.reports),
-                    "promoted": done.promoted, "status": overall(checks).value,
+                    "promoted": done.promoted, "standin_layers": done.standin_layers,
+                    "status": overall(checks).value,
                     "checks": [c.model_dump(mode="json") for c in checks],
                     "evidence": str(done.evidence)})
     elif not console.is_terminal:  # a pipe or a file: whole lines, never cut at 80 columns

@@ -433,6 +433,10 @@ class RehearsalResult(EvidenceResult):
     schema_version: Literal[1] = 1
     profile: str
     steps: list[RehearsalStep] = []
+    #: `imagekit rehearsal --layers N` (None: off, the stand-ins as built)
+    layers: int | None = None
+    #: with --layers: image -> layers of its padded stand-in, counted in the pushed manifest
+    standin_layers: dict[str, int] = {}
 
 
 class GateDecision(BaseModel):

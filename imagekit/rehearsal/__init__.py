@@ -7,6 +7,7 @@
 from imagekit.rehearsal.flow import (
                                      RehearsalOutcome,
                                      accept_step,
+                                     check_layers,
                                      check_out,
                                      closing_lines,
                                      decision_rows,
@@ -14,5 +15,5 @@ from imagekit.rehearsal.flow import (
 )
 from imagekit.rehearsal.steps import StepRunner, last_words, run_live, status_of
 
-__all__ = ["RehearsalOutcome", "StepRunner", "accept_step", "check_out", "closing_lines",
-           "decision_rows", "last_words", "run_live", "run_rehearsal", "status_of"]
+__all__ = ["RehearsalOutcome", "StepRunner", "accept_step", "check_layers", "check_out",
+           "closing_lines", "decision_rows", "last_words", "run_live", "run_rehearsal", "status_of"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.errors import InvalidInput
+from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.rehearsal.steps import StepRunner
 from imagekit.results import CheckResult, Status
 
@@ -44,6 +44,47 @@ class RehearsalOutcome(BaseModel):
     promoted: dict[str, str]
     checks: list[CheckResult]
     evidence: Path
+    #: `--layers N`: image -> layers of the stand-in it built, read back from the registry
+    standin_layers: dict[str, int] = {}
+
+
+def check_layers(layers: int | None, spec: ImagesSpec, profile: str) -> None:
+    """`--layers N` (off by default), before any side effect: the bounds of `standins build
+    --layers`, and a profile that builds stand-ins, with an SGLang image to pad."""
+    if layers is None:
+        return
+    from imagekit.standins.build import check_layers as bounds
+
+    bounds(layers)
+    profile_name, prof = spec.profile(profile)
+    if not prof.standins:
+        raise InvalidInput(f"--layers: profile {profile_name!r} builds no stand-ins",
+                           where="--layers")
+    if padded_image(spec) is None:
+        raise InvalidInput("--layers: the spec has no SGLang image to pad", where="--layers")
+
+
+def padded_image(spec: ImagesSpec) -> str | None:
+    """The spec image whose stand-in `--layers` pads: the SGLang one (the record's 63)."""
+    return next((name for name, image in spec.images.items() if image.engine == "sglang"),
+                None)
+
+
+def standin_layer_count(spec: ImagesSpec, profile: str, image: str) -> tuple[int, str]:
+    """Layers of the stand-in base `standins build` pinned for `image`, counted in its
+    manifest at the registry (not the flag echoed): (count, the pinned reference@digest)."""
+    from imagekit.infra.state import registry_trust
+    from imagekit.oci import ImageReference
+    from imagekit.registry import RegistryClient, RegistryOptions
+    from imagekit.registry.images import resolve_image
+    from imagekit.spec import load_lock
+
+    entry = load_lock(spec.lock_path(profile), profile).bases[image]
+    pinned = ImageReference.parse(f"{entry.tag.registry}/{entry.tag.repository}@{entry.digest}")
+    with RegistryClient(pinned.registry,
+                        RegistryOptions(**registry_trust(pinned.registry))) as client:
+        resolved = resolve_image(client, pinned)
+    return len(resolved.manifest.layers), f"{entry.tag}@{entry.digest}"
 
 
 def check_out(out: Path) -> Path:
@@ -116,8 +157,10 @@ def actor_keys(runner: StepRunner, actors: Path) -> bool:
     return True
 
 
-def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Path) -> None:
-    """index.md: who played which part (keys, stores) and the auditor's reports."""
+def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Path,
+                standin_layers: dict[str, int] | None = None) -> None:
+    """index.md: who played which part (keys, stores) and the auditor's reports; with
+    `--layers`, the layer count of each padded stand-in as its manifest says."""
     from imagekit.clusteraccept import rehearsal as step
 
     out.mkdir(parents=True, exist_ok=True)
@@ -131,6 +174,11 @@ def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Pat
     lines += ["", "CI's store is the rehearsal's own (it built the images); the others start "
               "empty. The reports below were rendered from the auditor's empty store, from "
               "what the three keys signed at the registry.", ""]
+    for name, count in (standin_layers or {}).items():
+        lines.append(f"The {name} stand-in base was built with --layers: {count} layers "
+                     "(counted in its manifest at the registry).")
+    if standin_layers:
+        lines.append("")
     lines += decision_rows(out, promoted)
     found = sorted(p.name for p in out.glob("*.md") if p.name != "index.md")
     lines += ["", "Reports: " + (", ".join(f"[{f}]({f})" for f in found) or "none")]
@@ -169,30 +217,36 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
 
 def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Path, *,
                   cluster: bool, sink: Progress,
-                  namespace: str | None = None) -> RehearsalOutcome:
+                  namespace: str | None = None, layers: int | None = None) -> RehearsalOutcome:
     """Every step of the rehearsal in order, recorded in one `rehearsal` attempt; `out` was
-    checked (`check_out`) before. A step that fails stops the later steps of its image only."""
+    checked (`check_out`) before. A step that fails stops the later steps of its image only.
+    `layers` (checked by `check_layers` before): the SGLang stand-in padded to that many."""
     profile_name = spec.profile(profile)[0]
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt:
         # the steps write where the rehearsal does (also when it was given --evidence-dir)
         runner = StepRunner(attempt, sink,
                             env={**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)})
+        standin_layers: dict[str, int] = {}
         promoted = _steps(runner, spec, profile_name, store, out, cluster=cluster,
-                          namespace=namespace)
-        write_index(out, out / "actors", promoted, store.root)
+                          namespace=namespace, layers=layers, standin_layers=standin_layers)
+        write_index(out, out / "actors", promoted, store.root, standin_layers)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
         from imagekit.evidence.kinds import RehearsalResult
 
-        attempt.write_result(RehearsalResult(profile=profile_name, steps=runner.steps))
+        attempt.write_result(RehearsalResult(profile=profile_name, steps=runner.steps,
+                                             layers=layers, standin_layers=standin_layers))
     return RehearsalOutcome(profile=profile_name, reports=out, promoted=promoted,
-                            checks=runner.checks, evidence=attempt.path)
+                            checks=runner.checks, evidence=attempt.path,
+                            standin_layers=standin_layers)
 
 
 def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
            store: EvidenceStore, out: Path, *, cluster: bool,
-           namespace: str | None = None) -> dict[str, str]:
-    """The steps themselves; returns what was promoted (image name -> its final hop)."""
+           namespace: str | None = None, layers: int | None = None,
+           standin_layers: dict[str, int] | None = None) -> dict[str, str]:
+    """The steps themselves; returns what was promoted (image name -> its final hop).
+    With `layers`, the padded stand-in's layer count (read back) goes into `standin_layers`."""
     from imagekit.build import latest_build
     from imagekit.clusteraccept import rehearsal as step
 
@@ -200,8 +254,13 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
     code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
     if code == 0:
         runner.use_infra_credentials()
+    padded = padded_image(spec) if layers else None
     if code == 0 and prof.standins:
-        runner.run("standins-build", "standins", "build", "--profile", profile_name)
+        pad = ["--layers", str(layers), "--layers-for", padded] if layers and padded else []
+        built, _ = runner.run("standins-build", "standins", "build", "--profile", profile_name,
+                              *pad)
+        if built == 0 and layers and padded:
+            layers_check(runner, spec, profile_name, padded, layers, standin_layers)
     if code == 0:
         runner.run("images-verify", "images", "verify", "--profile", profile_name)
     actors = out / "actors"
@@ -255,6 +314,24 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
                    str(out), "--profile", profile_name,
                    *step.trust_args(actors, *step.ACTORS), store=auditor)
     return promoted
+
+
+def layers_check(runner: StepRunner, spec: ImagesSpec, profile: str, image: str, layers: int,
+                 standin_layers: dict[str, int] | None) -> None:
+    """The padded stand-in's layers, counted in its pushed manifest: PASS at `layers` or more
+    (a stand-in that already had more is not cut), FAIL fewer, ERROR unreadable."""
+    name = f"{image}-standin-layers"
+    try:
+        count, pinned = standin_layer_count(spec, profile, image)
+    except (ImagekitError, OSError, KeyError, ValueError) as exc:  # one check says why
+        runner.add_check(CheckResult(name=name, status=Status.ERROR,
+                                     detail=f"could not read the stand-in's manifest: {exc}"))
+        return
+    if standin_layers is not None:
+        standin_layers[image] = count
+    runner.add_check(CheckResult(
+        name=name, status=Status.PASS if count >= layers else Status.FAIL,
+        detail=f"{count} layers in the manifest of {pinned} (--layers {layers})"))
 
 
 def closing_lines(checks: list[CheckResult]) -> list[str]:

@@ -100,6 +100,12 @@ class StandinRecord(BaseModel):
 MAX_LAYERS = 120
 
 
+def check_layers(layers: int | None) -> None:
+    """`--layers N` in bounds (1-MAX_LAYERS), or off (None); checked before any side effect."""
+    if layers is not None and not 1 <= layers <= MAX_LAYERS:
+        raise SpecError(f"--layers {layers}: give 1-{MAX_LAYERS}")
+
+
 def pad_dockerfile(base: str, have: int, want: int) -> str | None:
     """A Dockerfile on top of `base` (with `have` layers) that adds tiny COPY layers until the
     image has `want` (None: it has enough). Generic — it touches no package of the stand-in —
@@ -153,11 +159,17 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                    profile: str | None = None, no_cache: bool = False,
                    on_line=None, layers: int | None = None,
                    cache_dir: Path | None = None, pip_cert: Path | None = None,
-                   wheel: Path | None = None) -> list[StandinRecord]:
+                   wheel: Path | None = None,
+                   layers_for: frozenset[str] | None = None) -> list[StandinRecord]:
     """`layers`: pad every stand-in to at least that many layers (off by default), pushed
-    under `<tag>-layers<N>` and pinned in the lock in place of the default tag."""
-    if layers is not None and not 1 <= layers <= MAX_LAYERS:
-        raise SpecError(f"--layers {layers}: give 1-{MAX_LAYERS}")
+    under `<tag>-layers<N>` and pinned in the lock in place of the default tag; `layers_for`:
+    only the stand-ins of these spec images (None: all), the others as without `layers`."""
+    check_layers(layers)
+    if layers_for is not None:
+        unknown = sorted(set(layers_for) - set(spec.images))
+        if unknown:
+            raise SpecError(f"--layers-for {unknown[0]}: no such image in the spec "
+                            f"(give one of {', '.join(sorted(spec.images))})")
     profile_name, prof = spec.profile(profile)
     if not prof.standins:
         raise SpecError(f"profile {profile_name!r} does not use stand-ins")
@@ -185,7 +197,8 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
         key = hashlib.sha256("\0".join([rootfs_key(), tree_hash(directory), wheel.name,
                                         prof.pip_index_url or ""]).encode()).hexdigest()
         local_tag = f"imagekit-standins/{standin}:{key[:16]}"
-        reference = _layers_tag(image.base[profile_name], layers)
+        pad = layers if layers_for is None or image_name in layers_for else None
+        reference = _layers_tag(image.base[profile_name], pad)
         started = dt.datetime.now(dt.UTC)
         built = False
         with store.attempt(f"standin-{standin}", "standin-build", cache_key=key,
@@ -215,16 +228,16 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
             else:
                 attempt.write_text("build.log", f"{local_tag} present: cache hit\n")
             layer_count = None
-            if layers:
-                local_tag, layer_count = _padded(engine, local_tag, layers, on_line)
+            if pad:
+                local_tag, layer_count = _padded(engine, local_tag, pad, on_line)
                 attempt.write_text("layers.txt", f"{local_tag}: {layer_count} layers "
-                                                 f"(--layers {layers})\n")
+                                                 f"(--layers {pad})\n")
             info = engine.inspect(local_tag)
             engine.tag(local_tag, str(reference))
             digest = engine.push(reference)
             mirror_ref = image.mirror.get(profile_name)
             if mirror_ref is not None:
-                mirror_ref = _layers_tag(mirror_ref, layers)
+                mirror_ref = _layers_tag(mirror_ref, pad)
             mirror_digest = None
             if mirror_ref is not None:
                 engine.tag(local_tag, str(mirror_ref))
