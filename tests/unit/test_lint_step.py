@@ -18,7 +18,10 @@ NO_VENV = "/nonexistent-imagekit-venv"
 def _dry_run(target: str) -> list[str]:
     make = shutil.which("make")
     assert make is not None, "make is needed (CI runs `make test`)"
-    done = subprocess.run([make, "-n", "-o", f"{NO_VENV}/.stamp", f"VENV={NO_VENV}", target],
+    # --no-print-directory: under `make test` (MAKELEVEL set) make would add its own
+    # "Entering directory" lines to what it prints
+    done = subprocess.run([make, "-n", "--no-print-directory", "-o", f"{NO_VENV}/.stamp",
+                           f"VENV={NO_VENV}", target],
                           cwd=REPO, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
