@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from scan_helpers import MODULES_PROBE
 
 BOUND_S = 0.3
 RUNS = 5
@@ -52,19 +53,8 @@ def test_help_is_fast_as_a_process() -> None:
 
 
 HEAVY = ("kubernetes", "python_on_whales", "httpx", "yaml", "cryptography", "stamina")
-PROBE = """
-import json, runpy, sys
-sys.argv = ["imagekit", *sys.argv[1:]]
-try:
-    runpy.run_module("imagekit", run_name="__main__")
-except SystemExit:
-    pass
-sys.stderr.write(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
-"""
-
-
 def _modules(*args: str) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, env=_env(),
+    done = subprocess.run([sys.executable, "-c", MODULES_PROBE, *args], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=60)
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
 

@@ -22,6 +22,8 @@ import ast
 import re
 from pathlib import Path
 
+from scan_helpers import string_constants
+
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 README = PACKAGE.parent / "README.md"
 
@@ -88,18 +90,6 @@ def operation_rank(top: str) -> int | None:
     return None
 
 
-def _constants(tree: ast.Module) -> dict[str, str]:
-    """Module-level NAME = "string" assignments (e.g. GATE_MODULE = "imagekit.report.gate")."""
-    found = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
-                isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node.value.value
-    return found
-
-
 def _dynamic_call(node: ast.Call) -> bool:
     func = node.func
     if isinstance(func, ast.Name):
@@ -116,7 +106,7 @@ def _reads_only(module: str) -> bool:
 def imports_of(path: Path) -> tuple[set[str], list[str]]:
     """(imagekit sub-packages imported, descriptions of dynamic imports) of one file."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    constants = _constants(tree)
+    constants = string_constants(tree)
     found: set[str] = set()
     dynamic: list[str] = []
     for node in ast.walk(tree):
@@ -276,7 +266,7 @@ def cli_private_uses(path: Path, package: Path) -> list[str]:
     relative = path.relative_to(package)
     own = "imagekit." + ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
     tree = ast.parse(path.read_text(), filename=str(path))
-    constants = _constants(tree)
+    constants = string_constants(tree)
 
     def literal(node: ast.expr) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):

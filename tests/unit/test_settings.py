@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scan_helpers import MODULES_PROBE, string_constants
 
 import imagekit
 from imagekit.errors import InvalidInput
@@ -47,17 +48,6 @@ def _tree(source: str) -> ast.Module:
     return ast.parse(source)  # parsed once for the three scans
 
 
-def _constants(tree: ast.Module) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
-                isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node.value.value
-    return found
-
-
 def _is_environ(node: ast.AST) -> bool:
     return (isinstance(node, ast.Attribute) and node.attr == "environ"
             and isinstance(node.value, ast.Name) and node.value.id == "os")
@@ -76,7 +66,7 @@ def env_reads(source: str) -> list[tuple[int, str]]:
     (os.environ.get/[...]/in, os.getenv); a key that is not a literal or a module constant is
     reported too: it could be one."""
     tree = _tree(source)
-    constants = _constants(tree)
+    constants = string_constants(tree)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         key: str | None = None
@@ -262,22 +252,11 @@ def test_the_cli_reads_the_environment_it_was_given() -> None:
                                    "number, not nan (IMAGEKIT_DEADLINE)"), done.stderr
 
 
-PROBE = """
-import json, runpy, sys
-sys.argv = ["imagekit", *sys.argv[1:]]
-try:
-    runpy.run_module("imagekit", run_name="__main__")
-except SystemExit:
-    pass
-sys.stderr.write(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
-"""
-
-
 @pytest.mark.parametrize("args", [("--help",), ("promote", "--help"), ("cluster", "--help")])
 def test_help_does_not_pay_for_pydantic_settings(args: tuple[str, ...]) -> None:
     """The settings are read by the command's first line, not by the root callback, which also
     runs for `imagekit CMD --help` (the 0.3 s budget: tests/unit/test_cli_startup.py)."""
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", MODULES_PROBE, *args], cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                           text=True, timeout=60)
     loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
