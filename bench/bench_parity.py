@@ -11,6 +11,11 @@ its read-back and its evidence, exactly as a user runs it.
 
     python bench/bench_parity.py [--out bench/results] [--pairs 3] [--port-base 5140]
                                  [--only record|small] [--scale 1.0] [--profile DIR]
+                                 [--baseline DIR]
+
+`--baseline DIR`: a checkout of other imagekit code (e.g. `git worktree add /tmp/base main`) run
+as a third tool in every round (crane, baseline, this checkout), so a before/after figure is
+taken under the same load: its medians and its ratio to crane are printed beside this one's.
 
 `--profile DIR`: one extra imagekit run per image under `py-spy record` (all threads, native
 frames off, 100 Hz; a speedscope JSON and a raw flame file) for where the CPU goes.
@@ -54,11 +59,12 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(argv: list[str], env: dict[str, str] | None) -> tuple[float, float, str]:
+def run(argv: list[str], env: dict[str, str] | None, cwd: str | None = None
+        ) -> tuple[float, float, str]:
     """(wall s, CPU s of the process tree, error tail or '') of one run."""
     cpu = children_cpu()
     started = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, check=False)
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=False)
     wall = time.perf_counter() - started
     error = "" if done.returncode == 0 else (
         f"exit {done.returncode}: " + " ".join((done.stderr or done.stdout)
@@ -76,6 +82,8 @@ def main() -> int:
     parser.add_argument("--only", choices=["record", "small"])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--profile", type=Path)
+    parser.add_argument("--baseline", type=Path,
+                        help="other imagekit code (its checkout root), measured in every round")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     crane = shutil.which("crane") or "/usr/bin/crane"
@@ -86,8 +94,9 @@ def main() -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     ik = [sys.executable, "-m", "imagekit"]
     subprocess.run([*ik, "--help"], env=env, stdout=subprocess.DEVNULL, check=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "imagekit")], env=env,
-                   stdout=subprocess.DEVNULL, check=False)
+    for code in [ROOT, *([args.baseline.resolve()] if args.baseline else [])]:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "imagekit")],
+                       env=env, stdout=subprocess.DEVNULL, check=False)
     started = time.monotonic()
     sources: dict[str, tuple[ScratchRegistry, str]] = {}
     try:
@@ -109,18 +118,23 @@ def main() -> int:
         for name, (src_reg, src) in sources.items():
             repo_path = src.split("/", 1)[1]
             dst = f"127.0.0.1:{dest_port}/{repo_path}"
-            rounds: dict[str, list[dict]] = {"crane": [], "ours": []}
+            tools = ["crane", *(["baseline"] if args.baseline else []), "ours"]
+            rounds: dict[str, list[dict]] = {tool: [] for tool in tools}
             for _ in range(args.pairs):
-                for tool in ("crane", "ours"):
+                for tool in tools:
                     evidence = tempfile.mkdtemp(prefix="parity-evidence-")
                     argv = [crane, "copy", "--insecure", src, dst] if tool == "crane" else [
                         *ik, "promote", src, "--to", dst, "--json", "--evidence-dir", evidence,
                         "--force", "--reason", "parity benchmark"]
+                    tool_env, cwd = (env if tool != "crane" else None), None
+                    if tool == "baseline":  # `python -m` puts the cwd first on sys.path
+                        cwd = str(args.baseline.resolve())
+                        tool_env = {**env, "PYTHONPATH": cwd}
                     shutil.rmtree(dest_root, ignore_errors=True)
                     dest = ScratchRegistry(dest_root, dest_port, binary=REGISTRY_BIN).start()
                     try:
                         src_cpu, dst_cpu = process_cpu(src_reg), process_cpu(dest)
-                        wall, cpu, error = run(argv, env if tool == "ours" else None)
+                        wall, cpu, error = run(argv, tool_env, cwd)
                         rounds[tool].append({
                             "s": round(wall, 3), "cpu_s": round(cpu, 3), "error": error,
                             "src_registry_cpu_s": round(process_cpu(src_reg) - src_cpu, 3),
@@ -131,6 +145,17 @@ def main() -> int:
                         shutil.rmtree(evidence, ignore_errors=True)
                     print(f"{name} {tool}: {rounds[tool][-1]}", flush=True)
             ok = all(not r["error"] for rs in rounds.values() for r in rs)
+            baseline: dict[str, object] = {}
+            if args.baseline:
+                base_pairs = list(zip(rounds["crane"], rounds["baseline"], strict=True))
+                baseline = {"baseline": {
+                    "code": str(args.baseline), "runs": rounds["baseline"],
+                    "s": statistics.median(b["s"] for _, b in base_pairs),
+                    "cpu_s": statistics.median(b["cpu_s"] for _, b in base_pairs),
+                    "wall_ratio": round(statistics.median(
+                        b["s"] / c["s"] for c, b in base_pairs), 3),
+                    "cpu_ratio": round(statistics.median(
+                        b["cpu_s"] / max(c["cpu_s"], 1e-3) for c, b in base_pairs), 3)}}
             pairs = list(zip(rounds["crane"], rounds["ours"], strict=True))
             wall_ratio = statistics.median(o["s"] / c["s"] for c, o in pairs)
             cpu_ratio = statistics.median(o["cpu_s"] / max(c["cpu_s"], 1e-3) for c, o in pairs)
@@ -150,7 +175,8 @@ def main() -> int:
                 "crane_cpu_s": statistics.median(c["cpu_s"] for c, _ in pairs),
                 "ours_cpu_s": statistics.median(o["cpu_s"] for _, o in pairs),
                 "wall_met": ok and wall_ratio <= goal["wall"],
-                "cpu_met": None if goal["cpu"] is None else ok and cpu_ratio <= goal["cpu"]}
+                "cpu_met": None if goal["cpu"] is None else ok and cpu_ratio <= goal["cpu"],
+                **baseline}
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
                 shutil.rmtree(dest_root, ignore_errors=True)
@@ -185,6 +211,10 @@ def main() -> int:
               f"(goal <= {r['wall_goal']}) {'MET' if r['wall_met'] else 'NOT MET'} | "
               f"cpu {r['cpu_ratio']}x{cpu_goal}"
               + ("" if r["cpu_met"] is None else f" {'MET' if r['cpu_met'] else 'NOT MET'}"))
+        if "baseline" in r:
+            b = r["baseline"]
+            print(f"  baseline {b['code']}: {b['s']:.2f}s cpu {b['cpu_s']:.2f}s | wall "
+                  f"{b['wall_ratio']}x | cpu {b['cpu_ratio']}x")
     print(f"load {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus; "
           f"{result['seconds']} s")
     return 0

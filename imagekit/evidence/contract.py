@@ -64,7 +64,7 @@ class EvidenceResult(BaseModel):
     """Base of every kind's result model. Subclasses pin `kind` (a Literal, or a pattern for a
     family such as `accept-*`) and `schema_version`, and are registered with `register`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     #: the kind (or kind family pattern `accept-*`) this model is registered for
     KIND: ClassVar[str] = ""

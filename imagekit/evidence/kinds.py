@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from imagekit.evidence.contract import EvidenceResult, register
 from imagekit.results import Status
 
-_FACT = ConfigDict(extra="forbid", frozen=True)
+_FACT = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 @register

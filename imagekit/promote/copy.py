@@ -121,7 +121,14 @@ class _Stats:
     referrers: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     blobs: list[BlobMove] = field(default_factory=list)
+    #: blobs this hop saw served at the endpoint as they landed (a HEAD after the commit, or
+    #: the HEAD that found them present): the read-back does not ask again
+    served: set[Digest] = field(default_factory=set)
     lock: Lock = field(default_factory=Lock)
+
+    def saw_served(self, digest: Digest) -> None:
+        with self.lock:
+            self.served.add(digest)
 
     def blob(self, move: BlobMove) -> None:
         with self.lock:
@@ -232,6 +239,7 @@ class Promoter:
         started = time.perf_counter()
         if dst.client.blob_exists(dst.repository, digest):
             stats.add(skipped=1)
+            stats.saw_served(digest)
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="skipped"))
             phase(self.progress, f"{dst.client.registry} {digest.short}: present, skipped")
             return
@@ -255,6 +263,12 @@ class Promoter:
                 on_note=stats.note)
         finally:
             self.progress.finish(task)
+        # this blob's read-back, while the other blobs still move (crane reads nothing back;
+        # here it costs no wall time at the end of the hop)
+        if not dst.client.blob_exists(dst.repository, digest):
+            raise NotFound(f"blob {digest} was committed but the endpoint does not serve it",
+                           where=str(dst.reference))
+        stats.saw_served(digest)
         stats.add(copied=1, bytes_moved=sent)
         stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="copied",
                             bytes_moved=sent, seconds=round(time.perf_counter() - started, 4)))
@@ -342,9 +356,11 @@ class Promoter:
         return f"{len(wanted)} referrers listed and served"
 
     # -- read back -----------------------------------------------------------------------------
-    def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor) -> str:
+    def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor,
+                   seen: set[Digest] | None = None) -> str:
         """Prove the endpoint serves the digest: manifest by digest (GET, hashed), the tag (HEAD)
-        names it, every blob present (HEADs, in parallel)."""
+        names it, every blob present (HEADs, in parallel; those in `seen` were HEADed at this
+        endpoint during the hop, as they landed, and are not asked again)."""
         served = dst.client.get_manifest(dst.repository, root.digest)
         if served.digest != root.digest:  # get_manifest already hashed; belt and braces
             raise DigestMismatch("hop serves different bytes", where=str(dst.reference))
@@ -358,12 +374,15 @@ class Promoter:
                                      f"{root.digest}", where=str(dst.reference))
             notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
         blobs = self._all_blobs(dst, root)
-        present = list(pool.map(lambda d: dst.client.blob_exists(dst.repository, d), blobs))
-        missing = [str(d) for d, ok in zip(blobs, present, strict=True) if not ok]
+        ask = [d for d in blobs if d not in (seen or set())]
+        present = list(pool.map(lambda d: dst.client.blob_exists(dst.repository, d), ask))
+        missing = [str(d) for d, ok in zip(ask, present, strict=True) if not ok]
         if missing:
             raise NotFound(f"hop serves the manifest but lacks {len(missing)} blob(s): "
                            f"{', '.join(missing[:3])}", where=str(dst.reference))
-        notes.append(f"{len(blobs)} blobs present")
+        early = len(blobs) - len(ask)
+        notes.append(f"{len(blobs)} blobs present" + (
+            f" ({early} read back as they landed)" if early else ""))
         return "; ".join(notes)
 
     def _all_blobs(self, dst: _Location, root: ManifestBlob) -> list[Digest]:
@@ -396,7 +415,7 @@ class Promoter:
                                  f"({stats.copied} copied, {stats.skipped} skipped, "
                                  f"{stats.mounted} mounted) in "
                                  f"{time.perf_counter() - started:.2f}s; reading back")
-            read_back = self._read_back(dst, root, pool)
+            read_back = self._read_back(dst, root, pool, stats.served)
             read_back += "; " + self._read_back_referrers(dst, root.digest, stats.referrers)
         phase(self.progress, f"hop {dst.reference}: verified ({read_back})")
         return HopRecord(

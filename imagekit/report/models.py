@@ -24,7 +24,7 @@ class EvidenceLine(BaseModel):
     line stays in the report as history (evidence is append-only), but no longer decides.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: str
     name: str
@@ -50,7 +50,7 @@ class RequiredOutcome(BaseModel):
     Missing evidence is never a pass: `status` is None and `satisfied` False then.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     requirement: str
     satisfied: bool
@@ -61,7 +61,7 @@ class RequiredOutcome(BaseModel):
 class EndpointDigest(BaseModel):
     """The digest an image has at one promotion endpoint (staging, production, target…)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     endpoint: str
     reference: str
@@ -74,7 +74,7 @@ class EndpointDigest(BaseModel):
 
 
 class BandwidthPoint(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     bytes: int
     algbw_GBps: float | None = None
@@ -84,7 +84,7 @@ class BandwidthPoint(BaseModel):
 class PreflightSummary(BaseModel):
     """An all-reduce preflight as recorded by the GPU helper (sizes with algbw/busbw)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     status: Status
     world_size: int | None = None
@@ -99,7 +99,7 @@ class PreflightSummary(BaseModel):
 class LatencySeries(BaseModel):
     """Latency percentiles of one acceptance/bench measurement (`p50`, `p90`, `p99`, …)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: str
     label: str
@@ -116,7 +116,7 @@ class AcceptanceVerdict(BaseModel):
     `data["protocol"]` / `data["semantic"]`, imagekit/acceptance/protocol.py). None: that
     aspect was not judged (a capability the engine lacks, a check without a semantic part)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: str
     name: str
@@ -131,7 +131,7 @@ class AcceptanceVerdict(BaseModel):
 class GoodputPoint(BaseModel):
     """Goodput of one bench round: the share of requests that met every SLO threshold."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     label: str
     goodput: float
@@ -143,7 +143,7 @@ class GoodputPoint(BaseModel):
 class ClusterStart(BaseModel):
     """One engine start of `imagekit cluster accept`: its live phases and how it ended."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     pod: str
     state: str | None = None
@@ -158,7 +158,7 @@ class ClusterStart(BaseModel):
 class ImageFacts(BaseModel):
     """The image manifest's facts: final versions, base digest, fix layers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str | None = None
     versions: dict[str, str] = {}
@@ -170,7 +170,7 @@ class ImageFacts(BaseModel):
 class OverrideRecord(BaseModel):
     """A promotion forced past a refusing gate, with the reason someone gave."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     reason: str
     user: str = ""
@@ -183,7 +183,7 @@ class VersionChange(BaseModel):
     """A package version the probes saw that differs from the previous build's (None: the
     package was not there / not found by the versions probe)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     package: str
     before: str | None = None
@@ -194,7 +194,7 @@ class StatusChange(BaseModel):
     """A check (`kind:name`) whose current status differs from the previous build's (None:
     that build has no such check)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     check: str
     before: Status | None = None
@@ -207,7 +207,7 @@ class PreviousBuild(BaseModel):
     another digest, built before this one): base digest, versions, checks whose status changed.
     The SBOM difference is `imagekit.sbom.history`'s (it needs the SBOMs of both)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     digest: str
     built: dt.datetime
@@ -243,7 +243,7 @@ class SignedStatement(BaseModel):
     """One statement a trusted key signed about the image, read from a registry (an
     `attested` attempt): the auditor's chain, phase by phase, each naming its signer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     phase: str = Field(description="image (test-result, sbom), hops (promotion), cluster "
                        "(cluster-* types), other")
@@ -264,7 +264,7 @@ class SignedStatement(BaseModel):
 class ImageReport(BaseModel):
     """Everything the evidence store knows about one image digest, condensed."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     schema_version: int = REPORT_SCHEMA_VERSION
     subject: str

@@ -33,13 +33,15 @@ import re
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from imagekit.errors import InvalidInput
+
+if TYPE_CHECKING:  # cryptography is imported where a key is read (a promote trusting none
+    # does not pay its ~30 ms)
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 TRUST_KEYS_ENV = "IMAGEKIT_TRUST_KEYS"
 TRUST_POLICY_ENV = "IMAGEKIT_TRUST_POLICY"
@@ -97,6 +99,8 @@ def _normal_time(value: str) -> str | None:
 
 def fingerprint_of(key: ec.EllipticCurvePublicKey) -> str:
     """`sha256:<hex>` of the key's SPKI DER (the same hash cosign's hint carries, base64)."""
+    from cryptography.hazmat.primitives import serialization
+
     der = key.public_bytes(serialization.Encoding.DER,
                            serialization.PublicFormat.SubjectPublicKeyInfo)
     return "sha256:" + hashlib.sha256(der).hexdigest()
@@ -131,6 +135,9 @@ def _read_bounded(path: Path, limit: int, what: str) -> bytes:
 def load_trusted_public(path: Path) -> ec.EllipticCurvePublicKey:
     """A trust key file: an ECDSA PEM public key, nothing else (a private key is refused:
     a consumer must never be handed one)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     data = _read_bounded(path, MAX_KEY_BYTES, "trust key")
     if b"PRIVATE KEY" in data:
         raise InvalidInput("not a PEM public key: this is a PRIVATE key (trust the signer's .pub)",
