@@ -164,7 +164,7 @@ class Settings(BaseSettings):
                           "/etc/docker/certs.d")
     upload_chunk: Annotated[int | None, BeforeValidator(_chunk)] = Field(
         None, **_test_only("bytes per upload PATCH (tests make it tiny to interrupt an "
-                           "upload mid-blob); default 128 MiB, promote one PATCH per blob"))
+                           "upload mid-blob); default 128 MiB, promote 16 MiB"))
     lean_http: Annotated[bool, BeforeValidator(_switch_on)] = Field(
         True, **_test_only("0/false/no/off turns the http.client fast path for blob bodies "
                            "off (A/B measurement, or a registry it misjudges)"))
