@@ -9,6 +9,9 @@
   further request is reset — a network cut in the middle of a promote.
 - `cut_after_patches=N`: the same after N acknowledged upload chunks (PATCH answered 202) — a
   cut in the middle of one blob. Set the attribute to None to heal the network.
+- `hide_committed=True`: a blob whose upload it saw committed (PUT …?digest= answered 201) is
+  answered 404 to every later HEAD/GET of it — a registry that acknowledges a commit and then
+  does not serve the blob (the read-back must catch it).
 - `cut_blobs=(lo, hi)`: every blob GET body (the first and every resumed one) is reset after a
   random lo..hi bytes (a relay that cuts long downloads); `cut_first=N`: only a blob GET without
   a Range header is cut, after N bytes (each blob is resumed exactly once).
@@ -80,7 +83,8 @@ class FaultProxy:
                  cut_after_commits: int | None = None, cut_after_patches: int | None = None,
                  seed: int = 7, cut_blobs: tuple[int, int] | None = None,
                  cut_first: int | None = None, ranges: str | None = None, shift: int = 4096,
-                 extra: int = 1 << 20, bind: str = "127.0.0.1") -> None:
+                 extra: int = 1 << 20, bind: str = "127.0.0.1",
+                 hide_committed: bool = False) -> None:
         if ranges is not None and ranges not in RANGE_LIES:
             raise ValueError(f"ranges={ranges!r}: one of {RANGE_LIES}")
         self.cut_blobs, self.cut_first, self.ranges = cut_blobs, cut_first, ranges
@@ -99,6 +103,8 @@ class FaultProxy:
         self.commits = 0
         self.cut_after_patches = cut_after_patches
         self.patches = 0
+        self.hide_committed = hide_committed
+        self.hidden: set[str] = set()   # digests committed through here, hidden after
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -195,6 +201,13 @@ class FaultProxy:
             self._count("reset")
             raise _Reset()
         is_blob_get = handler.command == "GET" and "/blobs/sha256:" in handler.path
+        if handler.command in ("GET", "HEAD") and "/blobs/sha256:" in handler.path and \
+                handler.path.rsplit("/", 1)[-1].split("?")[0] in self.hidden:
+            self._count("hidden")
+            handler.send_response(404)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
         if is_blob_get:  # per digest: how often each blob was fetched (pulled once?)
             with self.lock:
                 self.blob_gets[handler.path.rsplit("/", 1)[-1].split("?")[0]] += 1
@@ -217,6 +230,9 @@ class FaultProxy:
                     "digest=" in handler.path and response.status == 201:
                 with self.lock:
                     self.commits += 1
+                    if self.hide_committed:
+                        self.hidden.add(handler.path.split("digest=", 1)[1].split("&")[0]
+                                        .replace("%3A", ":"))
             if handler.command == "PATCH" and response.status == 202:
                 with self.lock:
                     self.patches += 1

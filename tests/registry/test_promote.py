@@ -9,16 +9,17 @@ import sys
 
 import pytest
 
-from imagekit.errors import DigestMismatch, TransportError
+from imagekit.errors import DigestMismatch, NotFound, TransportError
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.promote import promote, run_promote
 from imagekit.registry import ClientPool, ManifestBlob
-from .settings import FAST_RETRY
+
 from .images import config_for, layer_tar, push_blob, push_image, push_index
 from .proxy import FaultProxy
+from .settings import FAST_RETRY
 
 pytestmark = pytest.mark.registry
 
@@ -126,6 +127,18 @@ def test_lying_proxy_is_caught_and_nothing_is_written_at_the_next_hop(options, p
         assert not production.blob_exists(f"{repo}-lie", digest)
 
 
+def test_a_committed_blob_the_endpoint_does_not_serve_fails_the_hop(options, reg, repo, staged):
+    """The read-back of each blob as it lands (a HEAD after its commit, overlapping the other
+    uploads) is a real check: a registry that answers the commit 201 and then 404s the blob
+    fails the hop naming the blob — never a verified hop."""
+    with FaultProxy(reg["staging"], hide_committed=True) as hiding, \
+            ClientPool(options) as hiding_pool:
+        with pytest.raises(NotFound, match="was committed but the endpoint does not serve it"):
+            promote(R(f"{reg['staging']}/{repo}:v1"), [], R(f"{hiding.address}/{repo}-hid:v1"),
+                    pool=hiding_pool)
+        assert hiding.commits >= 1 and hiding.stats["hidden"] >= 1, hiding.stats
+
+
 def test_interrupted_promote_rerun_resends_no_present_blob(options, reg, repo, staged):
     """A network cut after 2 committed blobs; the rerun skips exactly those."""
     retry = FAST_RETRY.model_copy(update={"attempts": 2})
@@ -142,7 +155,7 @@ def test_interrupted_promote_rerun_resends_no_present_blob(options, reg, repo, s
                    if dst.blob_exists(f"{repo}-cut", d)]
         assert len(present) == 2
         sizes = dict(zip([*staged.layer_digests, staged.config_digest],
-                         [*map(len, staged.layer_blobs), len(staged.config)]))
+                         [*map(len, staged.layer_blobs), len(staged.config)], strict=True))
         # a fresh client name (through a clean proxy) so the rerun uploads instead of mounting
         with FaultProxy(reg["staging"]) as clean:
             rerun = promote(R(f"{reg['staging']}/{repo}:v1"), [],
