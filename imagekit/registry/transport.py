@@ -24,6 +24,7 @@ from imagekit.registry.endpoint import (
     api_host,
     is_loopback,
     is_verify_failure,
+    speaks_plain_http,
     ssl_cause,
     ssl_context,
 )
@@ -89,8 +90,14 @@ class Transport:
                                  where=failed.where)
 
     def _resolve_base(self, budget: Budget) -> str:
-        """HTTPS first; plain HTTP only for loopback or --insecure registries (docker's rule)."""
+        """HTTPS first; plain HTTP only for loopback or --insecure registries (docker's rule).
+        For those, a port that answers a TLS hello with plain HTTP is pinged over HTTP at once
+        (`speaks_plain_http`), as the https attempt would have ended there anyway."""
         host = api_host(self.registry)
+        if (self.insecure or is_loopback(self.registry)) and speaks_plain_http(
+                self.registry, min(5.0, self.options.timeout_s)):
+            self._check_ping(self._ping(f"http://{host}", budget))
+            return f"http://{host}"
         try:
             self._check_ping(self._ping(f"https://{host}", budget))
             return f"https://{host}"

@@ -208,3 +208,43 @@ def test_progress_sink_draws_bars_and_json_mode_is_quiet():
         sink.finish(task)
     assert "layer 0" in out.getvalue()
     assert show_progress(True) is False
+
+
+def test_a_plain_http_loopback_registry_never_loads_the_ca_bundle() -> None:
+    """The https-first ping of a loopback registry that speaks plain HTTP goes to HTTP after a
+    TLS hello the port does not answer in TLS, and the verifying context (LazyTrust) has loaded
+    no CA certificate (the system bundle costs ~45 ms of CPU) until a TLS connection is made.
+    (TLS registries: tests/registry/test_auth.py, test_hostile.py.)"""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from imagekit.registry import RegistryClient
+    from imagekit.registry.endpoint import LazyTrust, speaks_plain_http
+
+    class V2(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), V2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    registry = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        assert speaks_plain_http(registry, 2.0)
+        with RegistryClient(registry) as client:
+            assert client.ping() == f"http://{registry}"
+            context = client.transport.lean.context if client.transport.lean else None
+            assert isinstance(context, LazyTrust)
+            assert context.cert_store_stats()["x509_ca"] == 0
+            context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="example.com")
+            assert context.cert_store_stats()["x509_ca"] > 0  # loaded at the first TLS use
+    finally:
+        server.shutdown()
+        server.server_close()
+    # a port that refuses is not taken for plain HTTP: the https ping decides, as before
+    assert not speaks_plain_http(f"127.0.0.1:{server.server_address[1]}", 2.0)
