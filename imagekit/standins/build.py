@@ -260,9 +260,13 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                                           detail=f"{reference}@{digest}"))
         records.append(record)
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        bases[image_name] = LockEntry(tag=reference, digest=digest, resolved=now)
+        padded = pad is not None
+        bases[image_name] = LockEntry(tag=reference, digest=digest, resolved=now,
+                                      padded_from=image.base[profile_name] if padded else None)
         if mirror_ref is not None and mirror_digest is not None:
-            mirrors[image_name] = LockEntry(tag=mirror_ref, digest=mirror_digest, resolved=now)
+            mirrors[image_name] = LockEntry(
+                tag=mirror_ref, digest=mirror_digest, resolved=now,
+                padded_from=image.mirror[profile_name] if padded else None)
     write_lock(lock_path, LockFile(profile=profile_name, bases=bases, mirrors=mirrors),
                header=f"profile {profile_name}: stand-ins pushed by `imagekit standins build`; "
                       "machine-local, not committed.")
