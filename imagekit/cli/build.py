@@ -276,7 +276,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
     with progress_for(json_output):
-        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
+        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target,
+                             probes=settings().probes_dir)
     report = report.model_copy(update={"image": shown})
     if json_output:
         print_json(report)
@@ -308,7 +309,7 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     with _progress(json_output, "images verify") as on_line:
         report = verify_images(images, _engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line,
-                               pip_cert=settings().pip_cert)
+                               pip_cert=settings().pip_cert, probes=settings().probes_dir)
     if json_output:
         print_json(report)
     else:

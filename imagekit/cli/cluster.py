@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, evidence_store, guarded, print_json
+from imagekit.cli.app import app, evidence_store, guarded, print_json, settings
 from imagekit.cli.common import (
     EvidenceDir,
     GpuTolerationOpt,
@@ -89,7 +89,7 @@ def cluster_probe(
     from imagekit.probe.runner import plan_for
     from imagekit.probe.runner import probes_dir as default_probes_dir
 
-    probes_dir = probes_dir or default_probes_dir()
+    probes_dir = probes_dir or default_probes_dir(settings().probes_dir)
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
     expected = Digest.parse(expect_digest) if expect_digest else None
     timeout = positive(timeout, "--timeout", maximum=86400)
