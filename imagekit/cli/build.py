@@ -127,7 +127,8 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                                  no_cache=no_cache, on_line=on_line, layers=layers,
                                  cache_dir=settings().cache_dir,
                                  pip_cert=settings().pip_cert, wheel=settings().torch_wheel,
-                                 layers_for=frozenset(layers_for) if layers_for else None)
+                                 layers_for=frozenset(layers_for) if layers_for else None,
+                                 mirror=settings().debian_mirror)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return

@@ -184,7 +184,8 @@ def cluster_accept(
         staging = load_state().registry("staging").address
         return ensure_controller_image(Docker(), staging,
                                        cache_dir=settings().cache_dir,
-                                       pip_cert=settings().pip_cert).pinned
+                                       pip_cert=settings().pip_cert,
+                                       mirror=settings().debian_mirror).pinned
 
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,

@@ -37,7 +37,6 @@ PENDING = {
     "cluster/manifests.py": "IMAGEKIT_MANIFESTS_DIR (no longer at import): under every "
                             "cluster flow, which stream B restructures",
     "infra/state.py": "IMAGEKIT_STATE_DIR: load_state() has ~20 callers in infra/ and tests",
-    "infra/apt.py": "IMAGEKIT_DEBIAN_MIRROR: under infra up and standins build",
 }
 
 
