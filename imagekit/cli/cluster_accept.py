@@ -189,7 +189,8 @@ def cluster_accept(
 
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
-                            controller_image=controller_image)
+                            controller_image=controller_image,
+                            manifests_dir=settings().manifests_dir)
         signed = None
         if signing is not None:
             signer, _ = registry_client(ref.registry)

@@ -52,6 +52,27 @@ def test_env_overrides_win(monkeypatch, tmp_path: Path) -> None:
     assert default_spec_path() == tmp_path / "mine.toml"
 
 
+def test_the_manifests_folder_is_an_argument(monkeypatch, tmp_path: Path) -> None:
+    """$IMAGEKIT_MANIFESTS_DIR is read by the CLI (settings) and passed down: the library
+    renders from the folder it is given, else the packaged one, whatever the process carries."""
+    from imagekit.cluster import manifests
+    from imagekit.settings import load
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "x.yaml.j2").write_text("kind: ConfigMap\nmetadata: {name: {{ name | tojson }}}\n")
+    (mine / "s.sh").write_text("echo mine\n")
+    monkeypatch.setenv("IMAGEKIT_MANIFESTS_DIR", str(tmp_path / "ignored"))
+    assert manifests.manifests_dir() == ASSETS / "manifests"
+    given = load({"IMAGEKIT_MANIFESTS_DIR": str(mine)}).manifests_dir
+    assert manifests.manifests_dir(given) == mine
+    assert manifests.render("x.yaml.j2", template_dir=given, name="n")["metadata"]["name"] == "n"
+    assert manifests.script_files("s.sh", template_dir=given) == {"s.sh": "echo mine\n"}
+    with pytest.raises(InvalidInput) as caught:                       # not in the packaged one
+        manifests.render("x.yaml.j2", name="n")
+    assert caught.value.where == str(ASSETS / "manifests" / "x.yaml.j2")
+
+
 def test_probes_version_is_the_same_key_whoever_names_the_folder(tmp_path: Path) -> None:
     """The probe cache keys stay byte-identical: the packaged probes give the same
     probes_version by default, named, or copied elsewhere (the key is of names and bytes)."""

@@ -34,8 +34,6 @@ ROOT = PACKAGE.parent
 PENDING = {
     "spec/loader.py": "IMAGEKIT_IMAGES_SPEC: the spec is loaded deep in build_report "
                       "(report/accepted.py) and names.py",
-    "cluster/manifests.py": "IMAGEKIT_MANIFESTS_DIR (no longer at import): under every "
-                            "cluster flow, which stream B restructures",
     "infra/state.py": "IMAGEKIT_STATE_DIR: load_state() has ~20 callers in infra/ and tests",
 }
 
