@@ -127,7 +127,8 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                                  no_cache=no_cache, on_line=on_line, layers=layers,
                                  cache_dir=settings().cache_dir,
                                  pip_cert=settings().pip_cert, wheel=settings().torch_wheel,
-                                 layers_for=frozenset(layers_for) if layers_for else None)
+                                 layers_for=frozenset(layers_for) if layers_for else None,
+                                 mirror=settings().debian_mirror)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return
@@ -276,7 +277,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
     with progress_for(json_output):
-        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
+        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target,
+                             probes=settings().probes_dir)
     report = report.model_copy(update={"image": shown})
     if json_output:
         print_json(report)
@@ -308,7 +310,7 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     with _progress(json_output, "images verify") as on_line:
         report = verify_images(images, _engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line,
-                               pip_cert=settings().pip_cert)
+                               pip_cert=settings().pip_cert, probes=settings().probes_dir)
     if json_output:
         print_json(report)
     else:

@@ -184,11 +184,13 @@ def cluster_accept(
         staging = load_state().registry("staging").address
         return ensure_controller_image(Docker(), staging,
                                        cache_dir=settings().cache_dir,
-                                       pip_cert=settings().pip_cert).pinned
+                                       pip_cert=settings().pip_cert,
+                                       mirror=settings().debian_mirror).pinned
 
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
-                            controller_image=controller_image)
+                            controller_image=controller_image,
+                            manifests_dir=settings().manifests_dir)
         signed = None
         if signing is not None:
             signer, _ = registry_client(ref.registry)

@@ -42,7 +42,8 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
     from imagekit.infra import manager
 
     with progress_for(json_output):
-        state, components = manager.up(cluster=cluster, k8s_bin=settings().k8s_bin)
+        state, components = manager.up(cluster=cluster, k8s_bin=settings().k8s_bin,
+                                       mirror=settings().debian_mirror)
     if json_output:
         print_json({**_components_json(components), "state": state.model_dump(mode="json")})
         return

@@ -33,13 +33,12 @@ ROOT = PACKAGE.parent
 #: Lower-layer reads not moved yet, each with why. The scan fails for any read elsewhere, and
 #: for an entry here that no longer reads (so the list only shrinks).
 PENDING = {
-    "spec/loader.py": "IMAGEKIT_IMAGES_SPEC: the spec is loaded deep in build_report "
-                      "(report/accepted.py) and names.py",
-    "probe/runner.py": "IMAGEKIT_PROBES_DIR: probes_version() keys every probe cache",
-    "cluster/manifests.py": "IMAGEKIT_MANIFESTS_DIR (no longer at import): under every "
-                            "cluster flow, which stream B restructures",
+    "spec/loader.py": "IMAGEKIT_IMAGES_SPEC: default_spec_path() is reached from "
+                      "build_report (report/accepted.from_spec) under the gate, chain and "
+                      "attest (check_promotable, enforce, image_phase_gate, "
+                      "report_with_trust, report_of), report/batch, report/resolve and "
+                      "names.resolve_target: each needs a spec_path threaded to its CLI",
     "infra/state.py": "IMAGEKIT_STATE_DIR: load_state() has ~20 callers in infra/ and tests",
-    "infra/apt.py": "IMAGEKIT_DEBIAN_MIRROR: under infra up and standins build",
 }
 
 
