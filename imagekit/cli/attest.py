@@ -103,10 +103,13 @@ def attest_cmd(
         from imagekit.engine import Engine, find_docker_binary
 
         engine = Engine(binary=find_docker_binary(settings().docker))
+    from imagekit.cli.common import images_spec
+
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         attached = attest_reference(target, key_path, store=store, pool=pool,
                                     engine=engine, kinds=tuple(kind),
-                                    required=settings().required_checks_list())
+                                    required=settings().required_checks_list(),
+                                    spec_path=images_spec(), state_dir=settings().state_dir)
     if json_output:
         print_json([a.model_dump(mode="json") for a in attached])
         return

@@ -25,6 +25,7 @@ from imagekit.cli.app import (
     progress_for,
     settings,
 )
+from imagekit.cli.common import images_spec
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -32,8 +33,9 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
 
     from imagekit.results import CheckResult
 
-SpecOpt = typer.Option(None, "--spec", envvar="IMAGEKIT_IMAGES_SPEC",
-                       help="Images spec (default dockerfiles/images.toml).")
+SpecOpt = typer.Option(None, "--spec",
+                       help="Images spec (default $IMAGEKIT_IMAGES_SPEC, "
+                            "./dockerfiles/images.toml, else the packaged one).")
 ProfileOpt = typer.Option(None, "--profile", help="Spec profile (default: the spec's, local).")
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                            help="Evidence store root (default ./.evidence).")
@@ -75,7 +77,7 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
     from imagekit.results import CheckResult, Status, exit_code_for
     from imagekit.spec import load_spec
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     with ClientPool(RegistryOptions.from_settings(settings())) as pool:  # IMAGEKIT_RETRY_* …
         profile_name, lines = pin(images, profile, check=check, pool=pool)
     checks = [line.check() for line in lines]
@@ -120,7 +122,7 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
         records = build_standins(images, _engine(), store, profile,
@@ -151,7 +153,7 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
     from imagekit.build import build_image
     from imagekit.spec import load_spec
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     if all_images == (image is not None):
         raise InvalidInput("name one IMAGE or pass --all")
     names = list(images.images) if all_images else [image]
@@ -249,7 +251,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     # one resolver for NAME and REF (a NAME: the build of what THIS spec and its lock say); a
     # REF in a spec image's repository gets that image's probes and find_spec list (the wrong
     # nixl fix must fail however it is named)
-    resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
+    resolved = resolve_target(target, spec=load_spec(images_spec(spec)), store=store,
+                              profile=profile)
     if resolved.by_name:
         named: Any = resolved.image  # an imagekit.spec.ImageSpec (names.Target types it loosely)
         run_ref, shown, digest = resolved.local_tag or target, str(resolved.reference), \
@@ -303,7 +306,7 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     from imagekit.results import Status
     from imagekit.spec import load_spec
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     for name in image or []:
         images.image(name)
     store = evidence_store(evidence_dir)

@@ -24,6 +24,7 @@ from imagekit.cli.common import (
     SelectorOpt,
     SignKeyOpt,
     finish,
+    images_spec,
     kubeconfig_path,
     print_report,
     registry_client,
@@ -102,7 +103,8 @@ def cluster_probe(
     # NAME or REF, one resolver: `sglang` is the spec's image, never docker.io/library/sglang
     # (with --trust-key, a NAME this store has no build of: the profile's staging tag,
     # verified by the statements trusted keys signed about it)
-    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
+    resolved = resolve_target(reference, spec_path=images_spec(spec_file), store=store,
+                              profile=profile,
                               remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
     spec, image = resolved.spec, resolved.image
@@ -328,7 +330,7 @@ def cluster_gpu_preflight(
     tolerated = tolerations(toleration) or [GPU_TOLERATION]
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    ref = resolve_target(reference, store=store,
+    ref = resolve_target(reference, spec_path=images_spec(), store=store,
                          remote=trustopts.name_resolver(trust, store)).reference
     client, docker_config = registry_client(ref.registry)
     with client:

@@ -45,11 +45,15 @@ def test_env_overrides_win(monkeypatch, tmp_path: Path) -> None:
     from imagekit.spec.loader import default_spec_path
 
     (tmp_path / "p.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path)                # an empty folder: no ./dockerfiles/images.toml
     monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path / "ignored"))  # read only at the CLI
-    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(tmp_path / "mine.toml"))
+    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(tmp_path / "ignored.toml"))  # the same
     assert probes_dir() == ASSETS / "probes"
     assert probes_dir(load({"IMAGEKIT_PROBES_DIR": str(tmp_path)}).probes_dir) == tmp_path
-    assert default_spec_path() == tmp_path / "mine.toml"
+    assert default_spec_path() == ASSETS / "dockerfiles" / "images.toml"
+    given = load({"IMAGEKIT_IMAGES_SPEC": "mine.toml"}).images_spec
+    assert default_spec_path(given) == tmp_path / "mine.toml"     # made absolute, as before
+    assert default_spec_path(None) == default_spec_path("") == default_spec_path()
 
 
 def test_the_manifests_folder_is_an_argument(monkeypatch, tmp_path: Path) -> None:
