@@ -87,6 +87,7 @@ def attest_cmd(
     from imagekit.attest.keys import default_private_key, load_private
     from imagekit.attest.run import attest_reference
     from imagekit.cli.app import evidence_store
+    from imagekit.cli.common import images_spec
     from imagekit.registry.interrupt import graceful
 
     unknown = set(kind) - {"test-result", "sbom"}
@@ -103,8 +104,6 @@ def attest_cmd(
         from imagekit.engine import Engine, find_docker_binary
 
         engine = Engine(binary=find_docker_binary(settings().docker))
-    from imagekit.cli.common import images_spec
-
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         attached = attest_reference(target, key_path, store=store, pool=pool,
                                     engine=engine, kinds=tuple(kind),

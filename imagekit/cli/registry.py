@@ -370,6 +370,7 @@ def promote_cmd(
     --await hops are not copied to but polled until they serve the digest. Where the local
     evidence has nothing about the digest, --trust-key lets the statements signed at the
     source decide the gate (named in its reasons)."""
+    from imagekit.cli.common import images_spec
     from imagekit.inputs import positive
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
@@ -401,8 +402,6 @@ def promote_cmd(
     with ClientPool(options) as reader:
         source_ref = _source(source, store, trust=trust, pool=reader)
         _distinct_hops(source_ref, hops, to_ref)
-        from imagekit.cli.common import images_spec
-
         gate = functools.partial(_final_hop_gate(enforce, to_ref), trust=trust,
                                  pull=trustopts.puller(trust, source_ref, reader),
                                  spec_path=images_spec(), state_dir=settings().state_dir)
