@@ -216,14 +216,17 @@ class Engine:
     def run(self, image: str, command: Sequence[str], *, entrypoint: str | None = None,
             network: str = "none", volumes: Sequence[tuple[Path, str, str]] = (),
             envs: Mapping[str, str] | None = None, timeout: float = 600) -> RunOutcome:
-        """`docker run --rm --network none …`: exit code, stdout and stderr kept apart.
+        """`docker run --rm --pull never --network none …`: exit code, stdout and stderr kept
+        apart. Never a pull: every container imagekit runs starts from the engine's local copy
+        (a probe of a 63-layer image must not fetch tens of GB again, nor a different image
+        than the one built); an image that is not local fails with the engine's words.
 
         A container that outlives `timeout` is killed (by name) and reported as code 124."""
         name = f"imagekit-run-{int(time.time() * 1000)}-{id(self) % 100000}"
         argv = [self.binary]
         if self.config_dir:
             argv += ["--config", str(self.config_dir)]
-        argv += ["run", "--rm", "--name", name, "--network", network]
+        argv += ["run", "--rm", "--pull", "never", "--name", name, "--network", network]
         for host, container, mode in volumes:
             argv += ["--volume", f"{host}:{container}:{mode}"]
         for key, value in (envs or {}).items():

@@ -19,6 +19,7 @@ import pytest
 
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
+from imagekit.probe.runner import ProbePlan, run_probes
 from imagekit.registry import RegistryClient
 from imagekit.verify import verify_copy
 from tests.registry.images import layer_tar, push_image
@@ -53,12 +54,14 @@ def test_each_layer_of_a_63_layer_base_is_fetched_once(engine, tmp_path: Path) -
         assert max(after_build.values()) == 1 and min(after_build.values()) >= 0
 
         # what images verify does next: push to staging (blobs there: HEADs, no GET), the
-        # mirror check (manifests and configs only), the probes (a container of the local
-        # tag), and a rebuild of the same inputs
+        # mirror check (manifests and configs only), the real probes (each a container of the
+        # local tag; this base has no python, so they fail, which is not what is counted
+        # here), and a rebuild of the same inputs
         engine.push(tag)
         result = verify_copy(ImageReference.parse(base), ImageReference.parse(base))
         assert result.verdict == "identical-content"
-        engine.run(tag, ["/bin/true"], timeout=60)  # no shell in it: the run may fail
+        checks, _ = run_probes(engine, tag, ProbePlan(engine="vllm", probes=["pip_check"]))
+        assert [c.name for c in checks] == ["pip_check"]
         again = engine.build(tmp_path, tags=[tag], build_args={"BASE_IMAGE": base})
         assert again.ok, again.log[-2000:]
         fetched = {d: relay.blob_gets[str(d)] for d in layers}
@@ -74,3 +77,17 @@ def test_the_relay_counts_a_second_fetch(tmp_path: Path) -> None:
         for _ in range(2):
             client.get_blob_bytes(repo, layers[-1])
         assert relay.blob_gets[str(layers[-1])] == 2
+
+
+def test_a_container_never_pulls_an_image_that_is_not_local(engine) -> None:
+    """Every container imagekit runs (probes, SBOM) starts from the engine's local copy
+    (`docker run --pull never`): an image that is only in a registry is not fetched — the run
+    fails in the engine's words, and the registry sees no blob GET."""
+    with RegistryClient(STAGING) as client:
+        repo, digest, layers = _base(client)
+    with FaultProxy(STAGING) as relay:
+        outcome = engine.run(f"{relay.address}/{repo}@{digest}", ["/bin/true"], timeout=60)
+        assert outcome.returncode != 0
+        assert "No such image" in outcome.stderr or "not found" in outcome.stderr, \
+            outcome.stderr
+        assert sum(relay.blob_gets[str(d)] for d in layers) == 0
