@@ -61,11 +61,11 @@ def test_acceptance_needs_the_exact_status(store) -> None:
 
 def test_the_cli_hands_the_spec_and_the_state_dir_down(store, spec_file, tmp_path) -> None:
     """$IMAGEKIT_IMAGES_SPEC and $IMAGEKIT_STATE_DIR are read by the CLI (imagekit.settings)
-    and handed down to the report and its gate; nothing below the CLI reads them. The spec's
-    acceptance lets the gate through and infra's state names the endpoints; the same evidence
-    under a spec without the acceptance and another state is refused and unnamed (the case
-    that FAILS when a variable is not handed down: the run would read the packaged spec,
-    which accepts the stand-in's torch_arch too, and /var/lib/imagekit)."""
+    and handed down to the report and its gate; nothing below the CLI reads them. Through the
+    CLI, the spec's acceptance lets the gate through and infra's state names the endpoints (the
+    case that FAILS when a variable is not handed down: the run reads the packaged spec, which
+    accepts the stand-in's torch_arch too, and /var/lib/imagekit). In-process, another spec
+    and state handed to build_report give another gate and no names."""
     import os
     import subprocess
     import sys
@@ -79,24 +79,24 @@ def test_the_cli_hands_the_spec_and_the_state_dir_down(store, spec_file, tmp_pat
         state_dir=state, docker_config_dir=state / "docker-config", ca_file=state / "ca.crt",
         registries={"relay-a": RegistryEndpoint(name="relay-a", address="127.0.0.1:5002",
                                                 scheme="https", auth="basic")}))
-    strict = spec_file.with_name("strict.toml")
-    strict.write_text(spec_file.read_text().split("[profiles.local.accept]")[0] +
-                      "[profiles.production]\n" + spec_file.read_text().split(
-                          "[profiles.production]")[1])
-
-    def report(spec: Path, state_dir: Path) -> dict:
-        env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root),
-               "IMAGEKIT_IMAGES_SPEC": str(spec), "IMAGEKIT_STATE_DIR": str(state_dir)}
-        done = subprocess.run([sys.executable, "-m", "imagekit", "report", r.digest,
-                               "--format", "json"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parents[2], env=env, timeout=120)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
-
-    given = report(spec_file, state)
+    env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root),
+           "IMAGEKIT_IMAGES_SPEC": str(spec_file), "IMAGEKIT_STATE_DIR": str(state)}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "report", r.digest, "--format",
+                           "json"], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    given = json.loads(done.stdout)
     assert given["gate"]["allowed"] and str(spec_file) in given["accepted"][0]["source"]
     assert "relay-a (127.0.0.1:5002)" in {e["endpoint"] for e in given["endpoints"]}
-    other = report(strict, tmp_path / "no-state")
-    assert not other["gate"]["allowed"] and other["accepted"] == []
-    assert any("probe:torch_arch FAIL" in reason for reason in other["gate"]["reasons"])
-    assert "127.0.0.1:5002" in {e["endpoint"] for e in other["endpoints"]}
+
+    strict = spec_file.with_name("strict.toml")     # the same spec without the acceptances
+    text = spec_file.read_text()
+    strict.write_text(text.split("[profiles.local.accept]")[0] + "[profiles.production]" +
+                      text.split("[profiles.production]")[1])
+    other = build_report(store, r.digest, spec_path=strict, state_dir=tmp_path / "no-state")
+    assert not other.gate.allowed and other.accepted == []
+    assert any("probe:torch_arch FAIL" in reason for reason in other.gate.reasons)
+    assert "127.0.0.1:5002" in {e.endpoint for e in other.endpoints}
+    mine = build_report(store, r.digest, spec_path=spec_file, state_dir=state)
+    assert mine.gate.allowed and "relay-a (127.0.0.1:5002)" in \
+        {e.endpoint for e in mine.endpoints}
