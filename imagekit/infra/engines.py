@@ -253,7 +253,11 @@ def vllm_server(python: Path, model: str, port: int, max_model_len: int,
             "--max-model-len", str(max_model_len), "--max-num-seqs", "8", *extra]
     if served_name:
         argv += ["--served-model-name", served_name]
+    # One compute thread: the stand-in models are tiny, and torch's default of one OpenMP thread
+    # per core spins on the cores the API server, the engine core and the client need
+    # (measured on 2 cores under load: E2E p50 146 -> 53 ms, its log-spread 1.05 -> 0.38).
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "OMP_NUM_THREADS": "1",
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     if hf_home:
         env["HF_HUB_CACHE"] = str(hf_home)

@@ -175,17 +175,27 @@ def test_bench_real_engine_script_writes_its_ratio_record(vllm_text: RealEngine,
 
 
 def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> None:
-    """Issue 27 against the real vLLM 0.32 on CPU with the stand-in model: 102 real streamed
-    requests (64 words in, 8 tokens out), sent one at a time and interleaved request by request
+    """Issue 27 against the real vLLM 0.32 on CPU with the stand-in model: 117 real streamed
+    requests (64 words in, 32 tokens out), sent one at a time and interleaved request by request
     — to the engine for run A (the baseline) and run B (a rerun of the same build against the
     same engine), and through the shim (tests/acceptance/slowshim.py: every answer's timing
     x1.5) for run C — so load on the shared machine hits all three alike. The 20 samples come
-    from these three 34-request runs: verdict v compares the rounds of requests v .. v+14 of each
-    run (the same 15 moments for A, B and C; a window of another moment would compare a busy
+    from these three 39-request runs: verdict v compares the rounds of requests v .. v+19 of each
+    run (the same 20 moments for A, B and C; a window of another moment would compare a busy
     machine with an idle one, which a 2-core CI box shared with other work is). Each is the
     production compare() at the 20 % tolerance on the per-request TTFT, TPOT and E2E
     distributions: B against A is no regression 20 of 20 times, C against A a regression 20
-    of 20 times."""
+    of 20 times.
+
+    What keeps it still on a loaded 2-core box (measured, docs/acceptance.md): every request
+    meets an idle engine (a 50 ms pause after each: vLLM still does a finished request's
+    bookkeeping after its [DONE], and the request sent straight after one had twice its TTFT);
+    the order inside each moment rotates (A B C, B C A, C A B), so no run always follows
+    another; 32 tokens out, so one scheduling stall of 100-200 ms (a TTFT spike, the tokens
+    then arriving in one chunk) is a small part of an answer's E2E; and the engine has one
+    compute thread (imagekit.infra.engines.vllm_server). Windows of 20, not 15: a neighbour's burst
+    of load inside a window makes both samples a mixture of two speeds, which widens the
+    interval; 20 keeps the 1.5x slowdown's interval clear of the bound through that."""
     from imagekit.acceptance.client import ChatClient
     from imagekit.acceptance.load import BodyFactory, Calibration, percentiles, run_round
     from imagekit.acceptance.models import RoundSpec
@@ -193,22 +203,25 @@ def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> N
 
     from .slowshim import SlowShim
 
-    spec = RoundSpec(index=1, concurrency=1, input_tokens=64, output_tokens=8, requests=1)
+    spec = RoundSpec(index=1, concurrency=1, input_tokens=64, output_tokens=32, requests=1)
     factory = BodyFactory(vllm_text.model, spec, Calibration(), {"ignore_eos": True})
     host, port = vllm_text.url.split("//")[1].split("/")[0].split(":")
     records: dict[str, list[dict]] = {"A": [], "B": [], "C": []}
+    orders = (("A", "B", "C"), ("B", "C", "A"), ("C", "A", "B"))
 
     async def collect(shim_url: str) -> None:
         async with ChatClient(vllm_text.url, timeout=120) as direct, \
                 ChatClient(shim_url, timeout=120) as slowed:
+            clients = {"A": direct, "B": direct, "C": slowed}
             for _ in range(3):  # warm-up of both paths, not counted
                 await run_round(direct, spec, factory)
                 await run_round(slowed, spec, factory)
-            for _ in range(34):
-                for label, client in (("A", direct), ("B", direct), ("C", slowed)):
-                    result = await run_round(client, spec, factory)
+            for moment in range(39):
+                for label in orders[moment % 3]:
+                    result = await run_round(clients[label], spec, factory)
                     assert result.completed == 1 and not result.errors, result
                     records[label].append(result.records[0].model_dump(mode="json"))
+                    await asyncio.sleep(0.05)
 
     with SlowShim(host, int(port), factor=1.5) as shim:
         asyncio.run(collect(shim.url))
@@ -216,7 +229,7 @@ def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> N
     def as_round(recs: list[dict]) -> dict[str, dict]:
         def series(key: str) -> dict:
             return percentiles([r[key] for r in recs if r[key] is not None]).model_dump()
-        return {"round-01-text-c1-in64-out8": {"records": recs, "goodput": None,
+        return {"round-01-text-c1-in64-out32": {"records": recs, "goodput": None,
                                                "ttft": series("ttft_s"),
                                                "tpot": series("tpot_s"),
                                                "e2e": series("e2e_s")}}
@@ -224,10 +237,10 @@ def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> N
     verdicts: dict[str, list[list[str]]] = {"B": [], "C": []}
     for label in ("B", "C"):
         for v in range(20):
-            problems, rows = compare(as_round(records[label][v:v + 15]),
-                                     as_round(records["A"][v:v + 15]), 0.2)
+            problems, rows = compare(as_round(records[label][v:v + 20]),
+                                     as_round(records["A"][v:v + 20]), 0.2)
             assert len(rows) == 1 and set(rows[0]["verdicts"]) == {"ttft", "tpot", "e2e"}
-            assert all(len(x["samples"]) == 15 for x in rows[0]["verdicts"].values())
+            assert all(len(x["samples"]) == 20 for x in rows[0]["verdicts"].values())
             verdicts[label].append(problems)
     assert [p for p in verdicts["B"] if p] == [], verdicts["B"]       # rerun: 20 of 20
     assert all(verdicts["C"]), verdicts["C"]                           # slowed: 20 of 20
