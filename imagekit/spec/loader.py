@@ -3,7 +3,6 @@ by the lock). Every failure is a `SpecError` (exit 2, one line) naming the file.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -15,14 +14,13 @@ from imagekit.inputs import inside, read_text
 from imagekit.spec.lock import load_lock
 from imagekit.spec.models import ImagesSpec, ResolvedImage
 
-SPEC_ENV = "IMAGEKIT_IMAGES_SPEC"
 
-
-def default_spec_path() -> Path:
-    """$IMAGEKIT_IMAGES_SPEC, else ./dockerfiles/images.toml, else the packaged one
-    (imagekit/assets/dockerfiles/images.toml, shipped in the wheel)."""
-    if os.environ.get(SPEC_ENV):
-        return Path(os.environ[SPEC_ENV]).absolute()
+def default_spec_path(given: Path | str | None = None) -> Path:
+    """`given` (the CLI passes `--spec`, else $IMAGEKIT_IMAGES_SPEC from imagekit.settings),
+    else ./dockerfiles/images.toml, else the packaged one (imagekit/assets/dockerfiles/
+    images.toml, shipped in the wheel). Nothing here reads the environment."""
+    if given:
+        return Path(given).absolute()
     here = Path.cwd() / "dockerfiles" / "images.toml"
     if here.exists():
         return here.absolute()
