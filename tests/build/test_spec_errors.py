@@ -126,7 +126,7 @@ def test_digest_in_spec_base_is_rejected(tmp_path: Path) -> None:
 
 
 def test_unknown_probe_and_profile(tmp_path: Path) -> None:
-    spec = _spec_copy(tmp_path, lambda t: t.replace('"torch_arch"]', '"gpu_burn"]', 1))
+    spec = _spec_copy(tmp_path, lambda t: t.replace('"torch_arch", ', '"gpu_burn", ', 1))
     _assert_one_line(_cli("images", "verify", "--spec", str(spec)), "unknown probe")
     _assert_one_line(_cli("build", "sglang", "--profile", "staging", "--spec",
                           str(ASSETS / "dockerfiles" / "images.toml")), "unknown profile")
