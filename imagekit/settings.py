@@ -256,6 +256,75 @@ class Settings(BaseSettings):
         return [p for p in (q.strip() for q in self.required_checks.split(",")) if p]
 
 
+#: The CLI modules that build their registry clients with `RegistryOptions.from_settings(
+#: settings())`: the registry knobs reach every client through them.
+REGISTRY_CLI = ("attest", "build", "common", "evidence", "registry", "report", "trustopts")
+_REGISTRY = "RegistryOptions.from_settings(settings()) in cli/" + ", cli/".join(REGISTRY_CLI)
+
+#: Where each setting goes, for docs/settings.md: (who reads it: the imagekit/cli/ modules, each
+#: through `imagekit.cli.app.settings()`; what it is handed to below the CLI). Checked against
+#: the code by tests/unit/test_settings.py: every listed module reads the field (or, for the
+#: registry knobs, calls RegistryOptions.from_settings, which reads it) and every CLI module that
+#: reads a field is listed.
+RECEIVERS: dict[str, tuple[str, str]] = {
+    "evidence_dir": ("cli/app", "EvidenceStore(root) of every command (`evidence_store`)"),
+    "progress": ("cli/app, cli/registry", "the progress mode (imagekit.progress.choose_mode)"),
+    "debug": ("cli/app", "`guarded`: a traceback instead of the one line"),
+    "deadline": (_REGISTRY, "RetryPolicy.deadline (`--deadline` wins)"),
+    "retry_attempts": (_REGISTRY, "RetryPolicy.attempts"),
+    "retry_wait_initial": (_REGISTRY, "RetryPolicy.wait_initial"),
+    "retry_wait_max": (_REGISTRY, "RetryPolicy.wait_max"),
+    "retry_wait_jitter": (_REGISTRY, "RetryPolicy.wait_jitter"),
+    "retry_after_max": (_REGISTRY, "RetryPolicy.retry_after_max"),
+    "retry_broken_window": (_REGISTRY, "RetryPolicy.broken_window"),
+    "referrers_deadline": (_REGISTRY, "RegistryOptions.referrers_deadline_s"),
+    "upload_journal": (_REGISTRY, "RegistryOptions.upload_journal"),
+    "docker_certs_d": (_REGISTRY, "RegistryOptions.certs_d"),
+    "upload_chunk": (_REGISTRY, "RegistryOptions.chunk_size"),
+    "lean_http": (_REGISTRY, "RegistryOptions.lean_http"),
+    "docker_config": (_REGISTRY, "RegistryOptions.docker_config"),
+    "trust_keys": ("cli/trustopts", "the TrustPolicy (`trustopts.load`) the gate, report, "
+                                    "promote and cluster commands are given"),
+    "trust_policy": ("cli/trustopts", "the same TrustPolicy"),
+    "required_links": ("cli/registry", "attest_promotion(required=), the promote gate's "
+                                       "sign_links"),
+    "required_checks": ("cli/attest, cli/cluster_accept, cli/registry, cli/report",
+                        "required= of build_report, check_promotable/enforce, "
+                        "image_phase_gate, attest_reference/attest_promotion"),
+    "key_dir": ("cli/attest", "default_key_dir / default_private_key"),
+    "signing_key": ("cli/attest", "default_private_key"),
+    "api_key": ("cli/accept", "the acceptance client's API key"),
+    "images_spec": ("cli/common (`images_spec`, used by cli/attest, cli/build, cli/cluster, "
+                    "cli/cluster_accept, cli/registry, cli/rehearsal, cli/report)",
+                    "load_spec(path); spec_path= of resolve_target, resolve, build_report, "
+                    "check_promotable, enforce, image_phase_gate, report_with_trust, "
+                    "reports_for_spec, attest_reference, attest_promotion"),
+    "probes_dir": ("cli/build, cli/cluster", "probe_image/verify_images(probes=), the cluster "
+                                             "probe's ProbeOptions"),
+    "manifests_dir": ("cli/cluster, cli/cluster_accept, cli/engine_launch, cli/gpujob",
+                      "template_dir= of render/script_files; ProbeOptions, PreflightOptions, "
+                      "FleetOptions.manifests_dir; run_accept(manifests_dir=)"),
+    "accept_namespace": ("cli/rehearsal", "run_rehearsal(namespace=)"),
+    "docker": ("cli/attest, cli/build", "default_engine(docker) / find_docker_binary"),
+    "state_dir": ("cli/attest, cli/build, cli/cluster_accept, cli/common, cli/infra, "
+                  "cli/registry, cli/rehearsal, cli/report, cli/trustopts",
+                  "StatePaths(root) of infra up/down/status; load_state(root), "
+                  "registry_trust(root); state_dir= of default_engine, resolve, build_report, "
+                  "check_promotable, enforce, image_phase_gate, report_with_trust, "
+                  "reports_for_spec, attest_reference, attest_promotion, run_rehearsal"),
+    "k8s_bin": ("cli/infra", "manager.up/down/status(k8s_bin=)"),
+    "engines_dir": ("cli/cluster_accept", "standin_text_model(engines_dir, …)"),
+    "models_dir": ("cli/cluster_accept", "standin_text_model(…, models_dir)"),
+    "cache_dir": ("cli/build, cli/cluster_accept", "cache_dir= of build_standins, "
+                                                   "ensure_controller_image"),
+    "debian_mirror": ("cli/build, cli/cluster_accept, cli/infra",
+                      "mirror= of manager.up, build_standins, ensure_controller_image"),
+    "pip_cert": ("cli/build, cli/cluster_accept", "pip_cert= of build_standins, "
+                                                  "ensure_controller_image"),
+    "torch_wheel": ("cli/build", "build_standins(wheel=)"),
+}
+
+
 def env_name(field: str) -> str:
     """The environment variable of a field (`deadline` -> `IMAGEKIT_DEADLINE`)."""
     info = Settings.model_fields[field]
@@ -284,8 +353,10 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 def markdown_table() -> str:
     """docs/settings.md's table, made from the model (tests/unit/test_settings.py checks the
-    page holds exactly this): variable, type, default, why; test-only ones marked."""
-    rows = ["| variable | type | default | why |", "|---|---|---|---|"]
+    page holds exactly this): variable, type, default, why, the CLI modules that read it and
+    what they hand it to (RECEIVERS); test-only ones marked."""
+    rows = ["| variable | type | default | why | read by | handed to |",
+            "|---|---|---|---|---|---|"]
     for field, info in Settings.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         kind = _type_name(info.annotation)
@@ -293,7 +364,9 @@ def markdown_table() -> str:
         why = (info.description or "").replace("|", "\\|")
         if extra.get("test_only"):
             why = f"**test-only:** {why}"
-        rows.append(f"| `{env_name(field)}` | {kind} | {default} | {why} |")
+        read_by, handed_to = (part.replace("|", "\\|") for part in RECEIVERS[field])
+        rows.append(f"| `{env_name(field)}` | {kind} | {default} | {why} | {read_by} | "
+                    f"{handed_to} |")
     return "\n".join(rows) + "\n"
 
 

@@ -55,6 +55,7 @@ def infra():  # -> imagekit.infra.state.InfraState
     import sys
 
     from imagekit.infra.state import load_state
+    from imagekit.settings import load
 
     if os.geteuid() != 0:
         pytest.fail("real-infrastructure tests need root (imagekit infra up starts daemons)")
@@ -63,4 +64,4 @@ def infra():  # -> imagekit.infra.state.InfraState
     if result.returncode != 0:
         pytest.fail(f"imagekit infra up failed (exit {result.returncode}): "
                     f"{(result.stderr or result.stdout).strip()[-2000:]}")
-    return load_state()
+    return load_state(load().state_dir)  # where the CLI's `infra up` wrote it

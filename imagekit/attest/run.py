@@ -25,21 +25,25 @@ from imagekit.oci.manifest import ImageManifest, parse_config, parse_manifest
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 
 
-def report_of(store: EvidenceStore, digest: Digest, required: list[str] | None = None):
-    """The evidence report for `digest`, None when the store knows nothing about it."""
+def report_of(store: EvidenceStore, digest: Digest, required: list[str] | None = None, *,
+              spec_path: Path | None = None, state_dir: Path | None = None):
+    """The evidence report for `digest`, None when the store knows nothing about it.
+    `spec_path`/`state_dir`: the CLI's images spec and infra state (build_report)."""
     from imagekit.report.collect import build_report
 
     try:
-        return build_report(store, digest, required=required)
+        return build_report(store, digest, required=required, spec_path=spec_path,
+                            state_dir=state_dir)
     except NotFound:
         return None
 
 
 def test_result_for(store: EvidenceStore, digest: Digest, name: str,
-                    required: list[str] | None = None) -> dict:
+                    required: list[str] | None = None, *, spec_path: Path | None = None,
+                    state_dir: Path | None = None) -> dict:
     """`required`: the caller's required checks (its settings' $IMAGEKIT_REQUIRED_CHECKS), else
-    the defaults."""
-    report = report_of(store, digest, required)
+    the defaults; `spec_path`/`state_dir`: its images spec and infra state (report_of)."""
+    report = report_of(store, digest, required, spec_path=spec_path, state_dir=state_dir)
     if report is None:  # an honest FAILED: nothing was tested
         return statement(digest, name, TEST_RESULT_TYPE, {
             "result": "FAILED", "configuration": [], "passedTests": [], "warnedTests": [],
@@ -74,9 +78,10 @@ def _served(client: RegistryClient, reference: ImageReference) -> ManifestBlob:
 def attest_reference(reference: ImageReference, key_path: Path, *, store: EvidenceStore,
                      pool: ClientPool, engine=None, kinds: tuple[str, ...] = ("test-result",
                                                                                "sbom"),
-                     required: list[str] | None = None) -> list[Attached]:
+                     required: list[str] | None = None, spec_path: Path | None = None,
+                     state_dir: Path | None = None) -> list[Attached]:
     """Sign and attach the test-result (and, with an engine, the SBOM) statement of the digest
-    `reference` serves."""
+    `reference` serves. `spec_path`/`state_dir`: the CLI's images spec and infra state."""
     key = load_private(key_path)
     client = pool.get(reference.registry)
     subject = _served(client, reference)
@@ -94,7 +99,9 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
     attached = []
     if "test-result" in kinds:
         attached.append(sign_and_attach(client, reference.repository, subject,
-                                        test_result_for(store, subject.digest, name, required),
+                                        test_result_for(store, subject.digest, name, required,
+                                                        spec_path=spec_path,
+                                                        state_dir=state_dir),
                                         key))
     if bom is not None:
         attached.append(sign_and_attach(client, reference.repository, subject,
@@ -129,12 +136,14 @@ def signed_lines_for(store: EvidenceStore, digest: Digest, report, trust) -> lis
 
 def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: ClientPool,
                      evidence: str | None = None, required=None, trust=None,  # noqa: ANN001
-                     required_checks: list[str] | None = None) -> list[Attached]:
+                     required_checks: list[str] | None = None, spec_path: Path | None = None,
+                     state_dir: Path | None = None) -> list[Attached]:
     """The promotion chain for `result` (a PromoteResult): one statement whose subjects are the
     digest at every endpoint, signed and attached as a referrer at each endpoint. Its links
     come from this store, or from the statements trusted keys signed where it has none; a
     promotion forced past the gate is marked `forced` with the reason (verify fails it).
-    `required`: the links required; `required_checks`: the checks the report requires."""
+    `required`: the links required; `required_checks`: the checks the report requires;
+    `spec_path`/`state_dir`: the CLI's images spec and infra state (report_of)."""
     key = load_private(key_path)
     digest = Digest.parse(result.digest)
     last = ImageReference.parse(result.hops[-1].endpoint)
@@ -144,7 +153,8 @@ def attest_promotion(result, key_path: Path, *, store: EvidenceStore, pool: Clie
     hops = [HopLink(endpoint=h.endpoint, digest=h.digest, verified=h.verified,
                     read_back=h.read_back, referrers=list(getattr(h, "referrers", []) or []))
             for h in result.hops]
-    report = report_of(store, digest, required_checks)
+    report = report_of(store, digest, required_checks, spec_path=spec_path,
+                       state_dir=state_dir)
     gate = result.gate if isinstance(getattr(result, "gate", None), dict) else {}
     forced = None
     if gate.get("overridden"):

@@ -176,7 +176,7 @@ def latest_build(name: str, profile: str | None = None,
 def ensure_build(name: str, profile: str | None = None, *, store: EvidenceStore | None = None,
                  engine: Engine | None = None, spec: ImagesSpec | None = None,
                  cache_dir: Path | None = None, pip_cert: Path | None = None,
-                 wheel: Path | None = None) -> BuildRecord:
+                 wheel: Path | None = None, mirror: str | None = None) -> BuildRecord:
     """A pushed build of `name` whose base is the lock's current one: the latest if it is still
     current and still in the daemon, else a new build (on a stand-in profile the stand-ins are
     made first when the lock lacks them). For operations and tests that need the fixed image."""
@@ -198,7 +198,7 @@ def ensure_build(name: str, profile: str | None = None, *, store: EvidenceStore 
         from imagekit.standins import build_standins
 
         build_standins(spec, engine, store, profile_name, cache_dir=cache_dir,
-                       pip_cert=pip_cert, wheel=wheel)
+                       pip_cert=pip_cert, wheel=wheel, mirror=mirror)
         image = resolve_image(spec, name, profile_name)
     found = latest_build(name, profile_name, store)
     if found is not None and found.digest is not None and found.cache_key == build_key(image) \

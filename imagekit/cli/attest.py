@@ -87,6 +87,7 @@ def attest_cmd(
     from imagekit.attest.keys import default_private_key, load_private
     from imagekit.attest.run import attest_reference
     from imagekit.cli.app import evidence_store
+    from imagekit.cli.common import images_spec
     from imagekit.registry.interrupt import graceful
 
     unknown = set(kind) - {"test-result", "sbom"}
@@ -106,7 +107,8 @@ def attest_cmd(
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         attached = attest_reference(target, key_path, store=store, pool=pool,
                                     engine=engine, kinds=tuple(kind),
-                                    required=settings().required_checks_list())
+                                    required=settings().required_checks_list(),
+                                    spec_path=images_spec(), state_dir=settings().state_dir)
     if json_output:
         print_json([a.model_dump(mode="json") for a in attached])
         return

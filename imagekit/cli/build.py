@@ -25,6 +25,7 @@ from imagekit.cli.app import (
     progress_for,
     settings,
 )
+from imagekit.cli.common import images_spec
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -32,8 +33,9 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
 
     from imagekit.results import CheckResult
 
-SpecOpt = typer.Option(None, "--spec", envvar="IMAGEKIT_IMAGES_SPEC",
-                       help="Images spec (default dockerfiles/images.toml).")
+SpecOpt = typer.Option(None, "--spec",
+                       help="Images spec (default $IMAGEKIT_IMAGES_SPEC, "
+                            "./dockerfiles/images.toml, else the packaged one).")
 ProfileOpt = typer.Option(None, "--profile", help="Spec profile (default: the spec's, local).")
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                            help="Evidence store root (default ./.evidence).")
@@ -75,7 +77,7 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
     from imagekit.results import CheckResult, Status, exit_code_for
     from imagekit.spec import load_spec
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     with ClientPool(RegistryOptions.from_settings(settings())) as pool:  # IMAGEKIT_RETRY_* …
         profile_name, lines = pin(images, profile, check=check, pool=pool)
     checks = [line.check() for line in lines]
@@ -120,14 +122,15 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     store = evidence_store(evidence_dir)
     with _progress(json_output, "stand-ins") as on_line:
         records = build_standins(images, _engine(), store, profile,
                                  no_cache=no_cache, on_line=on_line, layers=layers,
                                  cache_dir=settings().cache_dir,
                                  pip_cert=settings().pip_cert, wheel=settings().torch_wheel,
-                                 layers_for=frozenset(layers_for) if layers_for else None)
+                                 layers_for=frozenset(layers_for) if layers_for else None,
+                                 mirror=settings().debian_mirror)
     if json_output:
         print_json({"standins": [r.model_dump(mode="json") for r in records]})
         return
@@ -150,7 +153,7 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
     from imagekit.build import build_image
     from imagekit.spec import load_spec
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     if all_images == (image is not None):
         raise InvalidInput("name one IMAGE or pass --all")
     names = list(images.images) if all_images else [image]
@@ -248,7 +251,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     # one resolver for NAME and REF (a NAME: the build of what THIS spec and its lock say); a
     # REF in a spec image's repository gets that image's probes and find_spec list (the wrong
     # nixl fix must fail however it is named)
-    resolved = resolve_target(target, spec=load_spec(spec), store=store, profile=profile)
+    resolved = resolve_target(target, spec=load_spec(images_spec(spec)), store=store,
+                              profile=profile)
     if resolved.by_name:
         named: Any = resolved.image  # an imagekit.spec.ImageSpec (names.Target types it loosely)
         run_ref, shown, digest = resolved.local_tag or target, str(resolved.reference), \
@@ -276,7 +280,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
         # a tag: the manifest digest the daemon recorded for this repository, if it has one
         digest = engine.inspect(target).digest_in(ImageReference.parse(target).name)
     with progress_for(json_output):
-        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target)
+        report = probe_image(engine, store, run_ref, plan, digest=digest, label=target,
+                             probes=settings().probes_dir)
     report = report.model_copy(update={"image": shown})
     if json_output:
         print_json(report)
@@ -301,14 +306,14 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     from imagekit.results import Status
     from imagekit.spec import load_spec
 
-    images = load_spec(spec)
+    images = load_spec(images_spec(spec))
     for name in image or []:
         images.image(name)
     store = evidence_store(evidence_dir)
     with _progress(json_output, "images verify") as on_line:
         report = verify_images(images, _engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line,
-                               pip_cert=settings().pip_cert)
+                               pip_cert=settings().pip_cert, probes=settings().probes_dir)
     if json_output:
         print_json(report)
     else:

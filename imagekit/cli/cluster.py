@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, evidence_store, guarded, print_json
+from imagekit.cli.app import app, evidence_store, guarded, print_json, settings
 from imagekit.cli.common import (
     EvidenceDir,
     GpuTolerationOpt,
@@ -24,6 +24,7 @@ from imagekit.cli.common import (
     SelectorOpt,
     SignKeyOpt,
     finish,
+    images_spec,
     kubeconfig_path,
     print_report,
     registry_client,
@@ -89,7 +90,7 @@ def cluster_probe(
     from imagekit.probe.runner import plan_for
     from imagekit.probe.runner import probes_dir as default_probes_dir
 
-    probes_dir = probes_dir or default_probes_dir()
+    probes_dir = probes_dir or default_probes_dir(settings().probes_dir)
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
     expected = Digest.parse(expect_digest) if expect_digest else None
     timeout = positive(timeout, "--timeout", maximum=86400)
@@ -102,7 +103,8 @@ def cluster_probe(
     # NAME or REF, one resolver: `sglang` is the spec's image, never docker.io/library/sglang
     # (with --trust-key, a NAME this store has no build of: the profile's staging tag,
     # verified by the statements trusted keys signed about it)
-    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
+    resolved = resolve_target(reference, spec_path=images_spec(spec_file), store=store,
+                              profile=profile,
                               remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
     spec, image = resolved.spec, resolved.image
@@ -118,7 +120,8 @@ def cluster_probe(
                            tolerations=tolerations(toleration) or [GPU_TOLERATION],
                            probes_dir=probes_dir, timeout_s=timeout,
                            docker_config_dir=docker_config, expect_digest=expected,
-                           keep_pull_secret=keep_pull_secret, plan=plan)
+                           keep_pull_secret=keep_pull_secret, plan=plan,
+                           manifests_dir=settings().manifests_dir)
     from imagekit.imagesverify.cluster import cluster_probe_exit
     from imagekit.results import Status
 
@@ -327,7 +330,7 @@ def cluster_gpu_preflight(
     tolerated = tolerations(toleration) or [GPU_TOLERATION]
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    ref = resolve_target(reference, store=store,
+    ref = resolve_target(reference, spec_path=images_spec(), store=store,
                          remote=trustopts.name_resolver(trust, store)).reference
     client, docker_config = registry_client(ref.registry)
     with client:
@@ -345,7 +348,8 @@ def cluster_gpu_preflight(
     options = PreflightOptions(
         namespace=namespace, node_selector=node_selector, tolerations=tolerated, gpus=gpus,
         priority_class_name=priority_class, preemption_policy=preemption_policy,
-        storage=storage, script=script, timeout_s=timeout, docker_config_dir=docker_config)
+        storage=storage, script=script, timeout_s=timeout, docker_config_dir=docker_config,
+        manifests_dir=settings().manifests_dir)
     with Kube(kubeconfig_path(kubeconfig)) as kube:
         report = run_preflight(kube, ref.with_digest(digest), options, store, submit)
         signed = None

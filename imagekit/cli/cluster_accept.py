@@ -17,6 +17,7 @@ from imagekit.cli.common import (
     SelectorOpt,
     SignKeyOpt,
     finish,
+    images_spec,
     kubeconfig_path,
     registry_client,
     say,
@@ -146,14 +147,15 @@ def cluster_accept(
     # gate, so a bad --selector read as a gate refusal)
     node_selector = label_pairs(selector, "--selector")
     tolerated = tolerations(toleration) or [GPU_TOLERATION]
+    spec_path = images_spec(spec_file)  # --spec, else $IMAGEKIT_IMAGES_SPEC (the settings)
     if profile is not None:
         from imagekit.spec import load_spec
 
-        load_spec(spec_file).profile(profile)
+        load_spec(spec_path).profile(profile)
     kube_path = kubeconfig_path(kubeconfig)
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    resolved = resolve_target(reference, spec_path=spec_file, store=store, profile=profile,
+    resolved = resolve_target(reference, spec_path=spec_path, store=store, profile=profile,
                               remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
     client, docker_config = registry_client(ref.registry)
@@ -164,7 +166,8 @@ def cluster_accept(
     with ClientPool(trustopts.registry_options(ref.registry)) as reader:
         image_phase_gate(store, digest, profile=profile, trust=trust,   # exit 1: the reasons
                          required=settings().required_checks_list(),
-                         pull=trustopts.puller(trust, ref, reader))
+                         pull=trustopts.puller(trust, ref, reader), spec_path=spec_path,
+                         state_dir=settings().state_dir)
     options = AcceptOptions(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,
         served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,
@@ -181,14 +184,16 @@ def cluster_accept(
         from imagekit.engine import Engine as Docker
         from imagekit.infra.state import load_state
 
-        staging = load_state().registry("staging").address
+        staging = load_state(settings().state_dir).registry("staging").address
         return ensure_controller_image(Docker(), staging,
                                        cache_dir=settings().cache_dir,
-                                       pip_cert=settings().pip_cert).pinned
+                                       pip_cert=settings().pip_cert,
+                                       mirror=settings().debian_mirror).pinned
 
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
-                            controller_image=controller_image)
+                            controller_image=controller_image,
+                            manifests_dir=settings().manifests_dir)
         signed = None
         if signing is not None:
             signer, _ = registry_client(ref.registry)

@@ -93,6 +93,20 @@ def sign_phase(phase: Phase, key: Any, report: CheckReport, client: RegistryClie
     return sign(client, ref, digest, predicate, key)
 
 
+def images_spec(given: Path | None = None) -> Path | None:
+    """The images spec a command reads: `--spec`, else $IMAGEKIT_IMAGES_SPEC (the settings;
+    made absolute, as the spec loader always did), else None: the default one
+    (imagekit.spec.default_spec_path: ./dockerfiles/images.toml, else the packaged spec).
+    Handed down to every operation that reads the spec (nothing below the CLI reads the
+    variable)."""
+    if given is not None:
+        return given
+    from imagekit.cli.app import settings
+
+    env = settings().images_spec
+    return env.absolute() if env is not None else None
+
+
 def kubeconfig_path(explicit: Path | None) -> Path:
     """--kubeconfig / $KUBECONFIG, else the one `imagekit infra up --cluster` recorded. An
     explicit one must be a readable YAML mapping (checked before any other work)."""
@@ -105,8 +119,9 @@ def kubeconfig_path(explicit: Path | None) -> Path:
                                where=str(explicit))
         return explicit
     try:
+        from imagekit.cli.app import settings
         from imagekit.infra.state import load_state
-        state = load_state()
+        state = load_state(settings().state_dir)
         if state.kubeconfig is not None and state.kubeconfig.is_file():
             return state.kubeconfig
         recorded = state.state_dir / "k8s" / "admin.kubeconfig"

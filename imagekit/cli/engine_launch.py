@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from imagekit.cli.app import app, evidence_store, guarded, print_json
+from imagekit.cli.app import app, evidence_store, guarded, print_json, settings
 from imagekit.cli.common import EvidenceDir, JsonOpt, say
 from imagekit.errors import InvalidInput
 
@@ -62,7 +62,8 @@ def serve_command(
                 read_text(startup_log, "startup log"), engine=config.engine.value)
             ).required_seconds
         pod, configmap = engine_pod(config, pod_image, ProbeBudget.covering(seconds),
-                                    name=name, namespace=namespace, model_claim=model_claim)
+                                    name=name, namespace=namespace, model_claim=model_claim,
+                                    template_dir=settings().manifests_dir)
         if json_output:
             print_json({"configmap": configmap, "pod": pod})
         else:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import console, print_json
+from imagekit.cli.app import console, print_json, settings
 from imagekit.cli.common import finish, kubeconfig_path, registry_client
 from imagekit.errors import InvalidInput
 
@@ -129,7 +129,8 @@ def each_node_preflight(pinned: ImageReference, *, namespace: str, selector: dic
     options = FleetOptions(namespace=namespace, node_selector=selector,
                            tolerations=tolerations, gpus=gpus, script=script,
                            script_args=script_args, timeout_s=timeout, cordon_failed=cordon,
-                           taint_failed=taint, docker_config_dir=docker_config)
+                           taint_failed=taint, docker_config_dir=docker_config,
+                           manifests_dir=settings().manifests_dir)
     with Kube(kubeconfig) as kube:
         report = run_fleet(kube, pinned, options, EvidenceStore(evidence_dir))
     if json_output:

@@ -40,9 +40,12 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
        json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Install and start only what is missing (idempotent)."""
     from imagekit.infra import manager
+    from imagekit.infra.state import StatePaths
 
     with progress_for(json_output):
-        state, components = manager.up(cluster=cluster, k8s_bin=settings().k8s_bin)
+        state, components = manager.up(cluster=cluster, paths=StatePaths(settings().state_dir),
+                                       k8s_bin=settings().k8s_bin,
+                                       mirror=settings().debian_mirror)
     if json_output:
         print_json({**_components_json(components), "state": state.model_dump(mode="json")})
         return
@@ -58,8 +61,10 @@ def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
          json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Stop only the processes imagekit started (verified by PID and start time)."""
     from imagekit.infra import manager
+    from imagekit.infra.state import StatePaths
 
-    stopped = manager.down(cluster=cluster, k8s_bin=settings().k8s_bin)
+    stopped = manager.down(cluster=cluster, paths=StatePaths(settings().state_dir),
+                           k8s_bin=settings().k8s_bin)
     if json_output:
         print_json({"stopped": stopped})
         return
@@ -71,8 +76,10 @@ def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
 def status(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """What runs, where, and for anything missing the command that fixes it."""
     from imagekit.infra import manager
+    from imagekit.infra.state import StatePaths
 
-    components = manager.status(k8s_bin=settings().k8s_bin)
+    components = manager.status(paths=StatePaths(settings().state_dir),
+                                k8s_bin=settings().k8s_bin)
     if json_output:
         print_json(_components_json(components))
         return

@@ -262,7 +262,9 @@ def _image(text: str, what: str, store, *, trust=None, pool=None) -> ImageRefere
     from imagekit.names import looks_like_name, resolve_target
 
     if looks_like_name(text):
-        return resolve_target(text, store=store,
+        from imagekit.cli.common import images_spec
+
+        return resolve_target(text, store=store, spec_path=images_spec(),
                               remote=trustopts.name_resolver(trust, store, pool)).reference
     return _ref(text, what)
 
@@ -314,8 +316,9 @@ def _final_hop_gate(enforce, to_ref):
     if to_ref is None:
         return plain
     try:
+        from imagekit.cli.common import images_spec
         from imagekit.spec import load_spec
-        spec = load_spec()
+        spec = load_spec(images_spec())
     except Exception:  # noqa: BLE001 - no spec here: the plain gate
         return plain
     extra = spec.final_hop_requirements(to_ref.registry)
@@ -370,6 +373,7 @@ def promote_cmd(
     --await hops are not copied to but polled until they serve the digest. Where the local
     evidence has nothing about the digest, --trust-key lets the statements signed at the
     source decide the gate (named in its reasons)."""
+    from imagekit.cli.common import images_spec
     from imagekit.inputs import positive
     from imagekit.oci import Platform
     from imagekit.promote import run_promote
@@ -403,7 +407,8 @@ def promote_cmd(
         source_ref = _source(source, store, trust=trust, pool=reader)
         _distinct_hops(source_ref, hops, to_ref)
         gate = functools.partial(_final_hop_gate(enforce, to_ref), trust=trust,
-                                 pull=trustopts.puller(trust, source_ref, reader))
+                                 pull=trustopts.puller(trust, source_ref, reader),
+                                 spec_path=images_spec(), state_dir=settings().state_dir)
         if key is not None:   # the chain will be signed: only over links the evidence holds
             from imagekit.attest.statements import required_links
 
@@ -425,7 +430,9 @@ def promote_cmd(
             attached = attest_promotion(result, key, store=store, pool=pool, evidence=where,
                                         required=settings().required_links_list(),
                                         trust=trust,
-                                        required_checks=settings().required_checks_list())
+                                        required_checks=settings().required_checks_list(),
+                                        spec_path=images_spec(),
+                                        state_dir=settings().state_dir)
     if json_output:
         data = result.model_dump(mode="json")
         data["evidence"] = where

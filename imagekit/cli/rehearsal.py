@@ -38,11 +38,12 @@ def rehearsal(
              "off by default."),
 ) -> None:
     """Run the local stand-in rehearsal of the whole release path, end to end."""
+    from imagekit.cli.common import images_spec
     from imagekit.rehearsal import check_layers, check_out, closing_lines, run_rehearsal
     from imagekit.results import exit_code_for, overall
     from imagekit.spec import load_spec
 
-    spec = load_spec()
+    spec = load_spec(images_spec())
     profile_name = spec.profile(profile)[0]
     check_layers(layers, spec, profile_name)  # bad input before any side effect
     store = evidence_store(evidence_dir)  # before infra up: a run that cannot be recorded
@@ -50,7 +51,8 @@ def rehearsal(
     out = check_out(out or Path("rehearsal-reports") / stamp)  # bad input before any step
     with progress_for(json_output) as sink:
         done = run_rehearsal(spec, profile_name, store, out, cluster=cluster, sink=sink,
-                             namespace=settings().accept_namespace, layers=layers)
+                             namespace=settings().accept_namespace, layers=layers,
+                             state_dir=settings().state_dir)
     checks = done.checks
     if json_output:
         print_json({"profile": done.profile, "reports": str(done.reports),

@@ -10,6 +10,7 @@ import typer
 
 from imagekit.cli import trustopts
 from imagekit.cli.app import app, console, err_console, guarded, print_json, settings
+from imagekit.cli.common import images_spec
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import CheckFailed, InvalidInput
 
@@ -35,7 +36,7 @@ def _check_profile(profile: str | None) -> None:
         return
     from imagekit.spec import default_spec_path, load_spec
 
-    path = default_spec_path()
+    path = default_spec_path(images_spec())
     if not path.is_file():
         raise InvalidInput("--profile needs the images spec, and there is none here",
                            where=str(path))
@@ -60,6 +61,7 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
             from imagekit.names import resolve_target
 
             target = resolve_target(text, store=store, profile=profile,
+                                    spec_path=images_spec(),
                                     remote=trustopts.name_resolver(trust, store))
             reference = target.reference
         else:
@@ -74,7 +76,7 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
         else:
             resolved = resolve(subject, store, profile=profile,
                                options=RegistryOptions.from_settings(settings()),
-                               state_dir=settings().state_dir)
+                               state_dir=settings().state_dir, spec_path=images_spec())
         if resolved.note:
             err_console.print(resolved.note, markup=False, soft_wrap=True)
         yield store, resolved, trustopts.puller(trust, reference, pool)
@@ -125,7 +127,8 @@ def report_command(
         from imagekit.report.batch import reports_for_spec
 
         results = reports_for_spec(store, out, fmt=fmt, profile=profile,
-                                   required=_required(require))
+                                   required=_required(require), spec_path=images_spec(),
+                                   state_dir=settings().state_dir)
         for item in results:
             if item.missing:
                 err_console.print(f"{item.image}: no report: {item.missing}", markup=False)
@@ -143,18 +146,21 @@ def report_command(
             report = report_with_trust(store, resolved.digest, trust, pull,
                                        required=_required(require), requested=subject,
                                        name=resolved.name, profile=profile,
-                                       resolution=resolved.note or None)
+                                       resolution=resolved.note or None,
+                                       spec_path=images_spec(),
+                                       state_dir=settings().state_dir)
     else:
         from imagekit.registry import RegistryOptions
 
         resolved = resolve(subject, store, profile=profile,
                            options=RegistryOptions.from_settings(settings()),
-                           state_dir=settings().state_dir)
+                           state_dir=settings().state_dir, spec_path=images_spec())
         if resolved.note:
             err_console.print(resolved.note, markup=False, soft_wrap=True)
         report = build_report(store, resolved.digest, required=_required(require),
                               requested=subject, name=resolved.name, profile=profile,
-                              resolution=resolved.note or None)
+                              resolution=resolved.note or None, spec_path=images_spec(),
+                              state_dir=settings().state_dir)
     if record:
         from imagekit.report.render import record_report
 
@@ -197,7 +203,8 @@ def gate_command(
     trust = trustopts.load(trust_key, trust_policy)
     with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
         decision = check_promotable(store, resolved.digest, _required(require), profile=profile,
-                                    trust=trust, pull=pull)
+                                    trust=trust, pull=pull, spec_path=images_spec(),
+                                    state_dir=settings().state_dir)
     if json_output:
         print_json(decision)
     else:

@@ -8,7 +8,6 @@ digest; a tag could move between check and run).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,11 @@ from imagekit.errors import InvalidInput
 from imagekit.oci import ImageReference
 
 
-def manifests_dir() -> Path:
-    """Where the templates and scripts live: $IMAGEKIT_MANIFESTS_DIR, else the packaged ones
-    (imagekit/assets/manifests, shipped in the wheel). Looked up when a template is rendered,
-    not at import."""
-    return Path(os.environ.get("IMAGEKIT_MANIFESTS_DIR") or assets.path("manifests"))
+def manifests_dir(given: Path | None = None) -> Path:
+    """Where the templates and scripts live: `given` (the CLI passes $IMAGEKIT_MANIFESTS_DIR,
+    imagekit.settings), else the packaged ones (imagekit/assets/manifests, shipped in the
+    wheel). Looked up when a template is rendered, not at import."""
+    return Path(given or assets.path("manifests"))
 
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -39,24 +38,25 @@ def pinned(image: ImageReference | str) -> str:
     return f"{ref.name}@{ref.digest}"
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(manifests_dir())),
+def _env(template_dir: Path | None = None) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(manifests_dir(template_dir))),
                               undefined=jinja2.StrictUndefined, autoescape=False,
                               keep_trailing_newline=True)
 
 
-def render(template: str, **values: Any) -> dict:
-    """Render `manifests/<template>` with `values`; `image` is pinned first."""
+def render(template: str, *, template_dir: Path | None = None, **values: Any) -> dict:
+    """Render `manifests/<template>` with `values`; `image` is pinned first. `template_dir`:
+    the templates' folder (default the packaged manifests)."""
     if "image" in values:
         values["image"] = pinned(values["image"])
     values.setdefault("pull_secrets", [])
     values["pull_secrets"] = [s if isinstance(s, dict) else {"name": s}
                               for s in values["pull_secrets"]]
     try:
-        text = _env().get_template(template).render(**values)
+        text = _env(template_dir).get_template(template).render(**values)
     except jinja2.TemplateNotFound:
-        raise InvalidInput("no such manifest template", where=str(manifests_dir() / template)) \
-            from None
+        raise InvalidInput("no such manifest template",
+                           where=str(manifests_dir(template_dir) / template)) from None
     except jinja2.UndefinedError as exc:
         raise InvalidInput(f"manifest template value missing: {exc.message}",
                            where=template) from None
@@ -79,11 +79,12 @@ def configmap(name: str, namespace: str, files: dict[str, str], labels: dict | N
             "data": dict(files)}
 
 
-def script_files(*relative: str) -> dict[str, str]:
-    """Read scripts from manifests/ by relative path; keyed by their base name."""
+def script_files(*relative: str, template_dir: Path | None = None) -> dict[str, str]:
+    """Read scripts from manifests/ (or `template_dir`) by relative path; keyed by their base
+    name."""
     out = {}
     for rel in relative:
-        path = manifests_dir() / rel
+        path = manifests_dir(template_dir) / rel
         out[path.name] = path.read_text()
     return out
 
@@ -92,15 +93,18 @@ def controller_bundle(name: str, namespace: str, image: ImageReference | str,
                       scripts: dict[str, str] | None = None, env: dict[str, str] | None = None,
                       *, node_selector: dict[str, str] | None = None,
                       tolerations: list[dict] | None = None, pull_secrets: list[str] | None = None,
-                      deadline_seconds: int = 6 * 3600) -> tuple[dict, dict]:
+                      deadline_seconds: int = 6 * 3600,
+                      template_dir: Path | None = None) -> tuple[dict, dict]:
     """(Pod, ConfigMap) of the acceptance controller: manifests/controller/controller.py plus
     `scripts` (sub-scripts it starts, e.g. the acceptance suite; SUBSCRIPTS in `env` names the
     order), all from one ConfigMap mounted at /opt/controller."""
-    files = script_files("controller/controller.py", "controller/smoke.py")
+    files = script_files("controller/controller.py", "controller/smoke.py",
+                         template_dir=template_dir)
     files.update(scripts or {})
     cm = configmap(f"{name}-scripts", namespace, files,
                    labels={"imagekit.dev/role": "acceptance-controller"})
-    pod = render("controller-pod.yaml.j2", name=name, namespace=namespace, image=image,
+    pod = render("controller-pod.yaml.j2", template_dir=template_dir, name=name,
+                 namespace=namespace, image=image,
                  node_selector=node_selector or {},
                  tolerations=tolerations if tolerations is not None else [GPU_TOLERATION],
                  pull_secrets=pull_secrets or [], configmap=cm["metadata"]["name"],

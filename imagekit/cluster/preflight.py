@@ -81,6 +81,7 @@ class PreflightOptions:
     command: list[str] | None = None    # default: python3 /imagekit/<script> or -m <package>
     timeout_s: float = 900.0
     docker_config_dir: Path | None = None
+    manifests_dir: Path | None = None   # the Pod templates' folder (default the packaged one)
 
 
 def render_preflight(pinned: ImageReference, options: PreflightOptions, name: str
@@ -92,7 +93,8 @@ def render_preflight(pinned: ImageReference, options: PreflightOptions, name: st
     configmap = manifests.configmap(f"{name}-scripts", options.namespace, files,
                                     labels={"imagekit.dev/role": "gpu-preflight"})
     pod = manifests.render(
-        "gpu-preflight-pod.yaml.j2", name=name, namespace=options.namespace, image=pinned,
+        "gpu-preflight-pod.yaml.j2", template_dir=options.manifests_dir, name=name,
+        namespace=options.namespace, image=pinned,
         node_selector=options.node_selector, tolerations=options.tolerations,
         priority_class_name=options.priority_class_name,
         preemption_policy=options.preemption_policy, command=command, gpus=options.gpus,

@@ -50,6 +50,7 @@ class ProbeOptions:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
     probes_dir: Path | None = None
+    manifests_dir: Path | None = None   # the Pod templates' folder (default the packaged one)
     timeout_s: float = 300.0
     memory_limit: str = "2Gi"
     docker_config_dir: Path | None = None  # where config.json (registry credentials) lives
@@ -149,10 +150,11 @@ def _probe_check(name: str, rc: int, body: list[str]) -> CheckResult:
 
 
 def probe_files(probes_dir: Path | None,
-                plan: list[tuple[str, list[str]]] | None = None) -> dict[str, str]:
+                plan: list[tuple[str, list[str]]] | None = None,
+                manifests_dir: Path | None = None) -> dict[str, str]:
     """The ConfigMap's files: the runner, every probes/*.py (helpers like _common.py too, the
     probes import them), and probe-plan.txt when a plan is given."""
-    files = manifests.script_files(RUNNER)
+    files = manifests.script_files(RUNNER, template_dir=manifests_dir)
     if probes_dir is not None and probes_dir.is_dir():
         for path in sorted(probes_dir.glob("*.py")):
             files[path.name] = path.read_text()
@@ -214,7 +216,7 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
     def fetch(d: Digest) -> bytes:
         return registry_client.get_manifest(ref.repository, d).data
 
-    files = probe_files(options.probes_dir, options.plan)
+    files = probe_files(options.probes_dir, options.plan, options.manifests_dir)
     suffix = _secrets.token_hex(3)
     name = f"probe-{digest.hex[:12]}-{suffix}"
     with store.attempt(digest, "cluster-probe", reference=str(ref), pinned=str(pinned),
@@ -235,7 +237,8 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         except BaseException:
             _drop_secret(run, options, checks)
             raise
-        pod = manifests.render("probe-pod.yaml.j2", name=name, namespace=options.namespace,
+        pod = manifests.render("probe-pod.yaml.j2", template_dir=options.manifests_dir,
+                               name=name, namespace=options.namespace,
                                image=pinned, node_name=None,
                                node_selector=options.node_selector,
                                tolerations=options.tolerations,

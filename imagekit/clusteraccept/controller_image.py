@@ -44,26 +44,28 @@ class ControllerImage(BaseModel):
         return self.reference.with_digest(self.digest)
 
 
-def cache_key(dockerfile_dir: Path = DOCKERFILE_DIR, package: Path = PACKAGE) -> str:
-    """Everything that goes into the image: the base's key, the Dockerfile and requirements,
-    imagekit's source tree."""
-    return hashlib.sha256("\0".join([rootfs_key(), tree_hash(dockerfile_dir),
+def cache_key(dockerfile_dir: Path = DOCKERFILE_DIR, package: Path = PACKAGE,
+              mirror: str | None = None) -> str:
+    """Everything that goes into the image: the base's key (of `mirror`, default this machine's
+    Debian archive), the Dockerfile and requirements, imagekit's source tree."""
+    return hashlib.sha256("\0".join([rootfs_key(mirror=mirror), tree_hash(dockerfile_dir),
                                      tree_hash(package)]).encode()).hexdigest()
 
 
 def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str | None = None,
                             on_line=None, cache_dir: Path | None = None,
-                            pip_cert: Path | None = None) -> ControllerImage:
+                            pip_cert: Path | None = None,
+                            mirror: str | None = None) -> ControllerImage:
     """The controller image pushed to `registry` (a loopback registry the cluster pulls from),
     built only when its content key is new. Raises CheckFailed with the build log's tail when
     the build fails."""
-    key = cache_key()
+    key = cache_key(mirror=mirror)
     local = f"{LOCAL_REPOSITORY}:{key[:16]}"
     reference = ImageReference.parse(f"{registry}/{REPOSITORY}:{key[:16]}")
     log: list[str] = []
     built = False
     if not engine.exists(local):
-        base, _ = ensure_rootfs_image(engine, log, cache_dir=cache_dir)
+        base, _ = ensure_rootfs_image(engine, log, cache_dir=cache_dir, mirror=mirror)
         with tempfile.TemporaryDirectory(prefix="imagekit-controller-") as tmp:
             context = Path(tmp) / "context"
             shutil.copytree(DOCKERFILE_DIR, context)

@@ -304,7 +304,8 @@ def launch_parsed(store: EvidenceStore, digest: Digest, options: AcceptOptions
 
 
 def render(options: AcceptOptions, pinned: ImageReference, run: str, budget: int,
-           pull_secrets: list[str], prefill_switch: str | None = None) -> tuple[dict, dict]:
+           pull_secrets: list[str], prefill_switch: str | None = None,
+           template_dir: Path | None = None) -> tuple[dict, dict]:
     config = serve_config(options, prefill_switch)
     return engine_pod(config, pinned, ProbeBudget.covering(budget), name=f"{run}-engine",
                       namespace=options.namespace, node_selector=options.node_selector,
@@ -312,7 +313,8 @@ def render(options: AcceptOptions, pinned: ImageReference, run: str, budget: int
                       priority_class_name=options.priority_class_name,
                       pull_secrets=pull_secrets, model_claim=options.model_claim,
                       deadline_seconds=int(options.timeout_s) + 600, gpus=options.gpus,
-                      extra_env=options.engine_env, labels={"imagekit.dev/accept-run": run})
+                      extra_env=options.engine_env, labels={"imagekit.dev/accept-run": run},
+                      template_dir=template_dir)
 
 
 def service_for(run: str, namespace: str, port: int) -> dict:
@@ -324,8 +326,10 @@ def service_for(run: str, namespace: str, port: int) -> dict:
                      "ports": [{"name": "http", "port": port, "targetPort": port}]}}
 
 
-def controller_files(options: AcceptOptions) -> dict[str, str]:
-    files = manifests.script_files("controller/controller.py", "controller/accept_suites.py")
+def controller_files(options: AcceptOptions, template_dir: Path | None = None
+                     ) -> dict[str, str]:
+    files = manifests.script_files("controller/controller.py", "controller/accept_suites.py",
+                                   template_dir=template_dir)
     if options.matrix_text is not None:
         files["matrix.toml"] = options.matrix_text
     if options.engine_config_text is not None:
@@ -389,6 +393,8 @@ class AcceptRun:
     run: str
     started: float
     checks: list[CheckResult] = field(default_factory=list)
+    #: the Pod templates' folder (default the packaged manifests)
+    manifests_dir: Path | None = None
 
     @property
     def pinned(self) -> ImageReference:
@@ -452,7 +458,8 @@ def plan(ctx: AcceptRun) -> Plan:
     budget, source, budget_check = startup_budget(ctx.store, options, ctx.model)
     ctx.checks.append(budget_check)
     hooks.step(f"{budget_check.status.value} startup_budget: {budget_check.detail}")
-    engine_pod_doc, _ = render(options, ctx.pinned, ctx.run, budget, [], switch)
+    engine_pod_doc, _ = render(options, ctx.pinned, ctx.run, budget, [], switch,
+                               ctx.manifests_dir)
     result = dict(reference=str(ctx.reference), pinned=str(ctx.pinned),
                   engine=options.engine.value, model=ctx.model, namespace=options.namespace,
                   engine_pod=engine_pod_doc["metadata"]["name"],
@@ -496,7 +503,7 @@ def submit(ctx: AcceptRun, spec: Plan, pods: PodRun,
     hooks.step(f"engine Pod {pod['metadata']['name']} pinned to {ctx.pinned}; Service "
                f"{base_url}")
     scripts = manifests.configmap(f"{run}-scripts", options.namespace,
-                                  controller_files(options),
+                                  controller_files(options, ctx.manifests_dir),
                                   labels={"imagekit.dev/role": "acceptance-controller"})
     env = {"READY_URL": f"{base_url}/health", "SUBSCRIPTS": "accept_suites.py",
            "READY_TIMEOUT": str(spec.budget + 120), "BASE_URL": base_url,
@@ -508,7 +515,8 @@ def submit(ctx: AcceptRun, spec: Plan, pods: PodRun,
     if options.engine_config_text is not None:
         env["ENGINE_CONFIG"] = "engines.toml"
     controller_doc = manifests.render(
-        "controller-pod.yaml.j2", name=f"{run}-controller", namespace=options.namespace,
+        "controller-pod.yaml.j2", template_dir=ctx.manifests_dir, name=f"{run}-controller",
+        namespace=options.namespace,
         image=controller_ref, node_selector=options.node_selector,
         tolerations=options.tolerations, pull_secrets=[],
         configmap=scripts["metadata"]["name"],
@@ -621,7 +629,8 @@ def _not_submitted(ctx: AcceptRun, spec: Plan, summary: str, seconds: float) -> 
 
 def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: AcceptOptions,
                store: EvidenceStore, *, controller_image: Callable[[], ImageReference],
-               hooks: Hooks | None = None) -> CheckReport:
+               hooks: Hooks | None = None,
+               manifests_dir: Path | None = None) -> CheckReport:
     """The flow above, as its steps. `controller_image` builds (or finds) the controller
     image and returns it pinned; it is called only once the precheck is clean."""
     hooks = hooks or Hooks()
@@ -633,7 +642,8 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                        engine=options.engine.value,
                        model=options.served_model_name) as attempt:
         ctx = AcceptRun(kube=kube, reference=reference, digest=digest, options=options,
-                        store=store, hooks=hooks, attempt=attempt, run=run, started=started)
+                        store=store, hooks=hooks, attempt=attempt, run=run, started=started,
+                        manifests_dir=manifests_dir)
         spec = plan(ctx)
         refused = spec.refused
         if refused is not None:

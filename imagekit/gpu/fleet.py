@@ -64,6 +64,7 @@ class FleetOptions:
     cordon_failed: bool = False
     taint_failed: bool = False
     docker_config_dir: Path | None = None
+    manifests_dir: Path | None = None   # the Pod templates' folder (default the packaged one)
     #: last word on each rendered Pod (site-specific mounts; tests) — applied before precheck
     customize: Callable[[dict], None] | None = None
 
@@ -200,7 +201,7 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             node_selector={**options.node_selector, HOSTNAME_LABEL: hostname},
             tolerations=tolerations, gpus=options.gpus, script=options.script,
             command=pod_command(nproc, shipped.run, args),
-            timeout_s=options.timeout_s)
+            timeout_s=options.timeout_s, manifests_dir=options.manifests_dir)
         pod, cm = render_preflight(pinned, pod_options, f"{base}-{index}")
         cm["metadata"]["name"] = f"{base}-scripts"
         add_files(pod, cm, baselines)

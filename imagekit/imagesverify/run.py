@@ -32,7 +32,7 @@ from imagekit.evidence.kinds import (
 )
 from imagekit.imagesverify.models import AcceptedCheck, ImageEntry, ImagesVerifyReport
 from imagekit.probe import ProbePlan, probes_version, run_probes
-from imagekit.probe.runner import serve_args_report, serve_commands_of
+from imagekit.probe.runner import probes_dir, serve_args_report, serve_commands_of
 from imagekit.results import CheckResult, Status, overall
 from imagekit.spec import ImagesSpec, ResolvedImage, resolve_image
 
@@ -54,9 +54,11 @@ def fix_layers(dockerfile_text: str) -> list[str]:
     return layers
 
 
-def verify_key(image: ResolvedImage, plan: ProbePlan, accepted: dict[str, object]) -> str:
+def verify_key(image: ResolvedImage, plan: ProbePlan, accepted: dict[str, object],
+               probes: Path | None = None) -> str:
+    """`probes`: the probes' folder (default the packaged probes): its probes_version keys it."""
     material = json.dumps({
-        "build": build_key(image), "probes": probes_version(),
+        "build": build_key(image), "probes": probes_version(probes),
         "plan": plan.model_dump(mode="json"), "accept": accepted,
         "mirror": str(image.mirror_digest) if image.mirror_digest else None, "recipe": 1,
     }, sort_keys=True, default=str)
@@ -148,14 +150,16 @@ def _in_registry(reference: str) -> bool:
 def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore, *,
                profile: str | None, no_cache: bool,
                on_line: Callable[[str], None] | None = None,
-               pip_cert: Path | None = None) -> ImageEntry:
+               pip_cert: Path | None = None, probes: Path | None = None) -> ImageEntry:
     image = resolve_image(spec, name, profile)
     _, prof = spec.profile(profile)
     image_spec = spec.image(name)
     plan = ProbePlan(engine=image.engine, probes=image.probes, find_spec=image.find_spec,
                      serve=serve_commands_of(image))
     accept = {k: v for k, v in prof.accept.items() if k.startswith(f"{name}.")}
-    key = verify_key(image, plan, {k: v.model_dump(mode="json") for k, v in accept.items()})
+    probes = probes_dir(probes)
+    key = verify_key(image, plan, {k: v.model_dump(mode="json") for k, v in accept.items()},
+                     probes)
     if not no_cache:
         cached = _cached_entry(store, engine, image, key)
         if cached is not None:
@@ -188,8 +192,9 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
     assert record.digest is not None, f"{name}: the build recorded no pushed digest"
     with store.attempt(record.digest, "probe", image=str(record.reference),
                        image_id=str(record.image_id), probes=plan.probes,
-                       probes_version=probes_version()) as probe_attempt:
-        checks, versions = run_probes(engine, record.local_tag, plan, attempt=probe_attempt)
+                       probes_version=probes_version(probes)) as probe_attempt:
+        checks, versions = run_probes(engine, record.local_tag, plan, attempt=probe_attempt,
+                                      probes=probes)
         probe_attempt.write_json("versions.json", versions)
         probe_attempt.add_subject(record.image_id, Role.ALIAS)
         probe_attempt.write_result(ProbeResult(image=str(record.reference),
@@ -247,12 +252,15 @@ def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,
                   profile: str | None = None, names: list[str] | None = None,
                   no_cache: bool = False,
                   on_line: Callable[[str], None] | None = None,
-                  pip_cert: Path | None = None) -> ImagesVerifyReport:
+                  pip_cert: Path | None = None, probes: Path | None = None
+                  ) -> ImagesVerifyReport:
+    """`probes`: the probes' folder (default the packaged probes; the CLI passes
+    $IMAGEKIT_PROBES_DIR)."""
     started = time.monotonic()
     profile_name, _ = spec.profile(profile)
     engine.ping()
     entries = [verify_one(spec, name, engine, store, profile=profile_name, no_cache=no_cache,
-                          on_line=on_line, pip_cert=pip_cert)
+                          on_line=on_line, pip_cert=pip_cert, probes=probes)
                for name in (names or list(spec.images))]
     verdicts = [CheckResult(name=e.image, status=e.verdict) for e in entries]
     report = ImagesVerifyReport(profile=profile_name, spec=str(spec.root / "images.toml"),

@@ -54,14 +54,15 @@ def _one_line_archives(text: str) -> list[str]:
     return found
 
 
-def debian_mirror() -> str:
-    """The Debian archive this machine's own apt uses (or $IMAGEKIT_DEBIAN_MIRROR).
+def debian_mirror(given: str | None = None) -> str:
+    """`given` (the CLI passes $IMAGEKIT_DEBIAN_MIRROR, imagekit.settings), else the Debian
+    archive this machine's own apt uses.
 
     Read from the machine's configuration rather than written into the project, so the project
     follows whatever mirror or proxy the machine is set up with.
     """
-    if os.environ.get(MIRROR_ENV):
-        return os.environ[MIRROR_ENV].rstrip("/")
+    if given:
+        return given.rstrip("/")
     candidates: list[str] = []
     if _SOURCES_PARTS.is_dir():
         for path in sorted(_SOURCES_PARTS.glob("*.sources")):
@@ -75,13 +76,13 @@ def debian_mirror() -> str:
     return candidates[0].rstrip("/")
 
 
-def suite_source(suite: str) -> str:
+def suite_source(suite: str, mirror: str | None = None) -> str:
     return (f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
-            f"{debian_mirror()} {suite} main\n")
+            f"{debian_mirror(mirror)} {suite} main\n")
 
 
-def trixie_source() -> str:
-    return suite_source("trixie")
+def trixie_source(mirror: str | None = None) -> str:
+    return suite_source("trixie", mirror)
 
 
 def missing_packages(packages: list[str]) -> list[str]:
@@ -139,13 +140,15 @@ def ensure_packages(packages: list[str], log: Path | None = None) -> list[str]:
     return missing
 
 
-def ensure_trixie_package(package: str, paths: StatePaths, log: Path | None = None) -> bool:
-    """Install `package` from Debian trixie via a private apt configuration; True if done now."""
-    return ensure_suite_package(package, "trixie", paths, log)
+def ensure_trixie_package(package: str, paths: StatePaths, log: Path | None = None,
+                          mirror: str | None = None) -> bool:
+    """Install `package` from Debian trixie via a private apt configuration; True if done now.
+    `mirror`: the Debian archive (default the one this machine's apt uses)."""
+    return ensure_suite_package(package, "trixie", paths, log, mirror)
 
 
 def ensure_suite_package(package: str, suite: str, paths: StatePaths,
-                         log: Path | None = None) -> bool:
+                         log: Path | None = None, mirror: str | None = None) -> bool:
     """Install `package` from Debian `suite` (trixie, sid) via a private apt configuration, only
     when dpkg lacks it; True if installed now. The .deb is kept, so a rerun downloads nothing."""
     if installed(package):
@@ -153,14 +156,14 @@ def ensure_suite_package(package: str, suite: str, paths: StatePaths,
     if os.geteuid() != 0:
         raise InfraError(f"package {package} is missing; installing it needs root",
                          where="apt-get")
-    deb = download_suite_package(package, suite, paths, log)
+    deb = download_suite_package(package, suite, paths, log, mirror)
     _run(["apt-get", *_LOCK_WAIT, "-q", "-y", "install", "--no-install-recommends",
           str(deb)], f"apt-get install {deb.name}", log)
     return True
 
 
 def download_suite_package(package: str, suite: str, paths: StatePaths,
-                           log: Path | None = None) -> Path:
+                           log: Path | None = None, mirror: str | None = None) -> Path:
     """The .deb of `package` from Debian `suite`, fetched once through the private apt
     configuration and kept under the state dir (a rerun downloads nothing); never installed.
     For a source package a build unpacks itself (`dpkg-deb -x`), e.g. a Go -dev package."""
@@ -170,7 +173,7 @@ def download_suite_package(package: str, suite: str, paths: StatePaths,
     for directory in (lists / "partial", cache / "archives" / "partial", parts, debs):
         directory.mkdir(parents=True, exist_ok=True)
     sources = root / "sources.list"
-    sources.write_text(suite_source(suite))
+    sources.write_text(suite_source(suite, mirror))
     private = ["-o", f"Dir::Etc::sourcelist={sources}", "-o", f"Dir::Etc::sourceparts={parts}",
                "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={cache}",
                "-o", "APT::Get::List-Cleanup=0"]

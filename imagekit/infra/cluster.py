@@ -162,7 +162,7 @@ def binaries_present(k8s_bin: Path = DEFAULT_K8S_BIN) -> bool:
     return all((k8s_bin / b).is_file() and os.access(k8s_bin / b, os.X_OK) for b in BINARIES)
 
 
-def ensure_built(log: Path, k8s_bin: Path = DEFAULT_K8S_BIN) -> None:
+def ensure_built(log: Path, k8s_bin: Path = DEFAULT_K8S_BIN, mirror: str | None = None) -> None:
     """Build the Kubernetes binaries once (~5 min cold on 2 cores); cached in k8s_bin after.
 
     The runtime packages are installed even when the binaries are cached (a machine may have
@@ -177,7 +177,7 @@ def ensure_built(log: Path, k8s_bin: Path = DEFAULT_K8S_BIN) -> None:
                      f"only, ~5–20 min on 2 cores); log: {log}\n")
     sys.stderr.flush()
     _run(["bash", str(SCRIPTS / "build.sh")], "starting", log=log, step="k8s build",
-         env={"K8S_BIN": str(k8s_bin), "DEBIAN_MIRROR": debian_mirror()},
+         env={"K8S_BIN": str(k8s_bin), "DEBIAN_MIRROR": debian_mirror(mirror)},
          stage_of=K8sBuildStages())
     if not binaries_present(k8s_bin):
         raise InfraError("Kubernetes build finished but binaries are missing", where=str(k8s_bin))
@@ -413,12 +413,13 @@ def _import_images(p: ClusterPaths, k8s_bin: Path) -> None:
         _run([*ctr, "images", "import", str(p.ctrd / tar)], f"importing {tar}", log=log)
 
 
-def up(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN) -> ComponentStatus:
+def up(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN,
+       mirror: str | None = None) -> ComponentStatus:
     """Build (cached) and start the cluster; idempotent: running daemons are kept."""
     p = _paths(state)
     p.root.mkdir(parents=True, exist_ok=True)
     p.logs.mkdir(parents=True, exist_ok=True)
-    ensure_built(p.logs / "k8s-build.log", k8s_bin)
+    ensure_built(p.logs / "k8s-build.log", k8s_bin, mirror)
     _ensure_pki(p)
     pki = str(p.pki)
     if not processes.port_open("127.0.0.1", ETCD_PORT) or processes.running("k8s-etcd", _sp(state)):

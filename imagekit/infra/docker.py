@@ -45,22 +45,24 @@ def ping(timeout: float = 2.0) -> str | None:
     return None
 
 
-def ensure_installed(paths: StatePaths) -> None:
-    """docker.io (daemon, 20.10 CLI, containerd, runc) and the buildx plugin."""
+def ensure_installed(paths: StatePaths, mirror: str | None = None) -> None:
+    """docker.io (daemon, 20.10 CLI, containerd, runc) and the buildx plugin (from `mirror`,
+    default the Debian archive this machine's apt uses)."""
     log = paths.logs / "apt.log"
     paths.logs.mkdir(parents=True, exist_ok=True)
     apt.ensure_packages(["docker.io"], log)
     if not BUILDX_PLUGIN.exists():
-        apt.ensure_trixie_package("docker-buildx", paths, log)
+        apt.ensure_trixie_package("docker-buildx", paths, log, mirror)
     if not BUILDX_PLUGIN.exists():
         raise InfraError("docker-buildx is installed but its plugin is missing",
                          where=str(BUILDX_PLUGIN))
 
 
-def up(paths: StatePaths, install: bool = True, timeout: float = 60.0) -> ComponentStatus:
+def up(paths: StatePaths, install: bool = True, timeout: float = 60.0,
+       mirror: str | None = None) -> ComponentStatus:
     """Make sure a daemon answers; start our own dockerd only if none does."""
     if install:
-        ensure_installed(paths)
+        ensure_installed(paths, mirror)
     version = ping()
     if version is not None:
         return status(paths, version)

@@ -85,8 +85,11 @@ def _k8s_bin(module: ModuleType, k8s_bin: Path | None) -> Path:
 
 
 def up(cluster: bool = False, paths: StatePaths | None = None,
-       k8s_bin: Path | None = None) -> tuple[InfraState, list[ComponentStatus]]:
-    """Start what is missing; return the recorded state and every component's status."""
+       k8s_bin: Path | None = None, mirror: str | None = None
+       ) -> tuple[InfraState, list[ComponentStatus]]:
+    """Start what is missing; return the recorded state and every component's status.
+    `mirror`: the Debian archive packages and sources come from (default the one this
+    machine's apt uses; the CLI passes $IMAGEKIT_DEBIAN_MIRROR)."""
     paths = paths or StatePaths()
     _require_root("up")
     cluster_mod = _require_cluster() if cluster else None
@@ -96,9 +99,9 @@ def up(cluster: bool = False, paths: StatePaths | None = None,
         # one apt transaction for both on a fresh machine; a no-op dpkg-query afterwards
         apt.ensure_packages(["docker.io", "docker-registry"], paths.logs / "apt.log")
         with current_progress().phase("infra", "docker engine"):
-            components = [docker.up(paths)]
+            components = [docker.up(paths, mirror=mirror)]
         with current_progress().phase("infra", "registries"):
-            components += registries.up(paths, install=False)
+            components += registries.up(paths, install=False, mirror=mirror)
             docker.install_ca(paths.ca_cert, [ep.address for ep in
                                               registries.endpoints(paths).values()
                                               if ep.scheme == "https"])
@@ -108,7 +111,7 @@ def up(cluster: bool = False, paths: StatePaths | None = None,
         if cluster_mod is not None:
             with current_progress().phase("infra", "cluster"):
                 result: ComponentStatus = cluster_mod.up(
-                    state, k8s_bin=_k8s_bin(cluster_mod, k8s_bin))
+                    state, k8s_bin=_k8s_bin(cluster_mod, k8s_bin), mirror=mirror)
             components.append(result)
             if result.kubeconfig is not None:
                 state = state.model_copy(update={"kubeconfig": result.kubeconfig})

@@ -25,7 +25,8 @@ PEERS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def ensure_peer(tool: str, paths: StatePaths | None = None, log: Path | None = None) -> Path:
+def ensure_peer(tool: str, paths: StatePaths | None = None, log: Path | None = None,
+                mirror: str | None = None) -> Path:
     """The path of `tool`, installing its Debian package first when it is missing."""
     if tool not in PEERS:
         raise InvalidInput(f"unknown peer tool {tool!r} (known: {', '.join(sorted(PEERS))})")
@@ -40,7 +41,7 @@ def ensure_peer(tool: str, paths: StatePaths | None = None, log: Path | None = N
     if suite is None:
         apt.ensure_packages([package], log)
     else:
-        apt.ensure_suite_package(package, suite, paths, log)
+        apt.ensure_suite_package(package, suite, paths, log, mirror)
     found = shutil.which(tool)
     if not found:
         raise InfraError(f"{package} installed but {tool} is not on PATH", where=str(log))

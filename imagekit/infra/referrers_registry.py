@@ -79,12 +79,13 @@ def _go_identity() -> bytes:
         return os.path.realpath(GO).encode()
 
 
-def ensure_built(paths: StatePaths, log: Path) -> Path:
-    """The registry binary, built from Debian's source when missing or out of date."""
+def ensure_built(paths: StatePaths, log: Path, mirror: str | None = None) -> Path:
+    """The registry binary, built from Debian's source (from `mirror`, default the archive this
+    machine's apt uses) when missing or out of date."""
     apt.ensure_packages([GO_PACKAGE], log)
     if not GO.exists():
         raise InfraError(f"{GO_PACKAGE} is installed but {GO} is missing", where=str(GO))
-    deb = apt.download_suite_package(PACKAGE, SUITE, paths, log)
+    deb = apt.download_suite_package(PACKAGE, SUITE, paths, log, mirror)
     binary = binary_path(paths)
     stamp = binary.with_name("build.fingerprint")
     fingerprint = _sha256(deb.name.encode(), deb.read_bytes(), MAIN_GO.read_bytes(),

@@ -141,7 +141,7 @@ def ensure_files(paths: StatePaths) -> credentials.Credentials:
     return creds
 
 
-def up(paths: StatePaths, install: bool = True) -> list[ComponentStatus]:
+def up(paths: StatePaths, install: bool = True, mirror: str | None = None) -> list[ComponentStatus]:
     """Start whatever of token service + the four registries is missing; return their
     statuses."""
     if install:
@@ -164,14 +164,15 @@ def up(paths: StatePaths, install: bool = True) -> list[ComponentStatus]:
                           _fingerprint(str(REGISTRY_BIN), text, _file_bytes(paths.server_cert),
                                        _file_bytes(paths.token_cert)),
                           paths, f"{name} registry")
-    _ensure_referrers_registry(paths)
+    _ensure_referrers_registry(paths, mirror)
     return status(paths)
 
 
-def _ensure_referrers_registry(paths: StatePaths) -> TrackedProcess:
+def _ensure_referrers_registry(paths: StatePaths, mirror: str | None = None) -> TrackedProcess:
     """go-containerregistry's registry with the referrers API (built first when missing)."""
     name = referrers_registry.NAME
-    binary = referrers_registry.ensure_built(paths, paths.logs / "referrers-registry-build.log")
+    binary = referrers_registry.ensure_built(paths, paths.logs / "referrers-registry-build.log",
+                                             mirror)
     referrers_registry.blobs_dir(paths).mkdir(parents=True, exist_ok=True)
     argv = referrers_registry.argv(paths, binary)
     return _ensure_listening(_process_name(name), referrers_registry.port(), argv,

@@ -10,6 +10,10 @@ relative to it (`"state_dir": "."`), and `load_state` returns them inside the di
 them from. A copy of the state (IMAGEKIT_STATE_DIR pointing at it) therefore speaks of the copy,
 never of the directory it was copied from. Older files with absolute paths are rebased the same
 way when read.
+
+Nothing here reads the environment: the CLI reads $IMAGEKIT_STATE_DIR (imagekit.settings) and
+hands the directory down (`load_state(root)`, `StatePaths(root)`); no root means
+/var/lib/imagekit.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.errors import InfraError
 
-#: Where infra keeps its state unless $IMAGEKIT_STATE_DIR says otherwise.
+#: Where infra keeps its state unless the caller names another (the CLI: $IMAGEKIT_STATE_DIR).
 DEFAULT_STATE_DIR = Path("/var/lib/imagekit")
 
 #: The three loopback registries of the contract: name -> (port, scheme, auth).
@@ -46,16 +50,17 @@ TOKEN_SERVICE_PORT = 5010
 LOOPBACK = "127.0.0.1"
 
 
-def state_dir() -> Path:
-    """The state directory: $IMAGEKIT_STATE_DIR or /var/lib/imagekit."""
-    return Path(os.environ.get("IMAGEKIT_STATE_DIR") or DEFAULT_STATE_DIR)
+def state_dir(given: Path | str | None = None) -> Path:
+    """The state directory: `given` (the CLI passes $IMAGEKIT_STATE_DIR, imagekit.settings),
+    else /var/lib/imagekit. Nothing here reads the environment."""
+    return Path(given) if given else DEFAULT_STATE_DIR
 
 
 class StatePaths:
     """Every file infra writes, named in one place so nothing guesses a path."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = root or state_dir()
+        self.root = state_dir(root)
 
     @property
     def state_file(self) -> Path:
@@ -177,12 +182,13 @@ class InfraState(BaseModel):
                              where=str(self.state_dir)) from None
 
 
-def registry_env(state: InfraState | None = None) -> dict[str, str]:
-    """The environment a docker-style client needs to find the credentials (DOCKER_CONFIG).
+def registry_env(state: InfraState | None = None, root: Path | None = None) -> dict[str, str]:
+    """The environment a docker-style client needs to find the credentials (DOCKER_CONFIG);
+    `state`, else the one recorded in `root` (the state directory; default /var/lib/imagekit).
 
     Merge it into os.environ for a subprocess; secrets stay in the file it names.
     """
-    state = state or load_state()
+    state = state or load_state(root)
     return {"DOCKER_CONFIG": str(state.docker_config_dir), "DOCKER_HOST": state.docker_host}
 
 

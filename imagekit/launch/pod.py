@@ -9,6 +9,8 @@ in the image.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from imagekit.cluster import manifests
 from imagekit.launch.budget import ProbeBudget
 from imagekit.launch.command import ServeConfig, readiness_path
@@ -38,7 +40,8 @@ def engine_pod(config: ServeConfig, image: ImageReference | str, startup: ProbeB
                pull_secrets: list[str] | None = None, model_claim: str | None = None,
                deadline_seconds: int = 7 * 24 * 3600, gpus: int | None = None,
                extra_env: dict[str, str] | None = None,
-               labels: dict[str, str] | None = None) -> tuple[dict, dict]:
+               labels: dict[str, str] | None = None,
+               template_dir: Path | None = None) -> tuple[dict, dict]:
     """(Pod, ConfigMap) for one engine server; the image must be pinned by digest.
 
     `gpus`: nvidia.com/gpu to request (default: TP; 0 on a CPU platform). `extra_env`: more
@@ -52,10 +55,12 @@ def engine_pod(config: ServeConfig, image: ImageReference | str, startup: ProbeB
         raise InvalidInput(f"engine env may not override launch.sh's variables: "
                            f"{', '.join(clash)}; use the serve settings")
     configmap = manifests.configmap(f"{name}-launch", namespace,
-                                    manifests.script_files("launch.sh"),
+                                    manifests.script_files("launch.sh",
+                                                           template_dir=template_dir),
                                     labels={"imagekit.dev/role": "engine-server"})
     pod = manifests.render(
-        "engine-server.yaml.j2", name=name, namespace=namespace, image=image,
+        "engine-server.yaml.j2", template_dir=template_dir, name=name, namespace=namespace,
+        image=image,
         engine=config.engine.value, node_selector=node_selector or {},
         tolerations=tolerations if tolerations is not None else [manifests.GPU_TOLERATION],
         priority_class_name=priority_class_name, pull_secrets=pull_secrets or [],

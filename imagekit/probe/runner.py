@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -30,11 +29,11 @@ PROBES_ENV = "IMAGEKIT_PROBES_DIR"
 MOUNT = "/imagekit-probes"
 
 
-def probes_dir() -> Path:
-    """$IMAGEKIT_PROBES_DIR, else the packaged probes (imagekit/assets/probes). A folder that
-    is missing or holds no probe is bad input, found before anything runs (a bind mount of a
-    missing folder would have docker create it empty, and every probe would break)."""
-    given = os.environ.get(PROBES_ENV)
+def probes_dir(given: Path | None = None) -> Path:
+    """`given` (the CLI passes $IMAGEKIT_PROBES_DIR, imagekit.settings), else the packaged
+    probes (imagekit/assets/probes). A folder that is missing or holds no probe is bad input,
+    found before anything runs (a bind mount of a missing folder would have docker create it
+    empty, and every probe would break)."""
     directory = Path(given).absolute() if given else assets.path("probes")
     if not directory.is_dir() or not any(directory.glob("*.py")):
         what = f"${PROBES_ENV} names no folder of probes (*.py)" if given else \
@@ -54,7 +53,7 @@ def fit_rules() -> Path:
 
 def probes_version(directory: Path | None = None) -> str:
     """sha256 of the probe scripts (and the fit rules they load): part of every cache key that
-    covers probe results."""
+    covers probe results. `directory`: the probes' folder (default the packaged probes)."""
     directory = directory or probes_dir()
     digest = hashlib.sha256()
     for path in [*sorted(directory.glob("*.py")), fit_rules()]:
@@ -171,10 +170,11 @@ def parse_outcome(probe: str, outcome: RunOutcome) -> CheckResult:
                        data=dict(result.get("data") or {}))
 
 
-def run_probes(engine: Engine, image: str, plan: ProbePlan, *,
-               attempt=None) -> tuple[list[CheckResult], dict[str, str | None]]:
-    """Run every probe of the plan, plus the versions fact-finder. Returns (checks, versions)."""
-    directory = probes_dir()
+def run_probes(engine: Engine, image: str, plan: ProbePlan, *, attempt=None,
+               probes: Path | None = None) -> tuple[list[CheckResult], dict[str, str | None]]:
+    """Run every probe of the plan, plus the versions fact-finder. Returns (checks, versions).
+    `probes`: the probes' folder (default the packaged probes; probes_dir)."""
+    directory = probes_dir(probes)
     volumes = [(directory, MOUNT, "ro"), (fit_rules().parent, FIT_MOUNT, "ro")]
     env = {"PYTHONDONTWRITEBYTECODE": "1"}
     checks = []
@@ -200,14 +200,17 @@ def run_probes(engine: Engine, image: str, plan: ProbePlan, *,
 
 
 def probe_image(engine: Engine, store: EvidenceStore, image: str, plan: ProbePlan, *,
-                digest: Digest | None = None, label: str | None = None) -> ProbeReport:
-    """Probe one image and record the attempt under its digest (kind `probe`)."""
+                digest: Digest | None = None, label: str | None = None,
+                probes: Path | None = None) -> ProbeReport:
+    """Probe one image and record the attempt under its digest (kind `probe`); `probes`: the
+    probes' folder (default the packaged probes)."""
+    directory = probes_dir(probes)
     engine.ping()
     info = engine.inspect(image) if engine.exists(image) else None
     key = digest or (info.id if info else None) or f"probe-{label or 'image'}"
     with store.attempt(key, "probe", image=image, probes=plan.probes,
-                       probes_version=probes_version()) as attempt:
-        checks, versions = run_probes(engine, image, plan, attempt=attempt)
+                       probes_version=probes_version(directory)) as attempt:
+        checks, versions = run_probes(engine, image, plan, attempt=attempt, probes=directory)
         attempt.write_json("checks.json", [c.model_dump(mode="json") for c in checks])
         attempt.write_json("versions.json", versions)
         if digest is not None and info is not None:

@@ -70,9 +70,11 @@ def padded_image(spec: ImagesSpec) -> str | None:
                 None)
 
 
-def standin_layer_count(spec: ImagesSpec, profile: str, image: str) -> tuple[int, str]:
+def standin_layer_count(spec: ImagesSpec, profile: str, image: str,
+                        state_dir: Path | None = None) -> tuple[int, str]:
     """Layers of the stand-in base `standins build` pinned for `image`, counted in its
-    manifest at the registry (not the flag echoed): (count, the pinned reference@digest)."""
+    manifest at the registry (not the flag echoed): (count, the pinned reference@digest).
+    `state_dir`: infra's state (its CA and docker config for the loopback registries)."""
     from imagekit.infra.state import registry_trust
     from imagekit.oci import ImageReference
     from imagekit.registry import RegistryClient, RegistryOptions
@@ -82,7 +84,7 @@ def standin_layer_count(spec: ImagesSpec, profile: str, image: str) -> tuple[int
     entry = load_lock(spec.lock_path(profile), profile).bases[image]
     pinned = ImageReference.parse(f"{entry.tag.registry}/{entry.tag.repository}@{entry.digest}")
     with RegistryClient(pinned.registry,
-                        RegistryOptions(**registry_trust(pinned.registry))) as client:
+                        RegistryOptions(**registry_trust(pinned.registry, state_dir))) as client:
         resolved = resolve_image(client, pinned)
     return len(resolved.manifest.layers), f"{entry.tag}@{entry.digest}"
 
@@ -130,12 +132,13 @@ def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
         verdict.fail(f"{judged.status.value}: {judged.detail}"[:300])
 
 
-def referrers_registry() -> str:
-    """The fourth loopback registry's address (the one WITH the referrers API)."""
+def referrers_registry(state_dir: Path | None = None) -> str:
+    """The fourth loopback registry's address (the one WITH the referrers API) of the infra
+    whose state is `state_dir` (default /var/lib/imagekit)."""
     from imagekit.infra.registries import endpoints
     from imagekit.infra.state import StatePaths
 
-    return endpoints(StatePaths())["referrers"].address
+    return endpoints(StatePaths(state_dir))["referrers"].address
 
 
 def actor_keys(runner: StepRunner, actors: Path) -> bool:
@@ -217,19 +220,24 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
 
 def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Path, *,
                   cluster: bool, sink: Progress,
-                  namespace: str | None = None, layers: int | None = None) -> RehearsalOutcome:
+                  namespace: str | None = None, layers: int | None = None,
+                  state_dir: Path | None = None) -> RehearsalOutcome:
     """Every step of the rehearsal in order, recorded in one `rehearsal` attempt; `out` was
     checked (`check_out`) before. A step that fails stops the later steps of its image only.
-    `layers` (checked by `check_layers` before): the SGLang stand-in padded to that many."""
+    `layers` (checked by `check_layers` before): the SGLang stand-in padded to that many.
+    `state_dir`: infra's state (the CLI's $IMAGEKIT_STATE_DIR; its steps inherit the
+    variable itself with the rest of the environment)."""
     profile_name = spec.profile(profile)[0]
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt:
         # the steps write where the rehearsal does (also when it was given --evidence-dir)
         runner = StepRunner(attempt, sink,
-                            env={**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)})
+                            env={**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)},
+                            state_dir=state_dir)
         standin_layers: dict[str, int] = {}
         promoted = _steps(runner, spec, profile_name, store, out, cluster=cluster,
-                          namespace=namespace, layers=layers, standin_layers=standin_layers)
+                          namespace=namespace, layers=layers, standin_layers=standin_layers,
+                          state_dir=state_dir)
         write_index(out, out / "actors", promoted, store.root, standin_layers)
         attempt.write_json("steps.json", [s.model_dump(mode="json") for s in runner.steps])
         from imagekit.evidence.kinds import RehearsalResult
@@ -244,9 +252,11 @@ def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Pat
 def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
            store: EvidenceStore, out: Path, *, cluster: bool,
            namespace: str | None = None, layers: int | None = None,
-           standin_layers: dict[str, int] | None = None) -> dict[str, str]:
+           standin_layers: dict[str, int] | None = None,
+           state_dir: Path | None = None) -> dict[str, str]:
     """The steps themselves; returns what was promoted (image name -> its final hop).
-    With `layers`, the padded stand-in's layer count (read back) goes into `standin_layers`."""
+    With `layers`, the padded stand-in's layer count (read back) goes into `standin_layers`.
+    `state_dir`: infra's state (its registries' addresses and trust)."""
     from imagekit.build import latest_build
     from imagekit.clusteraccept import rehearsal as step
 
@@ -260,7 +270,8 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
         built, _ = runner.run("standins-build", "standins", "build", "--profile", profile_name,
                               *pad)
         if built == 0 and layers and padded:
-            layers_check(runner, spec, profile_name, padded, layers, standin_layers)
+            layers_check(runner, spec, profile_name, padded, layers, standin_layers,
+                         state_dir)
     if code == 0:
         runner.run("images-verify", "images", "verify", "--profile", profile_name)
     actors = out / "actors"
@@ -287,7 +298,7 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
             continue
         # the release engineer: an empty store, CI's key trusted; the first hop is the
         # registry WITH the referrers API (go-containerregistry's), then the profile's
-        hops = [f"{referrers_registry()}/{image.repository}:{tag}", *hops]
+        hops = [f"{referrers_registry(state_dir)}/{image.repository}:{tag}", *hops]
         via = [arg for hop in hops[:-1] for arg in ("--via", hop)]
         code, _ = runner.run(f"{name}-promote", "promote", str(build.reference), *via,
                              "--to", hops[-1], *step.trust_args(actors, "ci"),
@@ -317,12 +328,13 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
 
 
 def layers_check(runner: StepRunner, spec: ImagesSpec, profile: str, image: str, layers: int,
-                 standin_layers: dict[str, int] | None) -> None:
+                 standin_layers: dict[str, int] | None,
+                 state_dir: Path | None = None) -> None:
     """The padded stand-in's layers, counted in its pushed manifest: PASS at `layers` or more
     (a stand-in that already had more is not cut), FAIL fewer, ERROR unreadable."""
     name = f"{image}-standin-layers"
     try:
-        count, pinned = standin_layer_count(spec, profile, image)
+        count, pinned = standin_layer_count(spec, profile, image, state_dir)
     except (ImagekitError, OSError, KeyError, ValueError) as exc:  # one check says why
         runner.add_check(CheckResult(name=name, status=Status.ERROR,
                                      detail=f"could not read the stand-in's manifest: {exc}"))

@@ -96,8 +96,9 @@ class StepRunner:
     drawn under it, live. `checks` are the rehearsal's verdicts, in order."""
 
     def __init__(self, attempt: Attempt, sink: Progress,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, state_dir: Path | None = None) -> None:
         self.attempt, self.sink, self.env = attempt, sink, env
+        self.state_dir = state_dir  # infra's state (the CLI's $IMAGEKIT_STATE_DIR)
         self.steps: list[RehearsalStep] = []
         self.checks: list[CheckResult] = []
 
@@ -107,7 +108,7 @@ class StepRunner:
         from imagekit.infra.state import registry_env
 
         if "DOCKER_CONFIG" not in os.environ:
-            self.env = {**(self.env or os.environ), **registry_env()}
+            self.env = {**(self.env or os.environ), **registry_env(root=self.state_dir)}
 
     def add_check(self, check: CheckResult) -> None:
         """One verdict of the rehearsal (a step's, or the judge's of a step)."""

@@ -10,6 +10,8 @@ names. Acceptances apply only when the profile is known — given by the caller,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict
 
 from imagekit.evidence import EvidenceResult
@@ -58,16 +60,19 @@ def image_and_profile(results: list[EvidenceResult | None]) -> tuple[str | None,
     return image, profile
 
 
-def from_spec(image: str | None, profile: str | None) -> list[Accepted]:
+def from_spec(image: str | None, profile: str | None,
+              spec_path: Path | None = None) -> list[Accepted]:
     """The profile's acceptances for `image`; [] when either is unknown or no spec is here.
-    A spec that exists but cannot be read is an error (SpecError), not silence."""
+    A spec that exists but cannot be read is an error (SpecError), not silence. `spec_path`:
+    the spec the CLI names (`--spec`, else $IMAGEKIT_IMAGES_SPEC), else the default one
+    (imagekit.spec.default_spec_path)."""
     if not image or not profile:
         return []
     try:
         from imagekit.spec import default_spec_path, load_spec
     except ImportError:
         return []
-    path = default_spec_path()
+    path = default_spec_path(spec_path)
     if not path.is_file():
         return []
     spec = load_spec(path)

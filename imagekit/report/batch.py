@@ -31,15 +31,18 @@ class SpecReport(BaseModel):
 
 
 def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
-                     profile: str | None = None, required: Iterable[str] | None = None
+                     profile: str | None = None, required: Iterable[str] | None = None,
+                     spec_path: Path | None = None, state_dir: Path | None = None
                      ) -> list[SpecReport]:
     """Write `fmt` (or all formats) for the latest build of each spec image into `out`. An image
-    without a build, or whose build has no evidence, is listed with why (`missing`)."""
+    without a build, or whose build has no evidence, is listed with why (`missing`).
+    `spec_path`: the images spec (the CLI's `--spec`/$IMAGEKIT_IMAGES_SPEC, else the default
+    one); `state_dir`: infra's state (build_report)."""
     if fmt not in (*FORMATS, "all"):
         raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
     from imagekit.spec import load_spec
 
-    spec = load_spec()
+    spec = load_spec(spec_path)
     profile_name, _ = spec.profile(profile)
     out = Path(out)
     results = []
@@ -51,7 +54,8 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
             continue
         try:
             report = build_report(store, digest, required=required, requested=name, name=name,
-                                  profile=profile_name)
+                                  profile=profile_name, spec_path=spec_path,
+                                  state_dir=state_dir)
         except NotFound as exc:
             results.append(SpecReport(image=name, digest=str(digest), missing=exc.one_line()))
             continue

@@ -11,6 +11,7 @@ up without this module knowing their shape.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from imagekit.errors import NotFound
 from imagekit.evidence import EvidenceStore
@@ -117,9 +118,11 @@ def chain_of(store: EvidenceStore, digest: Digest | str, trust: TrustPolicy
 def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPolicy, pull,  # noqa: ANN001
                       *, required: Iterable[str] | None = None, requested: str = "",
                       name: str | None = None, profile: str | None = None,
-                      resolution: str | None = None) -> ImageReport:
+                      resolution: str | None = None, spec_path: Path | None = None,
+                      state_dir: Path | None = None) -> ImageReport:
     """The report of what this store holds plus the chain trusted keys signed (pulled from
-    the registry first), with the gate decision `promote` would reach here."""
+    the registry first), with the gate decision `promote` would reach here.
+    `spec_path`/`state_dir`: the CLI's images spec and infra state (build_report)."""
     from imagekit.errors import ImagekitError
     from imagekit.report.gate import check_promotable
 
@@ -132,10 +135,11 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
         except ImagekitError:
             pulled = pull                # the gate says why, in its reasons
     decision = check_promotable(store, digest, required, profile=profile, trust=trust,
-                                pull=pulled)
+                                pull=pulled, spec_path=spec_path, state_dir=state_dir)
     try:
         report = build_report(store, digest, required=required, requested=requested,
-                              name=name, profile=profile, resolution=resolution)
+                              name=name, profile=profile, resolution=resolution,
+                              spec_path=spec_path, state_dir=state_dir)
     except NotFound:
         raise NotFound(f"no evidence for {digest} in {store.root}, and no statement signed by "
                        f"a trusted key ({trust.names()}) at the registry: "

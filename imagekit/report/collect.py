@@ -242,12 +242,13 @@ def decide(subject: str, checks: list[EvidenceLine], required: list[RequiredOutc
 
 # -- projections of the kinds' result models -------------------------------------------------
 
-def _registry_names() -> dict[str, str]:
-    """host:port -> endpoint name (staging/production/target) from the infra state, when there
-    is one; the report works without it (the address is the label then)."""
+def _registry_names(state_dir: Path | None = None) -> dict[str, str]:
+    """host:port -> endpoint name (staging/production/target) from the infra state in
+    `state_dir` (default /var/lib/imagekit), when there is one; the report works without it
+    (the address is the label then)."""
     try:
         from imagekit.infra.state import load_state
-        return {r.address: name for name, r in load_state().registries.items()}
+        return {r.address: name for name, r in load_state(state_dir).registries.items()}
     except Exception:  # noqa: BLE001 - no infra here is normal for a report
         return {}
 
@@ -256,10 +257,12 @@ def _registry_of(reference: str) -> str:
     return reference.split("/", 1)[0] if "/" in reference else reference
 
 
-def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest]:
+def endpoints_of(store: EvidenceStore, reads: list[Read],
+                 state_dir: Path | None = None) -> list[EndpointDigest]:
     """The digest at every endpoint: where the build pushed it (BuildResult.reference; not read
     back, so verified unknown), the promotion's source (unknown) and each hop (HopEvidence:
-    verified = read back and hashed there). The latest attempt wins per reference."""
+    verified = read back and hashed there). The latest attempt wins per reference.
+    `state_dir`: infra's state, whose registries name the endpoints."""
     names: dict[str, str] | None = None
     found: dict[str, EndpointDigest] = {}
 
@@ -267,7 +270,7 @@ def endpoints_of(store: EvidenceStore, reads: list[Read]) -> list[EndpointDigest
             moved: int | None, where: str, referrers: int | None = None) -> None:
         nonlocal names
         if names is None:
-            names = _registry_names()
+            names = _registry_names(state_dir)
         label = f"{names[registry]} ({registry})" if registry in names else registry
         found[reference] = EndpointDigest(endpoint=label, reference=reference, digest=digest,
                                           verified=verified, bytes_moved=moved, evidence=where,
@@ -438,13 +441,17 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
                  name: str | None = None, profile: str | None = None,
                  accepted: list[Accepted] | None = None,
                  resolution: str | None = None, reads: list[Read] | None = None,
-                 with_previous: bool = True) -> ImageReport:
+                 with_previous: bool = True, spec_path: Path | None = None,
+                 state_dir: Path | None = None) -> ImageReport:
     """The report of one image digest, with its gate decision computed once and stored.
     NotFound when the store has no attempt about it.
 
-    `accepted`: statuses accepted for this image; by default those of the images spec for the
-    image and profile the evidence names (`profile` overrides the evidence's). `reads`: the
-    whole store already read (the previous build's report reuses it)."""
+    `accepted`: statuses accepted for this image; by default those of the images spec
+    (`spec_path`, else the default spec) for the image and profile the evidence names
+    (`profile` overrides the evidence's). `reads`: the whole store already read (the previous
+    build's report reuses it). `state_dir`: infra's state, whose registries name the
+    endpoints. The CLI passes both from its settings ($IMAGEKIT_IMAGES_SPEC,
+    $IMAGEKIT_STATE_DIR)."""
     digest = Digest.parse(str(digest))
     requirements = parse_requirements(required)
     everything = read_all(store) if reads is None else reads
@@ -454,7 +461,7 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
     image, recorded_profile = image_and_profile([r.result for r in reads])
     profile = profile or recorded_profile
     if accepted is None:
-        accepted = from_spec(name or image, profile)
+        accepted = from_spec(name or image, profile, spec_path)
     records = [r.record for r in reads]
     current, history = current_and_history(store, records)
     current, history = apply_accepted(current, accepted), apply_accepted(history, accepted)
@@ -469,15 +476,18 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         aliases=sorted(aliases - {str(digest)}), profile=profile, accepted=accepted,
         facts=facts, checks=current, history=history,
         required=outcomes, gate=decide(str(digest), current, outcomes),
-        endpoints=endpoints_of(store, reads), preflight=preflight_of(store, reads),
+        endpoints=endpoints_of(store, reads, state_dir), preflight=preflight_of(store, reads),
         latency=latency_of(store, reads), overrides=overrides_of(store, reads),
         acceptance=acceptance_of(store, reads), goodput=goodput_of(store, reads),
         cluster_starts=cluster_starts_of(store, reads))
     if with_previous:  # the difference against the previous build of the same image
+        import functools
+
         from imagekit.report.previous import previous_build
 
+        build = functools.partial(build_report, spec_path=spec_path, state_dir=state_dir)
         report = report.model_copy(update={"previous": previous_build(
-            store, everything, report, build_report)})
+            store, everything, report, build)})
     return report
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from imagekit.errors import CheckFailed, InvalidInput, NotFound
@@ -32,7 +33,8 @@ def decide(report: ImageReport) -> GateDecision:
 def check_promotable(store: EvidenceStore, digest: Digest | str,
                      required: Iterable[str] | None = None, *,
                      profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
-                     sign_links: Iterable[str] | None = None) -> GateDecision:
+                     sign_links: Iterable[str] | None = None, spec_path: Path | None = None,
+                     state_dir: Path | None = None) -> GateDecision:
     """Whether `digest` may be promoted. Never raises for a refusal: read `.allowed`.
 
     A digest the store knows nothing about is refused (no evidence is not a pass) — unless
@@ -43,11 +45,14 @@ def check_promotable(store: EvidenceStore, digest: Digest | str,
     evidence, or `profile`) is a warning with its reason, not a refusal. `sign_links`: the
     promotion will be signed over these chain links; each must be held (local or trusted
     evidence), or the gate refuses (a forced promotion records why and marks the chain).
+    `spec_path`/`state_dir`: the images spec whose acceptances apply and infra's state (the
+    CLI's settings; build_report).
     """
     digest = Digest.parse(str(digest))
     requirements = [str(r) for r in parse_requirements(required)]
     try:
-        report = build_report(store, digest, required=requirements, profile=profile)
+        report = build_report(store, digest, required=requirements, profile=profile,
+                              spec_path=spec_path, state_dir=state_dir)
     except NotFound:
         report = None
     local = list(report.checks) if report is not None else []
@@ -167,7 +172,8 @@ def record_override(store: EvidenceStore, digest: Digest | str, reason: str, *,
 def enforce(store: EvidenceStore, digest: Digest | str, *, force: bool = False,
             reason: str | None = None, required: Iterable[str] | None = None,
             profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
-            sign_links: Iterable[str] | None = None, **context: Any) -> GateDecision:
+            sign_links: Iterable[str] | None = None, spec_path: Path | None = None,
+            state_dir: Path | None = None, **context: Any) -> GateDecision:
     """What `imagekit promote` calls before copying: returns the decision when promotion may go
     ahead (allowed, or refused but forced with a reason — then recorded), raises CheckFailed
     (exit 1) with every reason on one line when refused and not forced. `trust`/`pull`: decide
@@ -175,7 +181,8 @@ def enforce(store: EvidenceStore, digest: Digest | str, *, force: bool = False,
     if force and not " ".join((reason or "").split()):
         raise InvalidInput("--force needs a non-empty --reason \"…\" (it is recorded)")
     decision = check_promotable(store, digest, required, profile=profile, trust=trust,
-                                pull=pull, sign_links=sign_links)
+                                pull=pull, sign_links=sign_links, spec_path=spec_path,
+                                state_dir=state_dir)
     if decision.allowed:
         return decision
     if force:
@@ -200,18 +207,21 @@ ACCEPTANCE_KINDS_PREFIXES = ("accept-", "cluster-accept", "bench", "engine-start
 
 def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
                      required: Iterable[str] | None = None,
-                     profile: str | None = None, trust=None, pull=None  # noqa: ANN001
+                     profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
+                     spec_path: Path | None = None, state_dir: Path | None = None
                      ) -> GateDecision:
     """What `imagekit cluster accept` asks before it starts an engine: does the image-phase
     evidence (build, probes, images verify, copies — everything but acceptance and load)
     pass the gate? Raises CheckFailed (exit 1) with every reason when it does not. Where the
-    store has none and `trust` is given, the registry's trusted statements decide."""
+    store has none and `trust` is given, the registry's trusted statements decide.
+    `spec_path`/`state_dir`: as check_promotable."""
     from imagekit.report.collect import decide as decide_lines
 
     digest = Digest.parse(str(digest))
     requirements = [str(r) for r in parse_requirements(required)]
     try:
-        report = build_report(store, digest, required=requirements, profile=profile)
+        report = build_report(store, digest, required=requirements, profile=profile,
+                              spec_path=spec_path, state_dir=state_dir)
     except NotFound:
         report = None
     if report is None or not _image_phase(report.checks):

@@ -63,7 +63,8 @@ def resolve_name(name: str, store: EvidenceStore, *, profile: str | None = None)
     return Digest.parse(best[1])
 
 
-def _by_name(name: str, store: EvidenceStore, profile: str | None) -> Resolution:
+def _by_name(name: str, store: EvidenceStore, profile: str | None,
+             spec_path: Path | None = None) -> Resolution:
     """A NAME means what `imagekit.names` says it means for every command (`promote NAME`
     promotes it, so `gate NAME` must judge that same digest): the verified build of this spec
     and lock. Only when there is none — evidence examined away from the spec that built it, or
@@ -73,7 +74,7 @@ def _by_name(name: str, store: EvidenceStore, profile: str | None) -> Resolution
     from imagekit.names import resolve_target
 
     try:
-        target = resolve_target(name, store=store, profile=profile)
+        target = resolve_target(name, store=store, profile=profile, spec_path=spec_path)
     except (InvalidInput, SpecError) as exc:
         if "not an image of the spec" in exc.message:
             raise
@@ -147,17 +148,19 @@ def _from_registry(reference: ImageReference, base: RegistryOptions | None = Non
 
 
 def resolve(text: str, store: EvidenceStore, *, profile: str | None = None,
-            options: RegistryOptions | None = None, state_dir: Path | None = None
-            ) -> Resolution:
+            options: RegistryOptions | None = None, state_dir: Path | None = None,
+            spec_path: Path | None = None) -> Resolution:
     """NAME, REF or DIGEST -> the digest evidence is keyed by. `options`/`state_dir`: what the
-    CLI's settings say about registries and infra (a tag is resolved at its registry)."""
+    CLI's settings say about registries and infra (a tag is resolved at its registry);
+    `spec_path`: the images spec a NAME is looked up in (`--spec`/$IMAGEKIT_IMAGES_SPEC, else
+    the default one)."""
     text = text.strip()
     if not text:
         raise InvalidInput("give an image NAME, REF or DIGEST")
     if text.startswith(("sha256:", "sha512:")):
         return Resolution(requested=text, digest=Digest.parse(text), how="digest")
     if looks_like_name(text):
-        return _by_name(text, store, profile)
+        return _by_name(text, store, profile, spec_path)
     reference = ImageReference.parse(text)
     if reference.digest is not None:
         return Resolution(requested=text, digest=reference.digest, how="pinned")

@@ -3,7 +3,6 @@ by the lock). Every failure is a `SpecError` (exit 2, one line) naming the file.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -15,14 +14,13 @@ from imagekit.inputs import inside, read_text
 from imagekit.spec.lock import load_lock
 from imagekit.spec.models import ImagesSpec, ResolvedImage
 
-SPEC_ENV = "IMAGEKIT_IMAGES_SPEC"
 
-
-def default_spec_path() -> Path:
-    """$IMAGEKIT_IMAGES_SPEC, else ./dockerfiles/images.toml, else the packaged one
-    (imagekit/assets/dockerfiles/images.toml, shipped in the wheel)."""
-    if os.environ.get(SPEC_ENV):
-        return Path(os.environ[SPEC_ENV]).absolute()
+def default_spec_path(given: Path | str | None = None) -> Path:
+    """`given` (the CLI passes `--spec`, else $IMAGEKIT_IMAGES_SPEC from imagekit.settings),
+    else ./dockerfiles/images.toml, else the packaged one (imagekit/assets/dockerfiles/
+    images.toml, shipped in the wheel). Nothing here reads the environment."""
+    if given:
+        return Path(given).absolute()
     here = Path.cwd() / "dockerfiles" / "images.toml"
     if here.exists():
         return here.absolute()
@@ -77,7 +75,7 @@ def resolve_image(spec: ImagesSpec, name: str, profile: str | None = None) -> Re
     lock = load_lock(lock_path, profile_name)
     base_tag = image.base[profile_name]
     entry = lock.bases.get(name)
-    if entry is None or entry.tag != base_tag:
+    if entry is None or not entry.stands_for(base_tag):
         hint = "run `imagekit pin --profile " + profile_name + "`"
         if prof.standins:
             hint = "run `imagekit standins build` (it pushes and pins the stand-ins)"
@@ -87,8 +85,11 @@ def resolve_image(spec: ImagesSpec, name: str, profile: str | None = None) -> Re
         raise SpecError(f"the lock's digest for {base_tag} is a placeholder; run `imagekit pin "
                         f"--profile {profile_name}` where that registry is reachable",
                         where=str(lock_path))
+    base_tag = entry.tag                     # a padded stand-in: the tag it was pushed under
     mirror = image.mirror.get(profile_name)
     mirror_entry = lock.mirrors.get(name) if mirror is not None else None
+    if mirror is not None and mirror_entry is not None and mirror_entry.stands_for(mirror):
+        mirror = mirror_entry.tag
     dockerfile = spec.dockerfile_path(name)
     return ResolvedImage(
         name=name, profile=profile_name, engine=image.engine, dockerfile=dockerfile,

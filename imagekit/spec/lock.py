@@ -27,6 +27,13 @@ class LockEntry(BaseModel):
     digest: Digest
     resolved: dt.datetime | None = None
     placeholder: bool = False
+    #: the spec's tag this entry stands for when `standins build --layers N` padded the stand-in
+    #: and pushed it under a tag of its own (`…-layers63`): the spec is unchanged, the lock says
+    #: which image serves as that base
+    padded_from: ImageReference | None = None
+
+    def stands_for(self, tag: ImageReference) -> bool:
+        return self.tag == tag or self.padded_from == tag
 
 
 class LockFile(BaseModel):
@@ -80,6 +87,8 @@ def render_lock(lock: LockFile, header: str = "") -> str:
                 lines.append(f"resolved = {entry.resolved.isoformat()}")
             if entry.placeholder:
                 lines.append("placeholder = true")
+            if entry.padded_from is not None:
+                lines.append(f"padded_from = {_q(str(entry.padded_from))}")
             lines.append("")
     return "\n".join(lines)
 

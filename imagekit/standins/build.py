@@ -160,7 +160,8 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                    on_line=None, layers: int | None = None,
                    cache_dir: Path | None = None, pip_cert: Path | None = None,
                    wheel: Path | None = None,
-                   layers_for: frozenset[str] | None = None) -> list[StandinRecord]:
+                   layers_for: frozenset[str] | None = None,
+                   mirror: str | None = None) -> list[StandinRecord]:
     """`layers`: pad every stand-in to at least that many layers (off by default), pushed
     under `<tag>-layers<N>` and pinned in the lock in place of the default tag; `layers_for`:
     only the stand-ins of these spec images (None: all), the others as without `layers`."""
@@ -177,7 +178,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
     standins_root = spec.root / STANDINS_DIR_NAME
     log: list[str] = []
     with store.attempt("standins-rootfs", "standins-rootfs") as attempt:
-        base_tag, made = ensure_rootfs_image(engine, log, cache_dir=cache_dir)
+        base_tag, made = ensure_rootfs_image(engine, log, cache_dir=cache_dir, mirror=mirror)
         attempt.write_text("rootfs.log", "\n".join(log) + "\n")
         attempt.write_result(StandinRootfsResult(image_tag=str(base_tag)))
         attempt.add_check(CheckResult(name="rootfs", status=Status.PASS,
@@ -194,7 +195,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
         if standin is None or not (directory / "Dockerfile").is_file():
             raise SpecError(f"no stand-in Dockerfile for engine {image.engine!r}",
                             where=str(directory))
-        key = hashlib.sha256("\0".join([rootfs_key(), tree_hash(directory), wheel.name,
+        key = hashlib.sha256("\0".join([rootfs_key(mirror=mirror), tree_hash(directory), wheel.name,
                                         prof.pip_index_url or ""]).encode()).hexdigest()
         local_tag = f"imagekit-standins/{standin}:{key[:16]}"
         pad = layers if layers_for is None or image_name in layers_for else None
@@ -260,9 +261,13 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                                           detail=f"{reference}@{digest}"))
         records.append(record)
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        bases[image_name] = LockEntry(tag=reference, digest=digest, resolved=now)
+        padded = pad is not None
+        bases[image_name] = LockEntry(tag=reference, digest=digest, resolved=now,
+                                      padded_from=image.base[profile_name] if padded else None)
         if mirror_ref is not None and mirror_digest is not None:
-            mirrors[image_name] = LockEntry(tag=mirror_ref, digest=mirror_digest, resolved=now)
+            mirrors[image_name] = LockEntry(
+                tag=mirror_ref, digest=mirror_digest, resolved=now,
+                padded_from=image.mirror[profile_name] if padded else None)
     write_lock(lock_path, LockFile(profile=profile_name, bases=bases, mirrors=mirrors),
                header=f"profile {profile_name}: stand-ins pushed by `imagekit standins build`; "
                       "machine-local, not committed.")

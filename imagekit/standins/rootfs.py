@@ -33,14 +33,17 @@ REPOSITORY = "imagekit-standins/bookworm-python"
 DEFAULT_CACHE_DIR = Path("/var/cache/imagekit")
 
 
-def rootfs_key(packages: tuple[str, ...] = PACKAGES) -> str:
+def rootfs_key(packages: tuple[str, ...] = PACKAGES, mirror: str | None = None) -> str:
+    """The base's content key; `mirror`: the Debian archive (default the one this machine's
+    apt uses; the CLI passes $IMAGEKIT_DEBIAN_MIRROR), part of the key."""
     material = json.dumps({"suite": SUITE, "variant": VARIANT, "packages": sorted(packages),
-                           "mirror": debian_mirror(), "arch": "amd64", "recipe": 1}, sort_keys=True)
+                           "mirror": debian_mirror(mirror), "arch": "amd64", "recipe": 1},
+                          sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def rootfs_tag(packages: tuple[str, ...] = PACKAGES) -> str:
-    return f"{REPOSITORY}:{rootfs_key(packages)[:16]}"
+def rootfs_tag(packages: tuple[str, ...] = PACKAGES, mirror: str | None = None) -> str:
+    return f"{REPOSITORY}:{rootfs_key(packages, mirror)[:16]}"
 
 
 def _ensure_debootstrap(log: list[str]) -> str:
@@ -92,14 +95,15 @@ def debootstrap_stages(log_text: str) -> list[str]:
     return seen
 
 
-def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str]) -> Path:
+def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str],
+                        mirror: str | None = None) -> Path:
     """debootstrap into a scratch dir next to `target`, then tar it (numeric owners kept)."""
     debootstrap = _ensure_debootstrap(log)
     work = target.with_suffix(".rootfs")
     if work.exists():
         shutil.rmtree(work)
     argv = [debootstrap, f"--variant={VARIANT}", f"--include={','.join(packages)}", SUITE,
-            str(work), debian_mirror()]
+            str(work), debian_mirror(mirror)]
     log.append("$ " + " ".join(argv))
     with tempfile.TemporaryDirectory(prefix="imagekit-debootstrap-") as tmp:
         output = Path(tmp) / "debootstrap.log"
@@ -125,18 +129,20 @@ def make_rootfs_tarball(target: Path, packages: tuple[str, ...], log: list[str])
 
 
 def ensure_rootfs_image(engine: Engine, log: list[str], packages: tuple[str, ...] = PACKAGES,
-                        cache_dir: Path | None = None) -> tuple[str, bool]:
+                        cache_dir: Path | None = None,
+                        mirror: str | None = None) -> tuple[str, bool]:
     """The imported base's tag, and whether anything had to be made (False: cache hit); the
-    debootstrap tarball is cached under `cache_dir` (default /var/cache/imagekit)."""
-    tag = rootfs_tag(packages)
+    debootstrap tarball is cached under `cache_dir` (default /var/cache/imagekit), made from
+    `mirror` (default the Debian archive this machine's apt uses)."""
+    tag = rootfs_tag(packages, mirror)
     if engine.exists(tag):
         log.append(f"rootfs image {tag} present: cache hit")
         return tag, False
     directory = (cache_dir or DEFAULT_CACHE_DIR).absolute() / "standins"
     directory.mkdir(parents=True, exist_ok=True)
-    tarball = directory / f"rootfs-{rootfs_key(packages)[:16]}.tar"
+    tarball = directory / f"rootfs-{rootfs_key(packages, mirror)[:16]}.tar"
     if not tarball.exists():
-        make_rootfs_tarball(tarball, packages, log)
+        make_rootfs_tarball(tarball, packages, log, mirror)
     else:
         log.append(f"rootfs tarball {tarball} cached; importing")
     size = tarball.stat().st_size

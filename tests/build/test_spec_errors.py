@@ -11,6 +11,7 @@ import pytest
 
 from imagekit.errors import SpecError
 from imagekit.spec import load_lock, load_spec, resolve_image
+from imagekit.spec.lock import render_lock
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
@@ -82,6 +83,37 @@ def test_moved_tag_in_spec_no_longer_matches_lock(tmp_path: Path) -> None:
         resolve_image(loaded, "vllm")
 
 
+PADDED_LOCK = """version = 1
+profile = "local"
+[bases.sglang]
+tag = "127.0.0.1:5001/imagekit-standins/sglang-base:cu13-standin-layers63"
+digest = "sha256:{h}"
+padded_from = "127.0.0.1:5001/imagekit-standins/sglang-base:{base}"
+[mirrors.sglang]
+tag = "127.0.0.1:5001/imagekit-mirror/sglang-base:cu13-standin-layers63"
+digest = "sha256:{h}"
+padded_from = "127.0.0.1:5001/imagekit-mirror/sglang-base:cu13-standin"
+"""
+
+
+def test_a_padded_stand_in_serves_as_the_specs_base(tmp_path: Path) -> None:
+    """`standins build --layers 63` pushes `…-layers63` and pins it for the spec's tag (the spec
+    is unchanged); the build and the mirror check then use the padded image."""
+    spec = _spec_copy(tmp_path, lock=PADDED_LOCK.format(h="cd" * 32, base="cu13-standin"))
+    image = resolve_image(load_spec(spec), "sglang")
+    assert str(image.base_tag).endswith(":cu13-standin-layers63")
+    assert image.base_digest.hex == "cd" * 32
+    assert str(image.mirror).endswith("mirror/sglang-base:cu13-standin-layers63")
+    assert image.mirror_digest is not None and image.mirror_digest.hex == "cd" * 32
+    assert "padded_from" in render_lock(load_lock(spec.parent / "images.local.lock", "local"))
+
+
+def test_a_padded_stand_in_of_another_tag_is_refused(tmp_path: Path) -> None:
+    spec = _spec_copy(tmp_path, lock=PADDED_LOCK.format(h="cd" * 32, base="other"))
+    with pytest.raises(SpecError, match="has no digest in the lock"):
+        resolve_image(load_spec(spec), "sglang")
+
+
 def test_placeholder_production_lock_is_refused(tmp_path: Path) -> None:
     _assert_one_line(_cli("build", "sglang", "--profile", "production", "--spec",
                           str(ASSETS / "dockerfiles" / "images.toml")), "placeholder")
@@ -94,7 +126,7 @@ def test_digest_in_spec_base_is_rejected(tmp_path: Path) -> None:
 
 
 def test_unknown_probe_and_profile(tmp_path: Path) -> None:
-    spec = _spec_copy(tmp_path, lambda t: t.replace('"torch_arch"]', '"gpu_burn"]', 1))
+    spec = _spec_copy(tmp_path, lambda t: t.replace('"torch_arch", ', '"gpu_burn", ', 1))
     _assert_one_line(_cli("images", "verify", "--spec", str(spec)), "unknown probe")
     _assert_one_line(_cli("build", "sglang", "--profile", "staging", "--spec",
                           str(ASSETS / "dockerfiles" / "images.toml")), "unknown profile")

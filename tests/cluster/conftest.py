@@ -16,6 +16,7 @@ import pytest
 @pytest.fixture(scope="session")
 def cluster_state():
     from imagekit.infra.state import load_state
+    from imagekit.settings import load
 
     if os.geteuid() != 0:
         pytest.fail("real-cluster tests need root (imagekit infra up --cluster starts daemons)")
@@ -24,7 +25,7 @@ def cluster_state():
     if result.returncode != 0:
         pytest.fail(f"imagekit infra up --cluster failed (exit {result.returncode}): "
                     f"{(result.stderr or result.stdout).strip()[-2000:]}")
-    state = load_state()
+    state = load_state(load().state_dir)  # where the CLI's `infra up` wrote it
     assert state.kubeconfig is not None and state.kubeconfig.is_file()
     return state
 

@@ -11,15 +11,29 @@ import pytest
 from imagekit.errors import InfraError
 from imagekit.infra import credentials, pki, registries
 from imagekit.infra.manager import _initial_state
-from imagekit.infra.state import (InfraState, StatePaths, load_state, registry_env, save_state,
-                                  state_dir)
+from imagekit.infra.state import (
+    InfraState,
+    StatePaths,
+    load_state,
+    registry_env,
+    save_state,
+    state_dir,
+)
 
 
-def test_state_dir_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("IMAGEKIT_STATE_DIR", str(tmp_path))
-    assert state_dir() == tmp_path
-    monkeypatch.delenv("IMAGEKIT_STATE_DIR")
-    assert state_dir() == Path("/var/lib/imagekit")
+def test_state_dir_is_an_argument(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """$IMAGEKIT_STATE_DIR is read by the CLI (imagekit.settings) and handed down: infra/state
+    takes the directory it is given, else /var/lib/imagekit, whatever the process carries."""
+    from imagekit.settings import load
+
+    monkeypatch.setenv("IMAGEKIT_STATE_DIR", str(tmp_path / "ignored"))
+    assert state_dir() == StatePaths().root == Path("/var/lib/imagekit")
+    given = load({"IMAGEKIT_STATE_DIR": str(tmp_path)}).state_dir
+    assert state_dir(given) == StatePaths(given).root == tmp_path
+    assert load({"IMAGEKIT_STATE_DIR": ""}).state_dir is None       # empty = unset, as before
+    with pytest.raises(InfraError) as caught:
+        load_state(given)
+    assert caught.value.where == str(tmp_path / "state.json")
 
 
 def test_missing_state_says_which_command(tmp_path: Path) -> None:

@@ -76,9 +76,8 @@ def write_rehearsal(store: EvidenceStore, label: str = "sglang", *,
         a.add_check(P("build", "docker build exited 0"))
         a.add_check(P("push", f"pushed to {staged}"))
     # a first probe attempt broke before it ran checks (kept, superseded by the rerun)
-    with pytest.raises(RuntimeError):
-        with store.attempt(image_id, "probe", image=label):
-            raise RuntimeError("container exited before the probe started")
+    with pytest.raises(RuntimeError), store.attempt(image_id, "probe", image=label):
+        raise RuntimeError("container exited before the probe started")
     with store.attempt(image_id, "probe") as a:
         a.write_text("pip_check.log", "No broken requirements found.\n")
         a.write_result(kinds.ProbeResult(image=label, probes=[
@@ -233,12 +232,16 @@ target = "registry.target.example.internal/llm"
 @pytest.fixture()
 def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A small images spec (the checkout's shape and `local` acceptances), so these tests do
-    not change when the real spec's entries do."""
-    root = tmp_path / "spec"
+    not change when the real spec's entries do. The operations called in-process find it where
+    the default spec is looked for first (./dockerfiles/images.toml: the test runs in
+    tmp_path; nothing below the CLI reads $IMAGEKIT_IMAGES_SPEC); a CLI started from the test
+    gets it by $IMAGEKIT_IMAGES_SPEC."""
+    root = tmp_path / "dockerfiles"
     for name in ("sglang", "vllm"):
         (root / name).mkdir(parents=True)
         (root / name / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
     path = root / "images.toml"
     path.write_text(SPEC_TEXT)
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(path))
     return path

@@ -12,6 +12,7 @@ from imagekit.report import build_report, check_promotable, render
 from imagekit.results import Status
 from tests.report.conftest import write_rehearsal
 
+
 @pytest.fixture(autouse=True)
 def _spec(spec_file) -> None:
     """Acceptances come from the test's own small spec (tests/report/conftest.py)."""
@@ -56,3 +57,46 @@ def test_acceptance_needs_the_exact_status(store) -> None:
     decision = check_promotable(store, r.digest)
     assert not decision.allowed
     assert any("probe:torch_arch ERROR" in reason for reason in decision.reasons)
+
+
+def test_the_cli_hands_the_spec_and_the_state_dir_down(store, spec_file, tmp_path) -> None:
+    """$IMAGEKIT_IMAGES_SPEC and $IMAGEKIT_STATE_DIR are read by the CLI (imagekit.settings)
+    and handed down to the report and its gate; nothing below the CLI reads them. Through the
+    CLI, the spec's acceptance lets the gate through and infra's state names the endpoints (the
+    case that FAILS when a variable is not handed down: the run reads the packaged spec, which
+    accepts the stand-in's torch_arch too, and /var/lib/imagekit). In-process, another spec
+    and state handed to build_report give another gate and no names."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from imagekit.infra.state import InfraState, RegistryEndpoint, save_state
+
+    r = write_rehearsal(store, torch_arch=Status.FAIL, profile="local")
+    state = tmp_path / "state"
+    save_state(InfraState(
+        state_dir=state, docker_config_dir=state / "docker-config", ca_file=state / "ca.crt",
+        registries={"relay-a": RegistryEndpoint(name="relay-a", address="127.0.0.1:5002",
+                                                scheme="https", auth="basic")}))
+    env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root),
+           "IMAGEKIT_IMAGES_SPEC": str(spec_file), "IMAGEKIT_STATE_DIR": str(state)}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "report", r.digest, "--format",
+                           "json"], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    given = json.loads(done.stdout)
+    assert given["gate"]["allowed"] and str(spec_file) in given["accepted"][0]["source"]
+    assert "relay-a (127.0.0.1:5002)" in {e["endpoint"] for e in given["endpoints"]}
+
+    strict = spec_file.with_name("strict.toml")     # the same spec without the acceptances
+    text = spec_file.read_text()
+    strict.write_text(text.split("[profiles.local.accept]")[0] + "[profiles.production]" +
+                      text.split("[profiles.production]")[1])
+    other = build_report(store, r.digest, spec_path=strict, state_dir=tmp_path / "no-state")
+    assert not other.gate.allowed and other.accepted == []
+    assert any("probe:torch_arch FAIL" in reason for reason in other.gate.reasons)
+    assert "127.0.0.1:5002" in {e.endpoint for e in other.endpoints}
+    mine = build_report(store, r.digest, spec_path=spec_file, state_dir=state)
+    assert mine.gate.allowed and "relay-a (127.0.0.1:5002)" in \
+        {e.endpoint for e in mine.endpoints}

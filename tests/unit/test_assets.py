@@ -41,24 +41,64 @@ def test_every_default_lookup_is_under_the_package(monkeypatch, tmp_path: Path) 
 
 def test_env_overrides_win(monkeypatch, tmp_path: Path) -> None:
     from imagekit.probe.runner import probes_dir
+    from imagekit.settings import load
     from imagekit.spec.loader import default_spec_path
 
     (tmp_path / "p.py").write_text("print(1)\n")
-    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path))
-    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(tmp_path / "mine.toml"))
-    assert probes_dir() == tmp_path
-    assert default_spec_path() == tmp_path / "mine.toml"
+    monkeypatch.chdir(tmp_path)                # an empty folder: no ./dockerfiles/images.toml
+    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path / "ignored"))  # read only at the CLI
+    monkeypatch.setenv("IMAGEKIT_IMAGES_SPEC", str(tmp_path / "ignored.toml"))  # the same
+    assert probes_dir() == ASSETS / "probes"
+    assert probes_dir(load({"IMAGEKIT_PROBES_DIR": str(tmp_path)}).probes_dir) == tmp_path
+    assert default_spec_path() == ASSETS / "dockerfiles" / "images.toml"
+    given = load({"IMAGEKIT_IMAGES_SPEC": "mine.toml"}).images_spec
+    assert default_spec_path(given) == tmp_path / "mine.toml"     # made absolute, as before
+    assert default_spec_path(None) == default_spec_path("") == default_spec_path()
 
 
-def test_a_missing_or_empty_probes_folder_is_bad_input(monkeypatch, tmp_path: Path) -> None:
+def test_the_manifests_folder_is_an_argument(monkeypatch, tmp_path: Path) -> None:
+    """$IMAGEKIT_MANIFESTS_DIR is read by the CLI (settings) and passed down: the library
+    renders from the folder it is given, else the packaged one, whatever the process carries."""
+    from imagekit.cluster import manifests
+    from imagekit.settings import load
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "x.yaml.j2").write_text("kind: ConfigMap\nmetadata: {name: {{ name | tojson }}}\n")
+    (mine / "s.sh").write_text("echo mine\n")
+    monkeypatch.setenv("IMAGEKIT_MANIFESTS_DIR", str(tmp_path / "ignored"))
+    assert manifests.manifests_dir() == ASSETS / "manifests"
+    given = load({"IMAGEKIT_MANIFESTS_DIR": str(mine)}).manifests_dir
+    assert manifests.manifests_dir(given) == mine
+    assert manifests.render("x.yaml.j2", template_dir=given, name="n")["metadata"]["name"] == "n"
+    assert manifests.script_files("s.sh", template_dir=given) == {"s.sh": "echo mine\n"}
+    with pytest.raises(InvalidInput) as caught:                       # not in the packaged one
+        manifests.render("x.yaml.j2", name="n")
+    assert caught.value.where == str(ASSETS / "manifests" / "x.yaml.j2")
+
+
+def test_probes_version_is_the_same_key_whoever_names_the_folder(tmp_path: Path) -> None:
+    """The probe cache keys stay byte-identical: the packaged probes give the same
+    probes_version by default, named, or copied elsewhere (the key is of names and bytes)."""
+    import shutil
+
+    from imagekit.probe.runner import probes_dir, probes_version
+
+    packaged = probes_version()
+    assert packaged == probes_version(probes_dir()) == probes_version(ASSETS / "probes")
+    shutil.copytree(ASSETS / "probes", tmp_path / "copy")
+    assert probes_version(probes_dir(tmp_path / "copy")) == packaged
+    (tmp_path / "copy" / "extra.py").write_text("print(2)\n")       # the case that differs
+    assert probes_version(probes_dir(tmp_path / "copy")) != packaged
+
+
+def test_a_missing_or_empty_probes_folder_is_bad_input(tmp_path: Path) -> None:
     from imagekit.probe.runner import probes_dir
 
-    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path))          # empty
     with pytest.raises(InvalidInput, match="IMAGEKIT_PROBES_DIR names no folder"):
-        probes_dir()
-    monkeypatch.setenv("IMAGEKIT_PROBES_DIR", str(tmp_path / "gone"))
+        probes_dir(tmp_path)                                           # empty
     with pytest.raises(InvalidInput) as caught:
-        probes_dir()
+        probes_dir(tmp_path / "gone")
     assert caught.value.where == str(tmp_path / "gone")
     assert not (tmp_path / "gone").exists()
 

@@ -40,15 +40,17 @@ class FakeRunner:
 
 def _steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: int | None,
            counted: int = 63) -> tuple[FakeRunner, dict[str, int], list[str]]:
-    runner, found, asked = FakeRunner(), {}, []
+    runner, found, asked = FakeRunner(), dict[str, int](), list[str]()
 
-    def read_back(spec: Any, profile: str, image: str) -> tuple[int, str]:
+    def read_back(spec: Any, profile: str, image: str, state_dir: Any = None
+                  ) -> tuple[int, str]:
         asked.append(image)
         return counted, "127.0.0.1:5001/imagekit-standins/sglang-base:cu13-standin-layers63@x"
 
     monkeypatch.setattr(flow, "standin_layer_count", read_back)
-    flow._steps(runner, load_spec(), "local", EvidenceStore(tmp_path / "ev"), tmp_path / "out",
-                cluster=False, layers=layers, standin_layers=found)  # type: ignore[arg-type]
+    flow._steps(runner, load_spec(), "local",  # type: ignore[arg-type]
+                EvidenceStore(tmp_path / "ev"), tmp_path / "out",
+                cluster=False, layers=layers, standin_layers=found)
     return runner, found, asked
 
 
@@ -87,7 +89,7 @@ def test_an_unreadable_manifest_is_an_error_not_a_pass(tmp_path: Path, monkeypat
     def broken(*_: Any) -> tuple[int, str]:
         raise KeyError("sglang")
 
-    runner, found = FakeRunner(), {}
+    runner, found = FakeRunner(), dict[str, int]()
     monkeypatch.setattr(flow, "standin_layer_count", broken)
     flow._steps(runner, load_spec(), "local", EvidenceStore(tmp_path / "ev"),  # type: ignore[arg-type]
                 tmp_path / "out", cluster=False, layers=63, standin_layers=found)
