@@ -220,7 +220,9 @@ def test_a_plain_http_loopback_registry_never_loads_the_ca_bundle() -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from imagekit.registry import RegistryClient
-    from imagekit.registry.endpoint import LazyTrust, speaks_plain_http
+    from imagekit.registry.endpoint import LazyTrust, _context, speaks_plain_http
+
+    _context.cache_clear()  # as in a fresh CLI process: an earlier test's TLS use loaded it
 
     class V2(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
