@@ -88,15 +88,15 @@ def resolve_image(spec: ImagesSpec, name: str, profile: str | None = None) -> Re
     base_tag = entry.tag                     # a padded stand-in: the tag it was pushed under
     mirror = image.mirror.get(profile_name)
     mirror_entry = lock.mirrors.get(name) if mirror is not None else None
+    mirror_digest = None
     if mirror is not None and mirror_entry is not None and mirror_entry.stands_for(mirror):
-        mirror = mirror_entry.tag
+        mirror, mirror_digest = mirror_entry.tag, mirror_entry.digest
     dockerfile = spec.dockerfile_path(name)
     return ResolvedImage(
         name=name, profile=profile_name, engine=image.engine, dockerfile=dockerfile,
         context=dockerfile.parent, repository=image.repository, base_tag=base_tag,
         base_digest=entry.digest, mirror=mirror,
-        mirror_digest=mirror_entry.digest if mirror_entry and mirror_entry.tag == mirror
-        else None,
+        mirror_digest=mirror_digest,
         build_args=dict(image.build_args.get(profile_name, {})),
         pip_index_url=prof.pip_index_url, staging=prof.staging, probes=list(image.probes),
         find_spec=list(image.find_spec), serve=image.serve_for(profile_name))
