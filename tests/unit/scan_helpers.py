@@ -19,11 +19,10 @@ def string_constants(tree: ast.Module) -> dict[str, str]:
 
 # run `imagekit ARGS` in a fresh interpreter and print the top-level modules it imported
 MODULES_PROBE = """
-import json, runpy, sys
+import atexit, json, runpy, sys
+# an exit handler: the CLI ends through imagekit.cli.leave (os._exit after the handlers)
+atexit.register(lambda: sys.stderr.write(
+    json.dumps(sorted({m.split(".")[0] for m in sys.modules}))))
 sys.argv = ["imagekit", *sys.argv[1:]]
-try:
-    runpy.run_module("imagekit", run_name="__main__")
-except SystemExit:
-    pass
-sys.stderr.write(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+runpy.run_module("imagekit", run_name="__main__")
 """
