@@ -1,4 +1,8 @@
-"""One entry point for every output format of a report."""
+"""One entry point for every output format of a report.
+
+Each format's module is imported when that format is rendered: `imagekit.report` is also the
+promotion gate's package, and `promote` must not pay for xml.etree (junit, ~30 ms) or the HTML
+page's modules at every start (bench/bench_parity.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ from pathlib import Path
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import ReportResult
-from imagekit.report import html, intoto, junit, markdown
 from imagekit.report.models import ImageReport
 
 FORMATS = ("md", "json", "junit", "intoto", "html")
@@ -18,14 +21,22 @@ def render(report: ImageReport, fmt: str, base: Path | None = None) -> str:
     """`base`: the directory the output is written to (the HTML page links evidence relative
     to it)."""
     if fmt == "md":
+        from imagekit.report import markdown
+
         return markdown.render(report)
     if fmt == "json":
         return report.model_dump_json(indent=2) + "\n"
     if fmt == "junit":
+        from imagekit.report import junit
+
         return junit.render(report)
     if fmt == "intoto":
+        from imagekit.report import intoto
+
         return json.dumps(intoto.statement(report), indent=2) + "\n"
     if fmt == "html":
+        from imagekit.report import html
+
         return html.render(report, base)
     raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)})")
 
