@@ -7,11 +7,13 @@ The primary figure is CLIENT CPU seconds (user + system of the whole process tre
 outside: `resource.getrusage(RUSAGE_CHILDREN)` around each run); the wall ratio is the median
 of the per-pair ratios. The registries' own CPU is recorded per run (it is the same whoever the
 client is, and on 2 cores it is the floor under any client's wall time). imagekit's run includes
-its read-back and its evidence, exactly as a user runs it.
+its read-back and its evidence, exactly as a user runs it: by default the `imagekit` program of
+this tree's wheel installed by pip into a fresh venv (bench/installed.py: no test extra, bytecode
+compiled by pip); `--checkout` runs `python -m imagekit` from this checkout's venv instead.
 
     python bench/bench_parity.py [--out bench/results] [--pairs 3] [--port-base 5140]
                                  [--only record|small] [--scale 1.0] [--profile DIR]
-                                 [--baseline DIR]
+                                 [--baseline DIR] [--checkout]
 
 `--baseline DIR`: a checkout of other imagekit code (e.g. `git worktree add /tmp/base main`) run
 as a third tool in every round (crane, baseline, this checkout), so a before/after figure is
@@ -42,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import installed  # noqa: E402
 from bench_promote import ensure_image, process_cpu  # noqa: E402
 
 from imagekit.registry import RegistryClient  # noqa: E402
@@ -84,6 +87,9 @@ def main() -> int:
     parser.add_argument("--profile", type=Path)
     parser.add_argument("--baseline", type=Path,
                         help="other imagekit code (its checkout root), measured in every round")
+    parser.add_argument("--checkout", action="store_true",
+                        help="run this checkout (python -m imagekit) instead of the installed "
+                             "wheel")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     crane = shutil.which("crane") or "/usr/bin/crane"
@@ -94,6 +100,12 @@ def main() -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     ik = [sys.executable, "-m", "imagekit"]
     subprocess.run([*ik, "--help"], env=env, stdout=subprocess.DEVNULL, check=True)
+    ours_env: dict[str, str] | None = env
+    if not args.checkout:  # the user's program, its environment without this checkout's paths
+        ik = [str(installed.install(record.cache_root() / "user-venv"))]
+        ours_env = {k: v for k, v in os.environ.items()
+                    if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
+    print(f"imagekit as: {' '.join(ik)}", flush=True)
     for code in [ROOT, *([args.baseline.resolve()] if args.baseline else [])]:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "imagekit")],
                        env=env, stdout=subprocess.DEVNULL, check=False)
@@ -123,10 +135,11 @@ def main() -> int:
             for _ in range(args.pairs):
                 for tool in tools:
                     evidence = tempfile.mkdtemp(prefix="parity-evidence-")
+                    program = ik if tool == "ours" else [sys.executable, "-m", "imagekit"]
                     argv = [crane, "copy", "--insecure", src, dst] if tool == "crane" else [
-                        *ik, "promote", src, "--to", dst, "--json", "--evidence-dir", evidence,
+                        *program, "promote", src, "--to", dst, "--json", "--evidence-dir", evidence,
                         "--force", "--reason", "parity benchmark"]
-                    tool_env, cwd = (env if tool != "crane" else None), None
+                    tool_env, cwd = {"crane": None, "ours": ours_env}.get(tool, env), None
                     if tool == "baseline":  # `python -m` puts the cwd first on sys.path
                         cwd = str(args.baseline.resolve())
                         tool_env = {**env, "PYTHONPATH": cwd}
@@ -188,7 +201,7 @@ def main() -> int:
                                     str(args.profile / f"{name}.raw.txt"), "--",
                                     *ik, "promote", src, "--to", dst, "--json",
                                     "--evidence-dir", evidence, "--force", "--reason",
-                                    "profile"], env=env, stdout=subprocess.DEVNULL,
+                                    "profile"], env=ours_env, stdout=subprocess.DEVNULL,
                                    check=False)
                 finally:
                     dest.stop()
@@ -198,6 +211,7 @@ def main() -> int:
         for reg, _ in sources.values():
             reg.stop()
     result: dict[str, object] = {"name": "promote-parity", "cpus": os.cpu_count(),
+              "imagekit": " ".join(ik), "installed_wheel": not args.checkout,
               "loadavg_before": [round(x, 2) for x in load_before],
               "loadavg_after": [round(x, 2) for x in os.getloadavg()],
               "seconds": round(time.monotonic() - started, 1), **results,
