@@ -106,7 +106,9 @@ def main() -> int:
         ours_env = {k: v for k, v in os.environ.items()
                     if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
     print(f"imagekit as: {' '.join(ik)}", flush=True)
-    for code in [ROOT, *([args.baseline.resolve()] if args.baseline else [])]:
+    # bytecode for the code run as `python -m imagekit` (the installed wheel has pip's)
+    for code in [*([ROOT] if args.checkout else []),
+                 *([args.baseline.resolve()] if args.baseline else [])]:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "imagekit")],
                        env=env, stdout=subprocess.DEVNULL, check=False)
     started = time.monotonic()

@@ -25,7 +25,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -33,20 +32,15 @@ from pathlib import Path
 import pytest
 
 import imagekit
+from tests.build.wheel import build, install, source_copy
+from tests.build.wheel import run as _run
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
-EXTRAS = "[cluster,media]"
 #: env that would point the installed package back into a checkout: never passed to the user's
 #: commands (the user has none of them)
 CHECKOUT_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "IMAGEKIT_IMAGES_SPEC",
                 "IMAGEKIT_PROBES_DIR", "IMAGEKIT_MANIFESTS_DIR", "IMAGEKIT_EVIDENCE_DIR")
-
-
-def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None,
-         timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
 
 
 def _clean_env(venv: Path) -> dict[str, str]:
@@ -57,62 +51,22 @@ def _clean_env(venv: Path) -> dict[str, str]:
     return env
 
 
-def _source_copy(dest: Path) -> Path:
-    """The tree's files as git sees them (tracked, and new files not ignored): no build/,
-    no machine-local lock, no __pycache__."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                             "--exclude-standard"], cwd=REPO, capture_output=True, check=True)
-    for name in sorted(set(listed.stdout.decode().split("\0"))):
-        source = REPO / name
-        if name and source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-    return dest
-
-
-def _wheelhouse() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = Path(os.environ.get("IMAGEKIT_TEST_WHEELHOUSE") or
-                default / "imagekit-test" / "wheelhouse")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _install(wheel: Path, venv: Path) -> None:
-    """`pip install <wheel>[cluster,media]` into `venv`, offline from the wheelhouse; a
-    wheelhouse that lacks a requirement is filled by `pip download` once, then retried."""
-    house = _wheelhouse()
-    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
-    install = [*pip, "install", "--no-compile", "--no-index", "--find-links", str(house),
-               f"{wheel}{EXTRAS}"]
-    env = _clean_env(venv)
-    done = _run(install, cwd=venv, env=env)
-    if done.returncode != 0:
-        fill = _run([sys.executable, "-m", "pip", "download", "--dest", str(house),
-                     f"{wheel}{EXTRAS}"], cwd=venv, env=env, timeout=1200)
-        assert fill.returncode == 0, fill.stderr[-3000:]
-        for own in house.glob("imagekit-*.whl"):
-            own.unlink()
-        done = _run(install, cwd=venv, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(venv, site-packages): the wheel built from a copy of this tree (deleted afterwards),
     installed into a fresh venv."""
     root = tmp_path_factory.mktemp("wheel")
-    source = _source_copy(root / "src")
+    source = source_copy(root / "src")
     dist = root / "dist"
-    built = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
-                  str(dist), str(source)], cwd=root)
+    built = build(source, dist)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     [wheel] = dist.glob("imagekit-*.whl")
     shutil.rmtree(source)  # nothing may find its way back to the tree it was built from
     venv = root / "venv"
     made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root)
     assert made.returncode == 0, made.stderr
-    _install(wheel, venv)
+    done = install(wheel, venv, env=_clean_env(venv), compile_bytecode=False)
+    assert done.returncode == 0, done.stderr[-3000:]
     [site] = (venv / "lib").glob("python3*/site-packages")
     return venv, site, source
 
