@@ -40,8 +40,8 @@ def leave(code: int | str | None) -> None:
     """End the process once the run is done, without the interpreter's teardown.
 
     Why: at exit CPython frees every module's objects one by one (pydantic's schemas, httpx,
-    rich, the evidence models): measured ~0.1 s of CPU per `imagekit promote`, after the last
-    byte is written — as much as `crane copy` of a small image takes in all. What an ordinary
+    rich, the evidence models): measured 0.15-0.2 s of CPU per `imagekit promote` (an
+    interleaved A/B of whole runs), after the last byte is written. What an ordinary
     exit does that matters is done here first, in its order: the exit handlers (`atexit`:
     temporary directories' finalizers, logging's flush, the kubernetes client's pool) and the
     flush of stdout and stderr (a closed pipe is status 120, as CPython reports it). Where a
