@@ -18,7 +18,7 @@ $(VENV)/.stamp: pyproject.toml
 	$(VENV)/bin/pip install -q --upgrade pip
 	# torch: the machine's CPU wheel (pip takes it from the local disk); never a hard dependency
 	$(VENV)/bin/pip install -q "torch==2.13.0" || $(VENV)/bin/pip install -q torch
-	$(VENV)/bin/pip install -q -e ".[cluster,media,test]"
+	$(VENV)/bin/pip install -q -e ".[infra,media,test]"
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -42,7 +42,7 @@ verify: venv
 # ruff (pyproject [tool.ruff]) and mypy (pyproject [tool.mypy]) with 0 findings; a finding
 # fails `make test` before any test runs. mypy cold (a fresh clone, no .mypy_cache) is ~12 s CPU.
 lint: venv
-	$(PY) -m ruff check imagekit
+	$(PY) -m ruff check imagekit gpu_checks/preflight probes manifests
 	$(PY) -m mypy
 
 test: venv lint
@@ -62,7 +62,7 @@ bench: venv
 	$(PY) bench/summary.py bench/results
 
 gpu-preflight:
-	PYTHONPATH=$(CURDIR)/imagekit/assets$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m torch.distributed.run --standalone --nproc-per-node $${NPROC:-1} -m preflight --json $${OUT:-.}/preflight.json $${PREFLIGHT_ARGS:-}
+	PYTHONPATH=$(CURDIR)/gpu_checks$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m torch.distributed.run --standalone --nproc-per-node $${NPROC:-1} -m preflight --json $${OUT:-.}/preflight.json $${PREFLIGHT_ARGS:-}
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,5 +1,5 @@
 """Write the files of the ConfigMap of `imagekit cluster gpu-preflight --script
-imagekit/assets/preflight/__main__.py` into DIR as its Pod's volume lays them out (items:
+gpu_checks/preflight/__main__.py` into DIR as its Pod's volume lays them out (items:
 preflight/<module>.py), so that `cd DIR && python3 -m preflight` runs exactly what the Pod runs.
 Prints the Pod's command.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.cluster.preflight import PreflightOptions, render_preflight
 from imagekit.oci import ImageReference
 
@@ -19,7 +19,7 @@ from imagekit.oci import ImageReference
 def main(target: Path) -> None:
     pinned = ImageReference.parse("registry.invalid/any@sha256:" + "0" * 64)
     pod, configmap = render_preflight(pinned, PreflightOptions(
-        script=assets.path("preflight", "__main__.py")), "lay-out")
+        script=packaged.path("preflight", "__main__.py")), "lay-out")
     volume = pod["spec"]["volumes"][0]["configMap"]
     for item in volume["items"]:
         path = target / item["path"]

@@ -241,7 +241,7 @@ def cluster_gpu_preflight(
     storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
     script: Path = typer.Option(None, help="Script run in the Pod with python3; a "
                                            "package's __main__.py ships the package, run as -m "
-                                           "(imagekit/assets/preflight/__main__.py)."),
+                                           "(gpu_checks/preflight/__main__.py)."),
     submit: bool = typer.Option(False, "--submit", help="Submit when the precheck is clean "
                                                         "(default: precheck only)."),
     timeout: float = typer.Option(900, help="Seconds to wait for the Pod."),

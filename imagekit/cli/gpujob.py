@@ -46,7 +46,7 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
                   pod_env: list[str] | None, job_mode: str,
                   preflight_arg: list[str] | None = None, each_node: bool = False) -> None:
     """`--nodes N`: the preflight as one distributed job; its Pods, then the report."""
-    from imagekit import assets
+    from imagekit import packaged
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
@@ -93,7 +93,7 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
         nodes=nodes, gpus_per_node=gpus_per_node, pods_per_node=pods_per_node,
         namespace=namespace, node_selector=node_selector, tolerations=tolerated,
         priority_class_name=priority_class,
-        script=script or assets.path("preflight"), script_args=list(preflight_arg or []),
+        script=script or packaged.path("preflight"), script_args=list(preflight_arg or []),
         env=env, timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
     options.validate()
     with Kube(kubeconfig_path(kubeconfig)) as kube:
@@ -125,7 +125,7 @@ def each_node_preflight(pinned: ImageReference, *, namespace: str, selector: dic
 
     if script is None or not script.is_file():
         raise InvalidInput("--each-node needs --script, the preflight script "
-                           "(imagekit/assets/preflight/__main__.py)", where=str(script))
+                           "(gpu_checks/preflight/__main__.py)", where=str(script))
     options = FleetOptions(namespace=namespace, node_selector=selector,
                            tolerations=tolerations, gpus=gpus, script=script,
                            script_args=script_args, timeout_s=timeout, cordon_failed=cordon,

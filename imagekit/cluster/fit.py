@@ -2,15 +2,15 @@
 what a node's driver supports and its GPUs' compute capability (from NVML inside the Pod, or
 GPU feature discovery labels on the Node before scheduling).
 
-The rules are written once, in imagekit/assets/preflight/fit.py (standard library only), which
+The rules are written once, in gpu_checks/preflight/fit.py (standard library only), which
 the preflight package loads inside the Pod and the in-image probe `torch_arch` loads as
 `_cudafit`; this module adds the node side (GPU feature discovery labels) and CheckResults.
 """
 
 from __future__ import annotations
 
-from imagekit.assets.preflight.fit import check, fit_checks, parse_arch, parse_cuda_version
 from imagekit.results import CheckResult, Status
+from preflight.fit import check, fit_checks, parse_arch, parse_cuda_version
 
 __all__ = ["check", "fit_checks", "image_fit", "node_facts", "parse_arch", "parse_cuda_version"]
 

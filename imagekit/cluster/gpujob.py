@@ -1,6 +1,6 @@
 """The GPU preflight as a distributed Kubernetes job: many Pods, one torchrun world.
 
-The GPU preflight package (imagekit/assets/preflight, run as `-m preflight`) runs under
+The GPU preflight package (gpu_checks/preflight, run as `-m preflight`) runs under
 `torch.distributed.run` in every Pod; the Pods meet through torchrun's c10d rendezvous (a
 TCPStore hosted by the Pod of index 0) and the Job controller creates, tracks and finishes the
 Pods — it is the distributed engine, imagekit only renders, submits, waits and collects.
@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.cluster import manifests
 from imagekit.cluster.podrun import CleanupReport, PodRun
 from imagekit.cluster.precheck import GPU, PodIntent, precheck
@@ -96,7 +96,7 @@ class GpuJobOptions:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
     priority_class_name: str | None = None
-    script: Path = field(default_factory=lambda: assets.path("preflight"))  # the package
+    script: Path = field(default_factory=lambda: packaged.path("preflight"))  # the package
     script_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)   # e.g. NCCL_NVLS_ENABLE=0, every Pod
     timeout_s: float = 900.0

@@ -1,4 +1,4 @@
-"""Render the Pod templates under imagekit/assets/manifests/ into API objects (dicts).
+"""Render the Pod templates under manifests/ into API objects (dicts).
 
 Templates are YAML with Jinja2 placeholders; every value goes through `tojson`, so a value can
 never inject YAML structure. Every image is pinned: a reference without `@sha256:…` is refused,
@@ -14,16 +14,16 @@ from typing import Any
 import jinja2
 import yaml
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.errors import InvalidInput
 from imagekit.oci import ImageReference
 
 
 def manifests_dir(given: Path | None = None) -> Path:
     """Where the templates and scripts live: `given` (the CLI passes $IMAGEKIT_MANIFESTS_DIR,
-    imagekit.settings), else the packaged ones (imagekit/assets/manifests, shipped in the
+    imagekit.settings), else the packaged ones (manifests, shipped in the
     wheel). Looked up when a template is rendered, not at import."""
-    return Path(given or assets.path("manifests"))
+    return Path(given or packaged.path("manifests"))
 
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

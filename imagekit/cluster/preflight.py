@@ -48,7 +48,7 @@ class ShippedScript:
 
 def ship_script(script: Path) -> ShippedScript:
     """A plain script (`x.py`: run as /imagekit/x.py), or a package: its folder or its
-    `__main__.py` (imagekit/assets/preflight: run as `-m preflight`)."""
+    `__main__.py` (gpu_checks/preflight: run as `-m preflight`)."""
     root = script if script.is_dir() else script.parent if script.name == "__main__.py" else None
     if root is not None and (root / "__main__.py").is_file() and (root / "__init__.py").is_file():
         files, layout = {}, {}

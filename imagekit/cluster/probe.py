@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.cluster import manifests
 from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.podrun import PodRun
@@ -159,7 +159,7 @@ def probe_files(probes_dir: Path | None,
         for path in sorted(probes_dir.glob("*.py")):
             files[path.name] = path.read_text()
         # the fit rules torch_arch loads: one file, the preflight package's (ConfigMaps are flat)
-        files.setdefault("_cudafit.py", assets.path("preflight", "fit.py").read_text())
+        files.setdefault("_cudafit.py", packaged.path("preflight", "fit.py").read_text())
     if plan is not None:
         lines = []
         for name, args in plan:

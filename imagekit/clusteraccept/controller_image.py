@@ -1,6 +1,6 @@
 """The acceptance controller's image: imagekit's acceptance client on the local bookworm base.
 
-Built from `imagekit/assets/dockerfiles/controller/Dockerfile` on the stand-ins' rootfs image
+Built from `dockerfiles/controller/Dockerfile` on the stand-ins' rootfs image
 (debootstrap, cached by its own key), pip dependencies fetched with the CA bundle as the
 BuildKit secret `pip_cert` (never in a layer), imagekit's source copied last. Cached by a
 content key of all of that: an unchanged second run finds the local tag and only re-pushes (the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.engine import Engine
 from imagekit.errors import CheckFailed
 from imagekit.oci import Digest, ImageReference
@@ -25,7 +25,7 @@ from imagekit.standins.build import ca_bundle, tree_hash
 from imagekit.standins.rootfs import ensure_rootfs_image, rootfs_key
 
 PACKAGE = Path(__file__).absolute().parents[1]          # imagekit/
-DOCKERFILE_DIR = assets.path("dockerfiles", "controller")
+DOCKERFILE_DIR = packaged.path("dockerfiles", "controller")
 REPOSITORY = "imagekit/accept-controller"
 LOCAL_REPOSITORY = "imagekit-local/accept-controller"
 

@@ -1,6 +1,6 @@
 """The acceptance controller's log-line protocol, written down (version 1).
 
-The controller Pod (imagekit/assets/manifests/controller/) reports to the operation outside
+The controller Pod (manifests/controller/) reports to the operation outside
 through its log: one JSON object per line, after a fixed prefix. Each object carries `v`, the
 protocol version; this imagekit reads version `PROTOCOL_VERSION` only. A line with an unknown
 version, or one that starts with a prefix and does not parse as its model, is a

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.results import CheckResult, Status
 
 #: The rehearsal's namespace (created when missing, kept: the claim lives there); the model's
@@ -24,7 +24,7 @@ from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402
 
 STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
 #: the packaged stand-in matrix (an absolute path: the rehearsal may run from any folder)
-MATRIX = str(assets.path("manifests", "acceptance", "matrix-standin.toml"))
+MATRIX = str(packaged.path("manifests", "acceptance", "matrix-standin.toml"))
 
 
 def accept_args(reference: str, profile: str, namespace: str = NAMESPACE) -> list[str]:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit.assets.preflight.verdicts import default_baselines
 from imagekit.cluster import manifests
 from imagekit.cluster.podrun import PodRun
 from imagekit.cluster.pods import wait_for_pod
@@ -42,6 +41,7 @@ from imagekit.gpu.record import PreflightRecord
 from imagekit.kube import Kube
 from imagekit.oci import ImageReference
 from imagekit.results import CheckResult, Status, overall
+from preflight.verdicts import default_baselines
 
 TAINT_KEY = "imagekit.dev/gpu-preflight"
 TAINT = {"key": TAINT_KEY, "value": "failed", "effect": "NoSchedule"}
@@ -57,7 +57,7 @@ class FleetOptions:
     tolerations: list[dict] = field(default_factory=lambda: [manifests.GPU_TOLERATION])
     gpus: int = 8                      # nvidia.com/gpu per Pod (0 on a CPU cluster: gloo)
     nproc: int | None = None           # ranks per Pod (default: gpus, at least 1)
-    script: Path | None = None         # the package imagekit/assets/preflight, or a script
+    script: Path | None = None         # the package gpu_checks/preflight, or a script
     script_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 900.0
@@ -175,7 +175,7 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
               store: EvidenceStore) -> FleetReport:
     assert pinned.digest is not None
     if options.script is None:
-        raise InvalidInput("--each-node needs --script (imagekit/assets/preflight)")
+        raise InvalidInput("--each-node needs --script (gpu_checks/preflight)")
     nodes = select_nodes(kube, options.node_selector)
     selector_text = ",".join(f"{k}={v}" for k, v in options.node_selector.items()) or "(all)"
     run_id = _secrets.token_hex(3)

@@ -19,10 +19,11 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
-import bcrypt
 from pydantic import BaseModel, ConfigDict
 
+from imagekit.errors import InvalidInput
 from imagekit.infra.state import StatePaths
 
 BCRYPT_ROUNDS = 6
@@ -92,7 +93,34 @@ def load_credentials(paths: StatePaths | None = None) -> Credentials:
     return Credentials.model_validate_json(paths.credentials.read_text())
 
 
+def _missing_extra(module: str) -> InvalidInput:
+    """Only the local registries and their token service need bcrypt and pyjwt (the `infra`
+    extra), so a plain `pip install imagekit` leaves them out: asking for the local
+    infrastructure without them is one line naming the install, exit 2."""
+    return InvalidInput(f"the local infrastructure needs {module}: "
+                        "pip install 'imagekit[infra]'")
+
+
+def bcrypt_module() -> Any:
+    """bcrypt, from the `infra` extra."""
+    try:
+        import bcrypt
+    except ImportError:
+        raise _missing_extra("bcrypt") from None
+    return bcrypt
+
+
+def jwt_module() -> Any:
+    """pyjwt, from the `infra` extra."""
+    try:
+        import jwt
+    except ImportError:
+        raise _missing_extra("pyjwt") from None
+    return jwt
+
+
 def _hash_matches(password: str, hashed: str) -> bool:
+    bcrypt = bcrypt_module()
     try:
         return bcrypt.checkpw(password.encode(), hashed.encode())
     except ValueError:
@@ -100,6 +128,7 @@ def _hash_matches(password: str, hashed: str) -> bool:
 
 
 def _bcrypt(password: str) -> str:
+    bcrypt = bcrypt_module()
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt(BCRYPT_ROUNDS)).decode()
 
 

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import bcrypt
-import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from pydantic import BaseModel, ConfigDict
+
+from imagekit.infra.credentials import bcrypt_module, jwt_module
 
 ALL_REPOSITORY_ACTIONS = ("pull", "push", "delete")
 
@@ -113,7 +113,7 @@ class TokenIssuer:
         if not entry:
             return None
         try:
-            ok = bcrypt.checkpw(password.encode(), entry["bcrypt"].encode())
+            ok = bcrypt_module().checkpw(password.encode(), entry["bcrypt"].encode())
         except ValueError:
             ok = False
         return list(entry.get("actions", [])) if ok else None
@@ -130,7 +130,8 @@ class TokenIssuer:
             "jti": secrets.token_hex(16),
             "access": grant(scopes, allowed),
         }
-        token = jwt.encode(claims, self._key, algorithm="ES256", headers={"x5c": self._x5c})
+        token = jwt_module().encode(claims, self._key, algorithm="ES256",
+                                    headers={"x5c": self._x5c})
         return {"token": token, "access_token": token, "expires_in": self.config.ttl_seconds,
                 "issued_at": dt.datetime.fromtimestamp(now, dt.UTC)
                 .isoformat().replace("+00:00", "Z")}

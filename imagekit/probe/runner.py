@@ -1,4 +1,4 @@
-"""Run the probes of `imagekit/assets/probes/` inside an image: `docker run --rm --network
+"""Run the probes of `probes/` inside an image: `docker run --rm --network
 none`, the probes bind-mounted read-only (the image under test is not changed), entrypoint
 overridden to python3.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.engine import Engine, RunOutcome
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore, Role
@@ -31,10 +31,10 @@ MOUNT = "/imagekit-probes"
 
 def probes_dir(given: Path | None = None) -> Path:
     """`given` (the CLI passes $IMAGEKIT_PROBES_DIR, imagekit.settings), else the packaged
-    probes (imagekit/assets/probes). A folder that is missing or holds no probe is bad input,
+    probes (probes). A folder that is missing or holds no probe is bad input,
     found before anything runs (a bind mount of a missing folder would have docker create it
     empty, and every probe would break)."""
-    directory = Path(given).absolute() if given else assets.path("probes")
+    directory = Path(given).absolute() if given else packaged.path("probes")
     if not directory.is_dir() or not any(directory.glob("*.py")):
         what = f"${PROBES_ENV} names no folder of probes (*.py)" if given else \
             "the installed package has no probes (*.py): reinstall imagekit"
@@ -48,7 +48,7 @@ FIT_MOUNT = "/imagekit-preflight"
 
 
 def fit_rules() -> Path:
-    return assets.path("preflight", "fit.py")
+    return packaged.path("preflight", "fit.py")
 
 
 def probes_version(directory: Path | None = None) -> str:

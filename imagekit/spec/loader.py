@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.errors import InvalidInput, SpecError
 from imagekit.inputs import inside, read_text
 from imagekit.spec.lock import load_lock
@@ -17,14 +17,14 @@ from imagekit.spec.models import ImagesSpec, ResolvedImage
 
 def default_spec_path(given: Path | str | None = None) -> Path:
     """`given` (the CLI passes `--spec`, else $IMAGEKIT_IMAGES_SPEC from imagekit.settings),
-    else ./dockerfiles/images.toml, else the packaged one (imagekit/assets/dockerfiles/
+    else ./dockerfiles/images.toml, else the packaged one (dockerfiles/
     images.toml, shipped in the wheel). Nothing here reads the environment."""
     if given:
         return Path(given).absolute()
     here = Path.cwd() / "dockerfiles" / "images.toml"
     if here.exists():
         return here.absolute()
-    return assets.path("dockerfiles", "images.toml")
+    return packaged.path("dockerfiles", "images.toml")
 
 
 def load_spec(path: Path | str | None = None) -> ImagesSpec:

@@ -19,7 +19,7 @@ from .conftest import Ref
 
 HERE = Path(__file__).parent
 SMALL = HERE / "matrix-small.toml"
-MAIN = HERE.parents[1] / "imagekit/assets/manifests/acceptance/matrix-vllm-main.toml"
+MAIN = HERE.parents[1] / "manifests/acceptance/matrix-vllm-main.toml"
 
 
 def bench(tmp_path: Path, *args: str) -> tuple[int, dict, str]:

@@ -61,7 +61,7 @@ def test_base_url_normalised(url: str, expected: str) -> None:
 
 
 def test_example_engine_config_loads() -> None:
-    example = Path(__file__).resolve().parents[2] / "imagekit" / "assets" / "manifests" / \
+    example = Path(__file__).resolve().parents[2] / "manifests" / \
         "acceptance" / "engines.example.toml"
     config = load_engine_config(example)
     assert config.profile("sglang").modes["enabled"]["separate_reasoning"] is True

@@ -20,7 +20,7 @@ from .conftest import imagekit
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 
 
 @pytest.fixture(scope="module")

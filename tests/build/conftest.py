@@ -16,7 +16,7 @@ from imagekit.evidence import EvidenceStore
 from imagekit.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

@@ -14,7 +14,7 @@ from imagekit.standins import ensure_rootfs_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from imagekit.spec import load_spec
 from imagekit.spec.engines import engine_find_spec
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 
 
 @pytest.fixture(scope="module")

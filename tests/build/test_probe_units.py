@@ -12,7 +12,7 @@ from imagekit.probe import parse_outcome
 from imagekit.results import CheckResult, Status
 from imagekit.spec.models import Acceptance
 
-PROBES = Path(__file__).resolve().parents[2] / "imagekit" / "assets" / "probes"
+PROBES = Path(__file__).resolve().parents[2] / "probes"
 
 
 def _load(name: str):

@@ -14,7 +14,7 @@ from imagekit.spec import load_lock, load_spec, resolve_image
 from imagekit.spec.lock import render_lock
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 
 
 def _spec_copy(tmp_path: Path, edit=None, lock: str | None = None) -> Path:

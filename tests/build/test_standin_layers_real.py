@@ -14,7 +14,7 @@ from imagekit.build import build_image
 from imagekit.spec import load_lock, load_spec, resolve_image
 from imagekit.standins import build_standins
 
-ASSETS = Path(__file__).resolve().parents[2] / "imagekit" / "assets"
+ASSETS = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.slow]
 

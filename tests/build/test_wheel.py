@@ -1,5 +1,5 @@
 """The wheel as a user installs it (issue 25): built from this tree, installed into a FRESH venv
-with `pip install imagekit-*.whl[cluster,media]`, then run from an empty folder outside the
+with `pip install imagekit-*.whl[media]`, then run from an empty folder outside the
 checkout against the real registries and cluster:
 
 - `imagekit --version` is `imagekit.__version__`;
@@ -129,23 +129,33 @@ def test_the_installed_wheel_works_from_an_empty_folder(installed, user_env, bas
 
     # the package and its data are the installed ones; the version is the one place's
     where = _run([str(venv / "bin" / "python"), "-c",
-                  "import json, imagekit, imagekit.assets as a; print(json.dumps("
-                  "[imagekit.__file__, str(a.path()), imagekit.__version__]))"],
+                  "import json, imagekit, imagekit.packaged as a; print(json.dumps("
+                  "[imagekit.__file__, str(a.path('probes')), imagekit.__version__]))"],
                  cwd=cwd, env=user_env)
     assert where.returncode == 0, where.stderr
-    package_file, assets_dir, version = json.loads(where.stdout)
-    assert Path(package_file).is_relative_to(site) and Path(assets_dir).is_relative_to(site)
+    package_file, probes_dir, version = json.loads(where.stdout)
+    assert Path(package_file).is_relative_to(site) and Path(probes_dir).is_relative_to(site)
     assert version == imagekit.__version__
     shown = _run([ik, "--version"], cwd=cwd, env=user_env)
     assert shown.returncode == 0 and shown.stdout.strip() == f"imagekit {imagekit.__version__}"
-    packaged_probes = sorted(p.name for p in (site / "imagekit/assets/probes").glob("*.py"))
+    data = site / "imagekit" / "data"   # the repository's top-level folders, mapped in
+    assert Path(probes_dir) == data / "probes"
+    packaged_probes = sorted(p.name for p in (data / "probes").glob("*.py"))
     assert {"find_spec.py", "versions.py", "_common.py"} <= set(packaged_probes)
     for name in ("manifests/probe-pod.yaml.j2", "manifests/launch.sh",
                  "manifests/controller/controller.py", "manifests/probe/probe-runner.sh",
                  "dockerfiles/images.toml", "dockerfiles/controller/Dockerfile",
                  "dockerfiles/standins/vllm-base/Dockerfile",
                  "dockerfiles/standins/vllm-base/vllm-0.32.0.dist-info/METADATA"):
-        assert (site / "imagekit" / "assets" / name).is_file(), name
+        assert (data / name).is_file(), name
+    # the GPU preflight: the top-level package `preflight`, run as `python -m preflight`
+    assert (site / "preflight" / "__main__.py").is_file()
+    assert not (site / "imagekit" / "assets").exists()
+    preflight_help = _run([str(venv / "bin" / "python"), "-c",
+                           "import preflight.fit, preflight.stats; print(preflight.__file__)"],
+                          cwd=cwd, env=user_env)
+    assert preflight_help.returncode == 0, preflight_help.stderr
+    assert Path(preflight_help.stdout.strip()).is_relative_to(site / "preflight")
 
     # the user's spec, Dockerfile and build context in a folder of their own; the commands run
     # from the folder above it, so only the spec's folder can resolve `tiny/Dockerfile`
@@ -217,9 +227,9 @@ def test_the_installed_wheel_works_from_an_empty_folder(installed, user_env, bas
         assert checkout not in seen, checkout
 
     # the failing case: the same install without its package data fails, naming site-packages
-    shutil.rmtree(site / "imagekit" / "assets" / "probes")
+    shutil.rmtree(data / "probes")
     broken = _run([ik, "cluster", "probe", reference, "--json"], cwd=cwd, env=user_env)
     assert broken.returncode == 2, broken.stdout + broken.stderr
     line = broken.stderr.strip()
     assert line.startswith("imagekit: error: the installed package has no probes"), line
-    assert str(site / "imagekit" / "assets" / "probes") in line and "\n" not in line
+    assert str(data / "probes") in line and "\n" not in line

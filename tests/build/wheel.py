@@ -1,6 +1,6 @@
 """The wheel as a user installs it, for tests/build/test_wheel.py and the benches
 (bench/installed.py): a copy of this tree as git sees it, built with `python -m build`, and
-`pip install <wheel>[cluster,media]` into a venv offline from a cached wheelhouse
+`pip install <wheel>[media]` into a venv offline from a cached wheelhouse
 ($IMAGEKIT_TEST_WHEELHOUSE, default ~/.cache/imagekit-test/wheelhouse), which `pip download`
 fills once when a requirement is missing. Each step returns pip's or build's CompletedProcess;
 the caller judges it (a test asserts, a bench stops with one line)."""
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-EXTRAS = "[cluster,media]"
+EXTRAS = "[media]"
 
 
 def run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None,
@@ -52,7 +52,7 @@ def build(source: Path, dist: Path) -> subprocess.CompletedProcess:
 
 def install(wheel: Path, venv: Path, *, env: dict[str, str] | None,
             compile_bytecode: bool) -> subprocess.CompletedProcess:
-    """`pip install <wheel>[cluster,media]` into `venv` (made with `python -m venv`), offline
+    """`pip install <wheel>[media]` into `venv` (made with `python -m venv`), offline
     from the wheelhouse; a wheelhouse that lacks a requirement is filled by `pip download`
     once, then the install is tried again. Returns the run that decides: the fill when it
     failed, else the last install."""

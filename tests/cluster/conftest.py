@@ -109,7 +109,7 @@ def vllm_image(cluster_state, tmp_path_factory):
     from imagekit.standins import build_standins
 
     store = EvidenceStore(tmp_path_factory.mktemp("accept-evidence"))
-    spec = load_spec(Path(__file__).resolve().parents[2] / "imagekit" / "assets" / "dockerfiles"
+    spec = load_spec(Path(__file__).resolve().parents[2] / "dockerfiles"
                      / "images.toml")
     engine = Engine()
     build_standins(spec, engine, store, "local")

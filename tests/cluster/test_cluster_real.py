@@ -422,7 +422,7 @@ def test_project_probes_run_in_the_pod_with_their_arguments(python_image, tmp_pa
                                                             test_ns) -> None:
     """The project's probes/ (with their _common.py helper) mounted by ConfigMap: find_spec
     finds json and reports the missing nixl — the record's "entry point gone" check, in a Pod."""
-    repo_probes = Path(__file__).resolve().parents[2] / "imagekit" / "assets" / "probes"
+    repo_probes = Path(__file__).resolve().parents[2] / "probes"
     result = cli("cluster", "probe", str(python_image.reference), "--probes-dir",
                  str(repo_probes), "--probe", "find_spec=json,nixl", "--probe", "versions",
                  "--namespace", test_ns, "--json",

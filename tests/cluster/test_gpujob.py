@@ -40,7 +40,7 @@ def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_imag
     done = _cli("cluster", "gpu-preflight", str(torch_image.reference), "--nodes", "1",
                 "--pods-per-node", "2", "--gpus-per-node", "0", "--namespace", test_ns,
                 "--selector", "nvidia.com/gpu.present=true",
-                "--script", "imagekit/assets/preflight/__main__.py",  # the package
+                "--script", "gpu_checks/preflight/__main__.py",  # the package
                 *[f"--preflight-arg={a}" for a in SMALL_16K],
                 "--timeout", "300", "--submit", "--json", "--evidence-dir", str(evidence))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]

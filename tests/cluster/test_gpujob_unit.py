@@ -35,7 +35,7 @@ PINNED = ImageReference.parse("127.0.0.1:5003/imagekit/torch@sha256:" + "ab" * 3
 def _options(**kw) -> GpuJobOptions:
     base = dict(nodes=2, gpus_per_node=8, namespace="ns",
                 node_selector={"nvidia.com/gpu.present": "true"},
-                script=REPO / "imagekit" / "assets" / "preflight")
+                script=REPO / "gpu_checks" / "preflight")
     base.update(kw)
     return GpuJobOptions(**base)
 
@@ -133,7 +133,7 @@ def _record(tmp_path_factory) -> dict:
                     "--json", str(out), "--backend", "gloo", "--max-bytes", "4K",
                     "--check-bytes", "16K", "--matmul-n", "32"],
                    capture_output=True, text=True, timeout=240, check=False,
-                   cwd=REPO / "imagekit" / "assets",  # the package, run as from its mount
+                   cwd=REPO / "gpu_checks",  # the package, run as from its mount
                    env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                         "PYTHONWARNINGS": "ignore"})
     return json.loads(out.read_text())

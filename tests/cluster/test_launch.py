@@ -24,7 +24,7 @@ from imagekit.launch.budget import ProbeBudget
 from imagekit.results import Status
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 LAUNCH = ASSETS / "manifests" / "launch.sh"
 
 

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
               pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 
 
 def _fixed_in_target(name, cluster_state, tmp_path_factory):

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-#: the GPU preflight package (imagekit/assets/preflight), run as `python -m preflight`
-PACKAGE = REPO / "imagekit" / "assets" / "preflight"
+#: the GPU preflight package (gpu_checks/preflight), run as `python -m preflight`
+PACKAGE = REPO / "gpu_checks" / "preflight"
 MODULES = ("common", "fit", "stats", "state", "devices", "health", "matmul", "allreduce",
            "health_verdicts", "small", "verdicts", "table", "run", "cli")
 SMALL = ["--backend", "gloo", "--max-bytes", "8K", "--check-bytes", "16K", "--matmul-n", "64"]
@@ -27,12 +27,12 @@ SMALL = ["--backend", "gloo", "--max-bytes", "8K", "--check-bytes", "16K", "--ma
 
 def load_preflight() -> ModuleType:
     """Every public name of the package's modules in one namespace (the tests read them as the
-    one-file script's attributes), each module imported once as imagekit.assets.preflight.*."""
+    one-file script's attributes), each module imported once as preflight.*."""
     flat = ModuleType("preflight_names")
     for name in MODULES:
-        module = importlib.import_module(f"imagekit.assets.preflight.{name}")
+        module = importlib.import_module(f"preflight.{name}")
         flat.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
-    flat.__dict__["stats"] = importlib.import_module("imagekit.assets.preflight.stats")
+    flat.__dict__["stats"] = importlib.import_module("preflight.stats")
     return flat
 
 

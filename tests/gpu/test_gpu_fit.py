@@ -1,4 +1,4 @@
-"""Image-to-GPU fit: one file of rules (imagekit/assets/preflight/fit.py, standard library only)
+"""Image-to-GPU fit: one file of rules (gpu_checks/preflight/fit.py, standard library only)
 that the Pod's preflight package, the in-image probe (probes/torch_arch.py, which loads it as
 `_cudafit`) and the cluster precheck (imagekit/cluster/fit.py, from GPU feature discovery
 labels) all load."""
@@ -14,14 +14,14 @@ from types import ModuleType
 
 import pytest
 
-from imagekit.assets.preflight import fit as one_fit
+from preflight import fit as one_fit
 from imagekit.cluster.fit import fit_checks as ik_fit_checks
 from imagekit.cluster.fit import image_fit, node_facts
 from imagekit.cluster.probe import probe_files
 from imagekit.results import Status
 
 REPO = Path(__file__).resolve().parents[2]
-PROBES = REPO / "imagekit" / "assets" / "probes"
+PROBES = REPO / "probes"
 TORCH_CU130_ARCH = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120"]
 
 

@@ -1,4 +1,4 @@
-"""NVML health checks of the GPU preflight (imagekit/assets/preflight/health.py): the collector
+"""NVML health checks of the GPU preflight (gpu_checks/preflight/health.py): the collector
 against a stand-in pynvml module (CI has no GPU), and every verdict with passing and failing
 readings."""
 

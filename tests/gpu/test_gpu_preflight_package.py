@@ -13,7 +13,7 @@ from imagekit.cluster.preflight import PreflightOptions, add_files, render_prefl
 from imagekit.oci import ImageReference
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "imagekit" / "assets" / "preflight"
+PACKAGE = REPO / "gpu_checks" / "preflight"
 PINNED = ImageReference.parse("127.0.0.1:5003/imagekit/torch@sha256:" + "ab" * 32)
 
 
@@ -82,7 +82,7 @@ def test_imagekit_loads_fit_and_stats_without_torch() -> None:
     """The precheck and the verdicts read the package's fit and stats: that imports no torch
     (imagekit's CLI start-up budget)."""
     code = ("import sys; import imagekit.cluster.fit, imagekit.stats, "
-            "imagekit.assets.preflight.verdicts; print('torch' in sys.modules)")
+            "preflight.verdicts; print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.stdout.strip() == "False", done.stderr

@@ -1,4 +1,4 @@
-"""Pure parts of the GPU preflight package (imagekit/assets/preflight): the bandwidth formulas,
+"""Pure parts of the GPU preflight package (gpu_checks/preflight): the bandwidth formulas,
 sizes, topology parsing."""
 
 from __future__ import annotations

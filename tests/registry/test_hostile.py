@@ -26,7 +26,7 @@ import pytest
 from .hostile import MODES, HostileRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 PORT_CLOSED, PORT_TLS = 5101, 5108
 PORTS = {mode: 5102 + i for i, mode in enumerate(m for m in MODES if m != "ratelimit")}
 PORT_RATELIMIT = 5109

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 REF = "127.0.0.1:5161/imagekit/x:y"  # our port range; nothing listens there
 PINNED = "127.0.0.1:5161/imagekit/x@sha256:" + "a" * 64
 DIGEST_ARG = "sha256:" + "b" * 64

@@ -1,6 +1,6 @@
 """The design card's rule, enforced: a lower layer never imports a higher one.
 
-types (errors, results, oci, evidence, inputs, progress, stats, assets) < transports (registry,
+types (errors, results, oci, evidence, inputs, progress, stats, packaged) < transports (registry,
 engine, cluster) < operations (everything else, in `OPERATION_ORDER`) < cli. Imports inside
 functions count too, and so do dynamic ones: `importlib.import_module("…")`, `__import__("…")`,
 `importlib.util.find_spec("…")` with a literal (or a module-level constant) name are checked like
@@ -28,9 +28,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 README = PACKAGE.parent / "README.md"
 
 #: progress: phases of long steps, reported by transports and operations alike (issue 19);
-#: assets: package data found through importlib.resources (issue 25), for every layer;
+#: packaged: where the shipped folders (dockerfiles, probes, manifests, preflight) are, for every
+#: layer;
 #: settings: every IMAGEKIT_* variable, declared once (pydantic-settings; issue 25)
-TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "assets",
+TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "packaged",
          "settings", "__init__"}
 #: kube: the Kubernetes transport (its flows are cluster, clusteraccept, gpu; issue 25)
 TRANSPORTS = {"registry", "engine", "cluster", "kube"}
@@ -57,10 +58,10 @@ OPERATION_ORDER: tuple[frozenset[str], ...] = (
     frozenset({"schemas"}),
 )
 
-#: Files under these folders are package data, not modules of imagekit: the probes run inside
-#: images (stdlib only), the acceptance controller in its own Pod; only the folder's
-#: `__init__.py` (the importlib.resources lookups) is imported by the package.
-DATA_TREES = {"assets"}
+#: Files under these folders are package data, not modules of imagekit. None is left inside the
+#: package: the probes (run inside images), the Pod files and the preflight live at the
+#: repository's top and the wheel maps them in (imagekit/packaged.py).
+DATA_TREES: set[str] = set()
 
 #: importlib's submodules that read files and metadata; they import nothing.
 NOT_DYNAMIC = ("importlib.resources", "importlib.metadata")
@@ -441,15 +442,12 @@ def test_no_cli_module_patches_a_command_at_import() -> None:
         set(inspect.signature(info.callback).parameters)
 
 
-def test_package_data_is_not_a_module_but_its_locator_is_checked(tmp_path: Path) -> None:
-    """Scripts under assets/ (probes, controller files) run inside images and Pods and are not
-    layer-checked; assets/__init__.py is a type-layer module (importlib.resources is allowed,
-    an import of a higher layer is not)."""
+def test_the_shipped_folders_locator_is_a_type_layer_module(tmp_path: Path) -> None:
+    """packaged.py (where the shipped folders are) is read by every layer, so it is a type:
+    an import of a higher layer from it is a violation."""
     root = _tree(tmp_path, {
-        "assets/__init__.py": "from importlib import resources\n\n\ndef f():\n"
-                              "    from imagekit.cli.app import app\n",
-        "assets/probes/p.py": "import importlib\n\nimportlib.import_module('vllm')\n",
-        "assets/manifests/controller/c.py": "from imagekit.acceptance import x\n",
+        "packaged.py": "from pathlib import Path\n\n\ndef f():\n"
+                       "    from imagekit.cli.app import app\n",
     })
     problems = violations(root)
-    assert problems == ["assets/__init__.py (layer 1) imports imagekit.cli (layer 4)"], problems
+    assert problems == ["packaged.py (layer 1) imports imagekit.cli (layer 4)"], problems

@@ -20,7 +20,7 @@ from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckResult, Status
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO / "imagekit" / "assets"   # package data: dockerfiles, probes, manifests
+ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 #: nothing listens here (this helper's scratch range): verify-copy must fail reaching THIS
 UNREACHABLE = "127.0.0.1:5219"
 

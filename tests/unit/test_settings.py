@@ -43,7 +43,7 @@ ROOT = PACKAGE.parent
 #: infra/state.py, probe/runner.py, infra/apt.py and cluster/manifests.py were the last to
 #: move). A variable that is not an imagekit setting (TMPDIR, KUBECONFIG, DOCKER_CONFIG inside
 #: a child's environment) is not IMAGEKIT_* and not scanned; the Pod scripts under
-#: imagekit/assets run in the Pod, not in this process, and are not scanned either. The scan
+#: manifests/ run in the Pod, not in this process, and are not scanned either. The scan
 #: fails for any read elsewhere, and for an entry here that no longer reads.
 ALLOWED: dict[str, str] = {}
 
@@ -123,7 +123,7 @@ def ambient_writes(source: str) -> list[tuple[int, str]]:
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "assets" not in p.relative_to(PACKAGE).parts)
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def _below_the_cli(path: Path) -> bool:

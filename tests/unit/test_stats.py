@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_there_is_one_stats_module() -> None:
     """The GPU preflight package carries the statistics into the Pod; imagekit.stats is that
     same module's names (no copy, no embedded source anywhere)."""
-    from imagekit.assets.preflight import stats as one
+    from preflight import stats as one
 
     assert stats.judge is one.judge and stats.Summary is one.Summary
     assert stats._mw_lower_k is one._mw_lower_k
@@ -30,7 +30,7 @@ def test_there_is_one_stats_module() -> None:
 
 
 def test_stats_imports_nothing_of_imagekit() -> None:
-    src = (REPO / "imagekit" / "assets" / "preflight" / "stats.py").read_text()
+    src = (REPO / "gpu_checks" / "preflight" / "stats.py").read_text()
     imports = re.findall(r"^(?:from|import) (\S+)", src, re.M)
     assert set(imports) <= {"__future__", "math", "collections.abc", "dataclasses", "typing"}, \
         imports

@@ -1,7 +1,7 @@
 """Noise-aware verdicts: a robust statistic, its distribution-free interval, a 3-way rule.
 
 Standard library only, no imagekit import and no relative import: the one copy, a module of the
-GPU preflight package (imagekit/assets/preflight, shipped as a ConfigMap and run with
+GPU preflight package (gpu_checks/preflight, shipped as a ConfigMap and run with
 `python -m preflight`), and what `imagekit.stats` re-exports for imagekit's own use
 (tests/unit/test_stats.py::test_there_is_one_stats_module).
 

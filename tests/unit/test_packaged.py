@@ -1,6 +1,7 @@
-"""Package data (issue 25): every default lookup reads imagekit/assets through imagekit.assets
-(importlib.resources), never the checkout's layout or the working directory; the env overrides
-still win; a missing probes folder is one line, exit 2, before anything runs."""
+"""The shipped folders: every default lookup reads the repository's top-level dockerfiles/,
+probes/, manifests/ and gpu_checks/preflight/ through imagekit.packaged (the wheel maps them in),
+never the working directory; the env overrides still win; a missing probes folder is one line,
+exit 2, before anything runs; no code lives under a folder named assets."""
 
 from __future__ import annotations
 
@@ -11,10 +12,44 @@ from pathlib import Path
 
 import pytest
 
-from imagekit import assets
+from imagekit import packaged
 from imagekit.errors import InvalidInput
 
-ASSETS = Path(assets.__file__).resolve().parent
+#: a checkout: the folders sit at the repository's top (an installed wheel: imagekit/data/)
+ASSETS = Path(packaged.__file__).resolve().parents[1]
+
+
+def test_the_design_cards_layout() -> None:
+    """dockerfiles/, probes/, manifests/ and gpu_checks/preflight/ at the top hold those files,
+    and nothing under imagekit/ is a folder called assets."""
+    assert (ASSETS / "dockerfiles" / "images.toml").is_file()
+    assert (ASSETS / "dockerfiles" / "sglang" / "Dockerfile").is_file()
+    assert (ASSETS / "probes" / "pip_check.py").is_file()
+    assert (ASSETS / "manifests" / "probe-pod.yaml.j2").is_file()
+    assert (ASSETS / "gpu_checks" / "preflight" / "__main__.py").is_file()
+    assert not [p for p in (ASSETS / "imagekit").rglob("assets") if p.is_dir()]
+    for folder in packaged.FOLDERS:
+        assert packaged.path(folder).is_dir(), folder
+    assert packaged.path("preflight") == ASSETS / "gpu_checks" / "preflight"
+    with pytest.raises(ValueError, match="no shipped folder named 'assets'"):
+        packaged.path("assets")
+
+
+def test_pyproject_lists_every_package_and_maps_every_folder() -> None:
+    """The wheel's packages are listed (the mapped folders live outside imagekit/, so setuptools
+    cannot find them): a new imagekit subpackage missing from the list fails here."""
+    import tomllib
+
+    setup = tomllib.loads((ASSETS / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ASSETS).parts)
+               for p in (ASSETS / "imagekit").rglob("__init__.py")}
+    listed = set(setup["packages"])
+    assert on_disk <= listed, sorted(on_disk - listed)
+    assert setup["package-dir"] == {"imagekit.data.dockerfiles": "dockerfiles",
+                                    "imagekit.data.probes": "probes",
+                                    "imagekit.data.manifests": "manifests",
+                                    "preflight": "gpu_checks/preflight"}
+    assert listed - on_disk == set(setup["package-dir"])
 
 
 def test_every_default_lookup_is_under_the_package(monkeypatch, tmp_path: Path) -> None:
@@ -26,7 +61,6 @@ def test_every_default_lookup_is_under_the_package(monkeypatch, tmp_path: Path) 
     for name in ("IMAGEKIT_IMAGES_SPEC", "IMAGEKIT_PROBES_DIR", "IMAGEKIT_MANIFESTS_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)            # an empty folder: no ./dockerfiles/images.toml
-    assert assets.path() == ASSETS
     assert default_spec_path() == ASSETS / "dockerfiles" / "images.toml"
     assert probes_dir() == ASSETS / "probes"
     assert controller_image.DOCKERFILE_DIR == ASSETS / "dockerfiles" / "controller"
@@ -84,12 +118,12 @@ def test_probes_version_is_the_same_key_whoever_names_the_folder(tmp_path: Path)
 
     from imagekit.probe.runner import probes_dir, probes_version
 
-    packaged = probes_version()
-    assert packaged == probes_version(probes_dir()) == probes_version(ASSETS / "probes")
+    shipped = probes_version()
+    assert shipped == probes_version(probes_dir()) == probes_version(ASSETS / "probes")
     shutil.copytree(ASSETS / "probes", tmp_path / "copy")
-    assert probes_version(probes_dir(tmp_path / "copy")) == packaged
+    assert probes_version(probes_dir(tmp_path / "copy")) == shipped
     (tmp_path / "copy" / "extra.py").write_text("print(2)\n")       # the case that differs
-    assert probes_version(probes_dir(tmp_path / "copy")) != packaged
+    assert probes_version(probes_dir(tmp_path / "copy")) != shipped
 
 
 def test_a_missing_or_empty_probes_folder_is_bad_input(tmp_path: Path) -> None:

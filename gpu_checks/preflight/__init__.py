@@ -14,8 +14,8 @@ ConfigMap mounted with items laid out as `preflight/<module>.py` -- with one pro
 
     cd /imagekit && python -m torch.distributed.run --nproc-per-node 8 -m preflight --json out.json
 
-or plainly (`python -m preflight`) as a world of one; in a checkout, from `imagekit/assets`
-(`make gpu-preflight` does that). imagekit imports it as `imagekit.assets.preflight` (its stats
+or plainly (`python -m preflight`) as a world of one; in a checkout, from `gpu_checks`
+(`make gpu-preflight` does that). imagekit imports it as `preflight` (its stats
 and fit modules are imagekit's too). Backend `nccl` on GPUs, `gloo` on CPUs, same code path. It
 never changes a GPU setting and never scrubs the environment: the NVLink-multicast-off variables
 (NCCL_NVLS_ENABLE=0, ...) reach NCCL and `nvidia-smi` as they came.

@@ -67,7 +67,7 @@ def find_baseline(key: tuple[str, int, str], path: Path | None
 
 def default_baselines() -> Path | None:
     """--baseline auto's folder: `samples/` beside the package (a mount may lay one out), else
-    the checkout's gpu_checks/samples when the package runs from a checkout's imagekit/assets."""
+    the checkout's gpu_checks/samples when the package runs from a checkout's gpu_checks."""
     here = Path(__file__).resolve().parent
     candidates = [here.parent / "samples"]
     if len(here.parents) > 2:

@@ -2,7 +2,7 @@
 only, no relative import, so it also runs alone).
 
 Loaded by the preflight inside the Pod (`from .fit import fit_checks`), by the cluster precheck
-(imagekit/cluster/fit.py imports it as imagekit.assets.preflight.fit) and by the in-image probe
+(imagekit/cluster/fit.py imports it as preflight.fit) and by the in-image probe
 `torch_arch` as `_cudafit` (the cluster probe's ConfigMap carries it under that name; `imagekit
 probe` mounts this folder at /imagekit-preflight; in a checkout or a wheel it is beside probes/).
 
