@@ -11,7 +11,7 @@ PROFILE ?= local
 export IMAGEKIT_EVIDENCE_DIR ?= $(CURDIR)/.evidence
 
 .PHONY: venv infra rehearsal test test-unit lint images verify bench gpu-preflight clean-venv \
-	schemas
+	schemas docs
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ test-unit: venv
 
 schemas: venv
 	$(IK) schemas export imagekit/schemas
+
+# docs/commands.md, written from the CLI (tests/unit/test_cli_surface.py fails when it is stale)
+docs: venv
+	$(IK) docs-commands > docs/commands.md
 
 bench: venv
 	$(IK) infra up

@@ -1,4 +1,4 @@
-"""Benchmark: `verify-copy --diffids` engine against `gzip -dc | sha256sum` on the same layers.
+"""Benchmark: `verify-mirror --diffids` engine against `gzip -dc | sha256sum` on the same layers.
 
 Both are measured in this run, on the same files, best of N rounds:
 - one layer (~200 MB uncompressed, gzip -6): goal >= 2.5x the shell pipeline's throughput,
@@ -71,7 +71,7 @@ def shell_pipeline(gz: Path) -> str:
 
 
 def ours(gz: Path, threaded: bool = True) -> str:
-    """What verify-copy --diffids does per layer (the same engine and thread policy)."""
+    """What verify-mirror --diffids does per layer (the same engine and thread policy)."""
     return diff_id(file_chunks(str(gz))(), "gzip", threaded_hash=threaded)[0].hex
 
 
@@ -154,7 +154,7 @@ def end_to_end(layers: list[Path], rounds: int, port: int) -> dict:
         (o_s, _), (p_s, _) = best_interleaved([ours_e2e, peer_e2e], max(2, rounds - 2))
     finally:
         registry.stop()
-    return {"what": "verify-copy --diffids through a loopback registry vs curl | gzip -dc | "
+    return {"what": "verify-mirror --diffids through a loopback registry vs curl | gzip -dc | "
                     "sha256sum per layer (informational)",
             "ours_s": round(o_s, 3), "peer_s": round(p_s, 3), "ratio": round(o_s / p_s, 3),
             "speedup": round(p_s / o_s, 2)}
@@ -238,7 +238,7 @@ def main() -> int:
           f"{m_peer_s / m_ours_s:.2f}x (goal >= 4.5x) "
           f"{'MET' if result['multi']['met'] else 'NOT MET'}; "
           f"vs {workers} parallel shell pipelines {m_par_s / m_ours_s:.2f}x"
-          + (f"; through a registry: verify-copy --diffids {result['registry']['ours_s']:.2f}s "
+          + (f"; through a registry: verify-mirror --diffids {result['registry']['ours_s']:.2f}s "
              f"vs curl|gzip -dc|sha256sum {result['registry']['peer_s']:.2f}s "
              f"({result['registry']['speedup']}x)" if "registry" in result else ""))
     return 0

@@ -8,7 +8,7 @@ mount or skip, and skopeo's blob-info cache cannot help), median of N rounds, in
 - `imagekit promote SRC --to DST --json` as a process (interpreter start, imports, gate,
   read-back and evidence writing included) vs `crane copy SRC DST`: goal <= 0.8x crane;
   `skopeo copy` is reported beside it;
-- `imagekit verify-copy SRC DST --diffids --json` as a process vs `crane validate --remote DST`
+- `imagekit verify-mirror SRC DST --diffids --json` as a process vs `crane validate --remote DST`
   (which also downloads, decompresses and re-hashes every layer): goal >= 2x faster (<= 0.5);
 - for context only: `promote()` in-process (no interpreter start) and a re-promotion of a
   present image (goal <= 0.1 s in-process, 0 bytes);
@@ -49,7 +49,7 @@ from imagekit.registry import ClientPool, RegistryClient  # noqa: E402
 from tests.registry.scratch import ScratchRegistry  # noqa: E402
 
 GOAL = 0.8          # imagekit promote (CLI) / crane copy
-GOAL_VERIFY = 0.5   # imagekit verify-copy --diffids (CLI) / crane validate --remote
+GOAL_VERIFY = 0.5   # imagekit verify-mirror --diffids (CLI) / crane validate --remote
 GOAL_REPROMOTE_S = 0.1
 CACHE = Path(os.environ.get("IMAGEKIT_BENCH_CACHE", "/tmp/imagekit-bench"))
 REGISTRY_BIN = os.environ.get("IMAGEKIT_BENCH_REGISTRY_BIN") or shutil.which(
@@ -244,7 +244,7 @@ def main() -> int:
                 rounds["skopeo"].append(in_fresh(skopeo_copy, "skopeo"))
             rounds["inproc"].append(in_fresh(ours_inproc, "inproc"))
 
-        # verify-copy --diffids vs crane validate --remote, against one populated destination
+        # verify-mirror --diffids vs crane validate --remote, against one populated destination
         dest = fresh_dest()
         verify_rounds: dict[str, list[float]] = {"ours": [], "crane": []}
         re_times, re_bytes = [], []
@@ -253,7 +253,7 @@ def main() -> int:
             for _ in range(args.rounds):
                 with tempfile.TemporaryDirectory(prefix="bench-evidence-") as evidence:
                     verify_rounds["ours"].append(timed(
-                        [*ik, "verify-copy", src_ref, dst_ref, "--diffids", "--json",
+                        [*ik, "verify-mirror", src_ref, dst_ref, "--diffids", "--json",
                          "--evidence-dir", evidence], env, "verify_ours"))
                 verify_rounds["crane"].append(timed(
                     [tools["crane"], "validate", "--insecure", "--remote", dst_ref],
@@ -310,7 +310,7 @@ def main() -> int:
             "ours_s": round(v_ours, 3), "peer_s": round(v_crane, 3), "ratio": round(v_ratio, 3),
             "goal": GOAL_VERIFY, "met": v_ratio <= GOAL_VERIFY and v_paired <= GOAL_VERIFY,
             "ratio_paired_median": round(v_paired, 3),
-            "goal_text": "`imagekit verify-copy SRC DST --diffids` as a process >= 2x faster "
+            "goal_text": "`imagekit verify-mirror SRC DST --diffids` as a process >= 2x faster "
                          "than `crane validate --remote DST`, median",
             "peer": "crane validate --remote DST",
             "ours_rounds_s": [round(t, 3) for t in verify_rounds["ours"]],
@@ -338,7 +338,7 @@ def main() -> int:
           f"imagekit {ours_s:.2f}s vs crane copy {crane_s:.2f}s ({ratio:.2f}x, paired "
           f"{paired:.2f}x, goal <= {GOAL}: "
           f"{'MET' if result['met'] else 'NOT MET'}), skopeo copy {skopeo_s:.2f}s; "
-          f"in-process {inproc_s:.2f}s (context); verify-copy --diffids {v_ours:.2f}s vs "
+          f"in-process {inproc_s:.2f}s (context); verify-mirror --diffids {v_ours:.2f}s vs "
           f"crane validate --remote {v_crane:.2f}s ({v_crane / v_ours:.2f}x faster, paired "
           f"{1 / v_paired:.2f}x, goal >= 2x: "
           f"{'MET' if result['verify_copy']['met'] else 'NOT MET'}); re-promotion "

@@ -3,7 +3,7 @@ uncompressed at full size, an official gzip -6 copy and a gzip -1 mirror), each 
 crane and skopeo in the same run, every process measured from outside (wall clock, and peak
 RSS and CPU of exactly that program by GNU time, record.run_measured):
 
-- `verify-copy`: `imagekit verify-copy OFFICIAL MIRROR --diffids` vs `crane validate --remote
+- `verify-copy`: `imagekit verify-mirror OFFICIAL MIRROR --diffids` vs `crane validate --remote
   MIRROR` (downloads, decompresses and re-hashes every layer) and `skopeo copy docker://MIRROR
   dir:` (downloads and checks every blob's digest: the nearest skopeo has); goal <= 0.5x crane;
 - `promote`: `imagekit promote SRC --to DST` (read-back and evidence included) vs `crane copy`
@@ -164,11 +164,11 @@ def main() -> int:
                             cuts.append(relay.stats["cut-blob"])
                 finally:
                     dest.stop()
-            # verify-copy --diffids official vs the recompressed mirror
+            # verify-mirror --diffids official vs the recompressed mirror
             with tempfile.TemporaryDirectory(prefix="bench-evidence-") as evidence, \
                     tempfile.TemporaryDirectory(prefix="bench-skopeo-dir-") as target:
                 for tool, argv in {
-                        "ours": [*ik, "verify-copy", official, mirror, "--diffids", "--json",
+                        "ours": [*ik, "verify-mirror", official, mirror, "--diffids", "--json",
                                  "--evidence-dir", evidence],
                         "crane": [tools["crane"], "validate", "--insecure", "--remote", mirror],
                         "skopeo": [tools["skopeo"], "copy", "--src-tls-verify=false",
@@ -193,7 +193,7 @@ def main() -> int:
     relay_row["goal"] = "ours PASS"
     relay_row["met"] = bool(relay_row["ours"]["ok"] and relay_ratios
                             and max(relay_ratios) <= 1.01)
-    verify_row = row("record: verify-copy --diffids vs crane validate", runs["verify"],
+    verify_row = row("record: verify-mirror --diffids vs crane validate", runs["verify"],
                      GOAL_VERIFY)
     result = {
         "name": "record-scale", "scale": args.scale, "layers": record.LAYERS,

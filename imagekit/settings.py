@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     # -- registry traffic -----------------------------------------------------------------------
     deadline: Annotated[float | None, _seconds("IMAGEKIT_DEADLINE")] = Field(
         None, description="seconds one registry call may go without progress, retries "
-                          "included (`--deadline` wins); default 30")
+                          "included (`--call-timeout` wins); default 30")
     retry_attempts: Annotated[int | None, BeforeValidator(_attempts)] = Field(
         None, description="tries of one registry call without progress; default 8")
     retry_wait_initial: Annotated[float | None, _seconds("IMAGEKIT_RETRY_WAIT_INITIAL",
@@ -207,7 +207,7 @@ class Settings(BaseSettings):
         None, description="the Pod templates and scripts folder; default the packaged "
                           "manifests")
     accept_namespace: str = Field(
-        "imagekit-accept", description="the namespace of `cluster model-volume` and the "
+        "imagekit", description="the namespace of `cluster model-volume` and the "
                                        "rehearsal's acceptance (its PV is named after it)")
 
     # -- engines, builds, infra -----------------------------------------------------------------
@@ -270,7 +270,7 @@ RECEIVERS: dict[str, tuple[str, str]] = {
     "evidence_dir": ("cli/app", "EvidenceStore(root) of every command (`evidence_store`)"),
     "progress": ("cli/app, cli/registry", "the progress mode (imagekit.progress.choose_mode)"),
     "debug": ("cli/app", "`guarded`: a traceback instead of the one line"),
-    "deadline": (_REGISTRY, "RetryPolicy.deadline (`--deadline` wins)"),
+    "deadline": (_REGISTRY, "RetryPolicy.deadline (`--call-timeout` wins)"),
     "retry_attempts": (_REGISTRY, "RetryPolicy.attempts"),
     "retry_wait_initial": (_REGISTRY, "RetryPolicy.wait_initial"),
     "retry_wait_max": (_REGISTRY, "RetryPolicy.wait_max"),

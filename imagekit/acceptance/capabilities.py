@@ -9,7 +9,8 @@
 - context: `max_model_len` from `/v1/models`; the engine's tokenize endpoint (vLLM `/tokenize`)
   when it has one, so documents are sized by the real tokenizer.
 
-`--require image,video,tools,ctx=32768` turns an absent capability into a FAIL (`require-*`).
+`--require-capability image,video,tools,ctx=32768` turns an absent capability into a FAIL
+(`require-*`).
 """
 
 from __future__ import annotations
@@ -77,14 +78,14 @@ class Requirements(BaseModel):
             name, _, value = item.partition("=")
             if name not in KNOWN:
                 raise InvalidInput(f"unknown required capability {name!r}; use "
-                                   f"{', '.join(KNOWN)}", where="--require")
+                                   f"{', '.join(KNOWN)}", where="--require-capability")
             if name == "ctx":
                 if not value.isdigit() or int(value) < 1:
                     raise InvalidInput("ctx needs a token count, e.g. ctx=32768",
-                                       where="--require")
+                                       where="--require-capability")
                 fields["ctx"] = int(value)
             elif value:
-                raise InvalidInput(f"{name} takes no value", where="--require")
+                raise InvalidInput(f"{name} takes no value", where="--require-capability")
             else:
                 fields[name] = True
         return cls(**fields)

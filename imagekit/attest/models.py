@@ -1,5 +1,5 @@
 """Records of attestations: the promotion predicate (the joined chain), what was attached,
-and what `imagekit verify` found. Facts: frozen, extra forbidden, schemas exported."""
+and what `imagekit verify-attestations` found. Facts: frozen, extra forbidden, schemas exported."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class PromotionPredicate(BaseModel):
     required: list[str]
     generated: str
     #: set when the chain was signed past a refusing gate (`promote --force --reason`): the
-    #: reason and what the gate refused for; `imagekit verify` fails such a chain
+    #: reason and what the gate refused for; `imagekit verify-attestations` fails such a chain
     forced: str | None = None
     #: the imagekit that made the statement (absent in statements made before it was recorded)
     imagekit_version: str | None = None
@@ -82,7 +82,7 @@ class Attached(BaseModel):
 
 
 class AttestVerifyReport(BaseModel):
-    """What `imagekit verify REF --json` prints."""
+    """What `imagekit verify-attestations REF --json` prints."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

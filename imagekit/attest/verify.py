@@ -1,5 +1,5 @@
-"""`imagekit verify REF`: what a consumer at any endpoint can prove with the registry and the
-public key alone.
+"""`imagekit verify-attestations REF`: what a consumer at any endpoint can prove with the
+registry and the public key alone.
 
 1. the reference is resolved at the registry (a tag to the digest it serves; the manifest
    bytes hashed);
@@ -225,7 +225,7 @@ def check_test_result(statement: dict, *, honour_acceptances: bool = False,
 
 
 def link_shown_by_tests(statement: dict, link: str, *, honour_acceptances: bool) -> CheckResult:
-    """`--require LINK` read from a test-result statement: the tests of that link's kinds
+    """`--require-link LINK` read from a test-result statement: the tests of that link's kinds
     (LINK_KINDS; a kind name works too) are there and none fails (an honoured acceptance
     counts)."""
     from imagekit.attest.statements import LINK_KINDS
@@ -315,7 +315,7 @@ def verify_reference(reference: ImageReference, trust: TrustPolicy | Path, *,
                      pool: ClientPool | None = None) -> AttestVerifyReport:
     """`trust`: the trusted keys (a public key file stands for one key trusted for all).
     Bundles of other signers are named and ignored; per predicate type the NEWEST trusted
-    statement (by the time signed inside it) decides; every `--require` link must be shown
+    statement (by the time signed inside it) decides; every `--require-link` link must be shown
     PASS by the checked types that can show it (test-result, promotion)."""
     if not isinstance(trust, TrustPolicy):
         from imagekit.trust.policy import single_key
@@ -370,7 +370,7 @@ def verify_reference(reference: ImageReference, trust: TrustPolicy | Path, *,
             if not results:
                 checks.append(CheckResult(
                     name=f"required {link}", status=Status.FAIL,
-                    detail=f"--require {link}: no checked statement can show it (checked: "
+                    detail=f"--require-link {link}: no checked statement can show it (checked: "
                            f"{', '.join(_label(u) for u in wanted)}; test-result and "
                            "promotion can)"))
         attestations = [{"type": f["type"], "referrer": f["referrer"], "bundle": f["bundle"],

@@ -44,7 +44,8 @@ ApiKeyFile = typer.Option(None, "--api-key-file",
                           help="File holding the API key (or env IMAGEKIT_API_KEY); never argv.")
 EngineConfigOpt = typer.Option(None, "--engine-config",
                                help="TOML overriding per-engine mode fields / known defects.")
-Timeout = typer.Option(600.0, "--timeout", help="Per-request timeout in seconds.")
+Timeout = typer.Option(600.0, "--request-timeout",
+                       help="Longest one request to the server may take, in seconds.")
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
                            help="Evidence store root (default ./.evidence).")
 JsonOut = typer.Option(False, "--json", help="Print one JSON document.")
@@ -74,7 +75,7 @@ def _check_inputs(timeout: float, engine_config: Path | None) -> float:
 
     if engine_config is not None:
         read_text(engine_config, "--engine-config")
-    return positive(timeout, "--timeout", maximum=86400)
+    return positive(timeout, "--request-timeout", maximum=86400)
 
 
 def _check_name(name: str | None) -> None:
@@ -133,19 +134,25 @@ def accept(
     model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
     digest: str | None = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
-    max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1,
+                                    help="Most tokens the server may answer each request with."),
     reproductions: int = typer.Option(3, "--reproductions", min=1,
                                       help="Identical repeats of the arithmetic case."),
-    needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200),
-    needle_wrapper: list[str] = typer.Option(["original", "explicit"], "--needle-wrapper"),
+    needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200,
+                                       help="Size of the needle document, in tokens; keep it "
+                                            "inside the served context."),
+    needle_wrapper: list[str] = typer.Option(
+        ["original", "explicit"], "--needle-wrapper",
+        help="Prompt wrappers the needle is asked under: original, explicit (repeatable)."),
     needle_samples: int = typer.Option(3, "--needle-samples", min=1,
                                        help="Documents with the key per position."),
-    needle_position: list[float] = typer.Option([0.1, 0.5, 0.9], "--needle-position",
-                                                min=0.0, max=1.0),
-    require: list[str] = typer.Option([], "--require",
-                                      help="Capabilities the run requires: image, video, tools, "
-                                           "ctx=N (comma-separated or repeated); an absent one "
-                                           "is a FAIL."),
+    needle_position: list[float] = typer.Option(
+        [0.1, 0.5, 0.9], "--needle-position", min=0.0, max=1.0,
+        help="Where in the document the key is put, 0.0 (start) to 1.0 (end) (repeatable)."),
+    require: list[str] = typer.Option([], "--require-capability",
+                                      help="A capability the server must have: image, video, "
+                                           "tools or ctx=N (comma-separated or repeatable); "
+                                           "an absent one is a FAIL."),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run acceptance suites against an OpenAI-compatible server and record evidence."""

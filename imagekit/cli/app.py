@@ -60,9 +60,222 @@ _err_console = _LazyConsole(stderr=True, highlight=False)
 err_console: Console = _err_console  # type: ignore[assignment]
 
 
-class OneLineGroup(TyperGroup):
+#: `imagekit --help`: the commands under what the user is doing, in this order.
+PANELS: dict[str, tuple[str, ...]] = {
+    "Image phase": ("pin", "build", "probe", "images"),
+    "Registry and signing": ("promote", "verify-mirror", "keys", "attest",
+                             "verify-attestations"),
+    "Evidence and reports": ("report", "gate", "evidence", "gpu-record", "schemas"),
+    "Model acceptance": ("accept", "bench", "serve-command", "launch-log"),
+    "Cluster": ("cluster",),
+    "Local infrastructure": ("infra", "standins", "rehearsal"),
+}
+
+#: One whole sentence per command, by its path: what every command list and docs/commands.md
+#: show. A summary is never cut off (tests/unit/test_cli_surface.py).
+SUMMARIES: dict[str, str] = {
+    "pin": "Resolve the spec's base and mirror tags to digests in its lock file.",
+    "build": "Build the fixed images from the lock's base digests, keeping every attempt's log.",
+    "probe": "Run the in-image probes (pip check, find_spec, PyAV, CLI parsing) in an image.",
+    "images": "Run the whole image phase over the images spec.",
+    "images verify": "Build, push and probe every image of the spec, verify its mirrors and "
+                     "write the manifest.",
+    "promote": "Copy a verified digest hop by hop and read it back at every endpoint.",
+    "verify-mirror": "Check that a copy of an image is content-identical to the official one.",
+    "keys": "Manage the signing key that attestations and promotions are signed with.",
+    "keys generate": "Make a signing key pair: keep imagekit.key, give out imagekit.pub.",
+    "attest": "Sign an image's test-result and SBOM statements and attach them at its registry.",
+    "verify-attestations": "Verify the signed attestations of the digest an image reference "
+                           "serves.",
+    "report": "Report what the evidence says about one image, leading with the decision.",
+    "gate": "Say whether the promotion gate lets a digest through, and why.",
+    "evidence": "List the evidence store and import signed statements into it.",
+    "evidence list": "List the evidence attempts per key, oldest first.",
+    "evidence pull": "Import the statements that trusted keys signed about an image.",
+    "gpu-record": "Validate a GPU preflight record and add it to the evidence.",
+    "schemas": "Export and check the JSON Schemas of the record models.",
+    "schemas export": "Write the JSON Schema of every record model.",
+    "schemas check": "Fail when a checked-in JSON Schema differs from its model.",
+    "accept": "Run acceptance suites against an OpenAI-compatible server and record evidence.",
+    "bench": "Run a load matrix against a server and check completions, errors and tokens.",
+    "serve-command": "Print the engine's serve command for a model, or its Pod.",
+    "launch-log": "Read engine startup logs.",
+    "launch-log parse": "Time weight loading and graph capture in an engine startup log.",
+    "cluster": "Probe, pre-check and accept images on a Kubernetes cluster.",
+    "cluster probe": "Run the zero-GPU probe Pod pinned by digest and check its imageID and "
+                     "probes.",
+    "cluster precheck": "Check a GPU Pod's node, taints, storage and priority before it is "
+                        "submitted.",
+    "cluster gpu-preflight": "Run the GPU preflight Pod pinned by digest and record its "
+                             "verdict.",
+    "cluster recreate": "Replace a Pod whose immutable fields change, once the old one is gone.",
+    "cluster accept": "Serve a model from an image on the cluster and accept it there.",
+    "cluster model-volume": "Make the local volume that holds the model for cluster "
+                            "acceptance.",
+    "infra": "Start, stop and inspect the local Docker engine, registries and cluster.",
+    "infra up": "Install and start whatever of the local infrastructure is missing.",
+    "infra down": "Stop only the processes that imagekit started.",
+    "infra status": "Show what runs and where, and the command that fixes what is missing.",
+    "standins": "Build the local stand-in base images.",
+    "standins build": "Build the stand-in bases that reproduce the record's broken images.",
+    "rehearsal": "Run the whole release path end to end on local stand-ins.",
+}
+
+#: The placeholder each option shows, by its name: one name, one meaning, one placeholder on
+#: every command. Flags have none.
+PLACEHOLDERS: dict[str, str] = {
+    "--api-key-file": "FILE", "--await": "REF", "--await-interval": "SECONDS",
+    "--await-timeout": "SECONDS", "--base-url": "URL", "--ca-file": "FILE", "--claim": "NAME",
+    "--call-timeout": "SECONDS", "--delete-timeout": "SECONDS", "--digest": "DIGEST",
+    "--engine": "ENGINE", "--engine-arg": "ARG", "--engine-config": "FILE",
+    "--engine-env": "KEY=VALUE", "--engine-version": "VERSION", "--env": "KEY=VALUE",
+    "--evidence-dir": "DIR", "--expect-digest": "DIGEST", "--expect-prefill-graphs": "STATE",
+    "--find-spec": "MODULE", "--force-launch": "REASON", "--format": "FORMAT", "--gpus": "N",
+    "--gpus-per-node": "N", "--image": "REF", "--image-arch": "ARCH", "--image-cuda": "VERSION",
+    "--insecure": "REGISTRY", "--job-mode": "MODE", "--key": "FILE", "--kind": "KIND",
+    "--kubeconfig": "FILE", "--label-node": "KEY=VALUE", "--layers": "N",
+    "--layers-for": "IMAGE", "--log": "FILE", "--matrix": "FILE", "--max-context": "TOKENS",
+    "--max-requests": "N", "--max-tokens": "TOKENS", "--model": "NAME",
+    "--model-claim": "NAME", "--name": "NAME", "--namespace": "NAMESPACE",
+    "--needle-position": "FRACTION", "--needle-samples": "N", "--needle-tokens": "TOKENS",
+    "--needle-wrapper": "WRAPPER", "--node": "NODE", "--nodes": "N", "--out": "DIR",
+    "--path": "DIR", "--platform": "OS/ARCH", "--pod-file": "FILE", "--pod-image": "REF",
+    "--pod-timeout": "SECONDS", "--pods-per-node": "N", "--preemption-policy": "POLICY",
+    "--preflight-arg": "ARG", "--priority-class": "NAME", "--probe": "NAME[=ARG,...]",
+    "--probes-dir": "DIR", "--profile": "NAME", "--reason": "TEXT", "--reproductions": "N",
+    "--request-timeout": "SECONDS", "--require-capability": "CAP",
+    "--require-check": "KIND[:CHECK]", "--require-link": "LINK", "--run-timeout": "SECONDS",
+    "--script": "PATH", "--selector": "KEY=VALUE", "--serve-arg": "ARG",
+    "--serve-env": "KEY=VALUE", "--served-model-name": "NAME", "--spec": "FILE",
+    "--startup-log": "FILE", "--startup-probe-seconds": "SECONDS",
+    "--startup-seconds": "SECONDS", "--storage-driver": "DRIVER",
+    "--storage-label": "KEY[=VALUE]", "--subject": "KEY", "--suite": "SUITE",
+    "--to": "REF", "--toleration": "KEY[=VALUE]:EFFECT", "--tp": "N", "--trust-key": "KEY",
+    "--trust-policy": "FILE", "--type": "TYPE", "--via": "REF", "--volume": "NAME",
+}
+
+#: Spellings that were removed, and what to type instead: one line, exit 2.
+RENAMED_COMMANDS: dict[str, str] = {"verify": "verify-attestations",
+                                    "verify-copy": "verify-mirror"}
+RENAMED_OPTIONS: dict[tuple[str, str], str] = {
+    ("accept", "--timeout"): "--request-timeout",
+    ("bench", "--timeout"): "--request-timeout",
+    ("cluster accept", "--timeout"): "--run-timeout",
+    ("cluster probe", "--timeout"): "--pod-timeout",
+    ("cluster gpu-preflight", "--timeout"): "--pod-timeout",
+    ("cluster recreate", "--timeout"): "--delete-timeout",
+    ("accept", "--require"): "--require-capability",
+    ("cluster accept", "--require"): "--require-capability",
+    ("gate", "--require"): "--require-check",
+    ("report", "--require"): "--require-check",
+    ("verify-attestations", "--require"): "--require-link",
+    ("promote", "--deadline"): "--call-timeout",
+    ("verify-mirror", "--deadline"): "--call-timeout",
+    ("promote", "--await-deadline"): "--await-timeout",
+}
+
+EPILOG = """Examples:
+  imagekit pin && imagekit images verify
+  imagekit keys generate
+  imagekit promote sglang --via HOST/STAGING --to HOST/PROD --key imagekit.key
+  imagekit cluster probe sglang
+  imagekit report sglang --trust-key imagekit.pub --format html
+
+Docs: docs/README.md to start, docs/commands.md for every command and option."""
+
+
+class SentenceGroup(TyperGroup):
+    """A command group whose list gives each command's whole one-sentence summary (SUMMARIES),
+    never click's summary cut off at 45 characters."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(name, summary_of(ctx.command_path, name)) for name in self.list_commands(ctx)
+                if not getattr(self.get_command(ctx, name), "hidden", False)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def summary_of(group_path: str, name: str) -> str:
+    """The SUMMARIES sentence of `name` under the group at `group_path` (`imagekit cluster`)."""
+    words = group_path.split()[1:]
+    return SUMMARIES.get(" ".join([*words, name]), "")
+
+
+def _fill_placeholders(group: Any) -> None:
+    """Every option's placeholder from PLACEHOLDERS, every argument's from its name (REF,
+    FILE…): typer would print Python types (`<str>`, `<int range>`)."""
+    for command in group.commands.values():
+        if hasattr(command, "commands"):
+            _fill_placeholders(command)
+            continue
+        for param in command.params:
+            if param.param_type_name == "argument":
+                param.metavar = param.metavar or ARGUMENTS.get(param.name, param.name.upper())
+                # typer lists an argument as `REF <str>`: the placeholder alone says it
+                param.display_type_rich = _no_type
+            elif not param.is_flag and param.metavar is None:
+                param.metavar = PLACEHOLDERS.get(param.opts[0])
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+#: Arguments by their name: what to type.
+ARGUMENTS: dict[str, str] = {"reference": "REF", "source": "REF", "target": "REF",
+                             "image": "REF", "official": "OFFICIAL", "copy": "COPY",
+                             "key": "KEY", "directory": "DIR", "file": "FILE", "log": "FILE",
+                             "pod_file": "FILE", "extra": "ARG", "subject": "NAME|REF|DIGEST"}
+
+
+def _renamed(group: Any, args: Sequence[str]) -> str | None:
+    """The one line for a removed spelling among `args`, else None."""
+    words: list[str] = []
+    command = group
+    for arg in args:
+        if arg.startswith("-") or not hasattr(command, "commands"):
+            break
+        if not words and arg in RENAMED_COMMANDS:
+            return f"'{arg}' is now '{RENAMED_COMMANDS[arg]}' (imagekit)"
+        if arg not in command.commands:
+            break
+        words.append(arg)
+        command = command.commands[arg]
+    path = " ".join(words)
+    for arg in args:
+        new = RENAMED_OPTIONS.get((path, arg.split("=", 1)[0]))
+        if new is not None:
+            return f"{arg.split('=', 1)[0]} is now {new} (imagekit {path})"
+    return None
+
+
+class OneLineGroup(SentenceGroup):
     """The root group: a bad option or argument is one line on stderr, exit 2 — not click's
-    usage box. (Errors inside a command are `guarded`'s; this covers what typer parses.)"""
+    usage box (errors inside a command are `guarded`'s; this covers what typer parses). Its
+    help lists the commands under PANELS, with examples after."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _fill_placeholders(self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in PANELS' order (then any that no panel names, e.g. hidden ones)."""
+        ordered = [name for names in PANELS.values() for name in names if name in self.commands]
+        return ordered + [name for name in self.commands if name not in ordered]
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        for panel, names in PANELS.items():
+            rows = [(name, summary_of(ctx.command_path, name)) for name in names
+                    if name in self.commands]
+            if rows:
+                with formatter.section(panel):
+                    formatter.write_dl(rows)
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        """The examples as written: one command a line, never rewrapped."""
+        formatter.write_paragraph()
+        formatter.write("".join(f"{line}\n" for line in EPILOG.splitlines()))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
@@ -70,6 +283,10 @@ class OneLineGroup(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False,
                                 windows_expand_args=windows_expand_args, **extra)
+        renamed = _renamed(self, sys.argv[1:] if args is None else list(args))
+        if renamed is not None:
+            err_console.print(f"imagekit: error: {renamed}", markup=False, soft_wrap=True)
+            sys.exit(2)
         try:
             code = super().main(args, prog_name or "imagekit", complete_var,
                                 standalone_mode=False, windows_expand_args=windows_expand_args,
@@ -112,6 +329,7 @@ app = typer.Typer(
     name="imagekit",
     cls=OneLineGroup,
     help="Build, verify, promote and accept LLM inference-server images, with evidence.",
+    epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -1,5 +1,6 @@
-"""`imagekit keys generate`, `imagekit attest REF`, `imagekit verify REF`: signed statements
-that travel with the digest, and the check a consumer runs with the public key alone.
+"""`imagekit keys generate`, `imagekit attest REF`, `imagekit verify-attestations REF`: signed
+statements that travel with the digest, and the check a consumer runs with the public key
+alone.
 
 Keys are files: the private key path may be given (`--key`), never its content."""
 
@@ -11,15 +12,15 @@ from typing import TYPE_CHECKING
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, guarded, print_json, settings
-from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
+from imagekit.cli.app import SUMMARIES, SentenceGroup, app, console, guarded, print_json, settings
+from imagekit.cli.trustopts import TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
     from imagekit.oci import ImageReference
     from imagekit.registry import ClientPool
 
-keys_app = typer.Typer(help="The project signing key (ECDSA P-256, PEM).", no_args_is_help=True)
+keys_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["keys"], no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
 Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
@@ -80,7 +81,9 @@ def attest_cmd(
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
-    evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR"),
+    evidence_dir: Path = typer.Option(
+        None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
+        help="Evidence store root (default ./.evidence)."),
 ) -> None:
     """Sign the test-result and SBOM statements of the digest REF serves and attach them as
     OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in docker."""
@@ -117,20 +120,20 @@ def attest_cmd(
                       f"{item.manifest} ({item.listing})", markup=False, soft_wrap=True)
 
 
-@app.command("verify")
+@app.command("verify-attestations")
 @guarded
 def verify_cmd(
     reference: str = typer.Argument(..., help="The image at any endpoint (tag or @digest)."),
-    key: Path = typer.Option(None, "--key", dir_okay=False,
-                             help="A signer's PUBLIC key (imagekit.pub), trusted for every "
-                                  "type; or --trust-key/--trust-policy."),
-    trust_key: list[Path] = TrustKeyOpt,
+    trust_key: list[Path] = typer.Option(
+        [], "--trust-key", "--key", dir_okay=False,
+        help="A signer's public key (imagekit.pub) to trust for every type (repeatable; "
+             "--key is cosign's spelling of it; also $IMAGEKIT_TRUST_KEYS)."),
     trust_policy: Path = TrustPolicyOpt,
     kind: list[str] = typer.Option(["test-result", "promotion", "sbom"], "--type",
                                    help="Attestation types that must be there (repeatable)."),
-    require: list[str] = typer.Option([], "--require", metavar="LINK",
+    require: list[str] = typer.Option([], "--require-link",
                                       help="A chain link that must be PASS besides those the "
-                                           "signer required (e.g. gpu-preflight)."),
+                                           "signer required, e.g. gpu-preflight (repeatable)."),
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
@@ -138,25 +141,18 @@ def verify_cmd(
     """Verify every attestation of the digest REF serves. Bundles of keys that are not trusted
     are named and ignored (as cosign does); per type the newest trusted statement, by the time
     signed inside it, decides. Exit 0 all PASS, 1 a FAIL, 2 error."""
-    from imagekit.attest.keys import load_public
     from imagekit.attest.verify import type_uri, verify_reference
     from imagekit.registry.interrupt import graceful
     from imagekit.results import Status
-    from imagekit.trust import TrustPolicy
-    from imagekit.trust.policy import single_key
 
     ref = _ref(reference)
-    if key is not None:
-        load_public(key)  # P-384, a FIFO, /dev/zero: exit 2 before the registry is asked
     for name in kind:
         type_uri(name)
+    # each key read before the registry is asked: P-384, a FIFO, /dev/zero are exit 2
     trust = trustopts.load(trust_key, trust_policy)
-    if key is not None:
-        extra = [k for k in single_key(key).keys if trust.by_fingerprint(k.fingerprint) is None]
-        trust = TrustPolicy(keys=[*trust.keys, *extra])
     if not trust:
-        raise InvalidInput("give the signer's public key: --key PUB, --trust-key PUB, "
-                           "--trust-policy FILE or $IMAGEKIT_TRUST_KEYS")
+        raise InvalidInput("give the signer's public key: --trust-key KEY, --trust-policy FILE "
+                           "or $IMAGEKIT_TRUST_KEYS")
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
         report = verify_reference(ref, trust, types=kind, require=require, pool=pool)
     if json_output:

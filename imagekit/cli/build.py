@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from imagekit.cli.app import (
+    SUMMARIES,
+    SentenceGroup,
     app,
     console,
     err_console,
@@ -41,9 +43,8 @@ EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR
                            help="Evidence store root (default ./.evidence).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document (no progress).")
 
-standins_app = typer.Typer(help="Local stand-in bases reproducing the record's broken images.",
-                           no_args_is_help=True)
-images_app = typer.Typer(help="The whole image phase over the spec.", no_args_is_help=True)
+standins_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["standins"], no_args_is_help=True)
+images_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["images"], no_args_is_help=True)
 app.add_typer(standins_app, name="standins")
 app.add_typer(images_app, name="images")
 
@@ -107,7 +108,8 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
 @standins_app.command("build")
 @guarded
 def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
-                   no_cache: bool = typer.Option(False, "--no-cache"),
+                   no_cache: bool = typer.Option(
+                       False, "--no-cache", help="Rebuild the stand-ins without any cache."),
                    layers: int = typer.Option(
                        None, "--layers", metavar="N",
                        help="Pad each stand-in to at least N layers (e.g. 63, the record's "
@@ -147,7 +149,8 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
                   spec: Path = SpecOpt, profile: str = ProfileOpt,
                   push: bool = typer.Option(True, "--push/--no-push",
                                             help="Push to the profile's staging registry."),
-                  no_cache: bool = typer.Option(False, "--no-cache"),
+                  no_cache: bool = typer.Option(
+                      False, "--no-cache", help="Build without the builder's layer cache."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
     from imagekit.build import build_image
@@ -301,7 +304,7 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                   no_cache: bool = typer.Option(False, "--no-cache",
                                                 help="Rebuild and re-probe everything."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
-    """Build both images, push to staging, probe, verify-copy mirrors, write the manifest."""
+    """Build both images, push to staging, probe, verify mirrors, write the manifest."""
     from imagekit.imagesverify import verify_images
     from imagekit.results import Status
     from imagekit.spec import load_spec

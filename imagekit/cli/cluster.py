@@ -15,7 +15,15 @@ from pathlib import Path
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, evidence_store, guarded, print_json, settings
+from imagekit.cli.app import (
+    SUMMARIES,
+    SentenceGroup,
+    app,
+    evidence_store,
+    guarded,
+    print_json,
+    settings,
+)
 from imagekit.cli.common import (
     EvidenceDir,
     GpuTolerationOpt,
@@ -35,8 +43,7 @@ from imagekit.cli.common import (
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
-cluster_app = typer.Typer(help="Probe images and pre-check GPU Pods on a Kubernetes cluster.",
-                          no_args_is_help=True)
+cluster_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["cluster"], no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")
 
 
@@ -60,7 +67,8 @@ def cluster_probe(
                                         "else the packaged one)."),
     profile: str = typer.Option(None, help="Spec profile whose accepted statuses apply "
                                            "(default: the spec's default profile)."),
-    timeout: float = typer.Option(300, help="Seconds to wait for the Pod's outcome."),
+    timeout: float = typer.Option(300, "--pod-timeout",
+                                  help="Longest to wait for the Pod's outcome, in seconds."),
     expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
     keep_pull_secret: bool = typer.Option(False, help="Keep the run's pull Secret (default: "
                                                       "deleted with the Pod)."),
@@ -93,7 +101,7 @@ def cluster_probe(
     probes_dir = probes_dir or default_probes_dir(settings().probes_dir)
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
     expected = Digest.parse(expect_digest) if expect_digest else None
-    timeout = positive(timeout, "--timeout", maximum=86400)
+    timeout = positive(timeout, "--pod-timeout", maximum=86400)
     dns_label(namespace, "--namespace")
     existing_dir(probes_dir, "--probes-dir")
     if not any(probes_dir.glob("*.py")):
@@ -167,7 +175,8 @@ def cluster_precheck(
     model_claim: list[str] = typer.Option(None, "--model-claim", help="A PVC the Pod mounts: "
                                           "its volume's node affinity is judged (repeatable)."),
     pod_file: Path = typer.Option(None, help="Read the intent from a Pod manifest (YAML/JSON)."),
-    namespace: str = typer.Option("default", help="Namespace of the Pod."),
+    namespace: str = typer.Option("imagekit", help="Namespace of the Pod (without "
+                                                   "--pod-file)."),
     image_cuda: str = typer.Option(None, help="The image's CUDA version (torch.version.cuda): "
                                               "judged against the node's driver (GFD labels)."),
     image_arch: str = typer.Option(None, help="The image's arch list, comma-separated (torch."
@@ -244,7 +253,8 @@ def cluster_gpu_preflight(
                                            "(gpu_checks/preflight/__main__.py)."),
     submit: bool = typer.Option(False, "--submit", help="Submit when the precheck is clean "
                                                         "(default: precheck only)."),
-    timeout: float = typer.Option(900, help="Seconds to wait for the Pod."),
+    timeout: float = typer.Option(900, "--pod-timeout",
+                                  help="Longest to wait for the Pod's outcome, in seconds."),
     each_node: bool = typer.Option(False, "--each-node", help="One independent preflight Pod "
                                    "on every node matching --selector, in parallel; prints a "
                                    "node x check table (runs without --submit)."),
@@ -314,7 +324,7 @@ def cluster_gpu_preflight(
         raise InvalidInput("--key signs one preflight Pod's phase; --each-node runs many "
                            "(sign each node's run separately)", where="--key")
     count(gpus, "--gpus", minimum=0, maximum=1024)  # 0: a CPU (gloo) preflight
-    timeout = positive(timeout, "--timeout", maximum=7 * 86400)
+    timeout = positive(timeout, "--pod-timeout", maximum=7 * 86400)
     dns_label(namespace, "--namespace")
     if priority_class is not None:
         dns_subdomain(priority_class, "--priority-class")
@@ -365,7 +375,8 @@ def cluster_gpu_preflight(
 @guarded
 def cluster_recreate(
     pod_file: Path = typer.Argument(..., help="Pod manifest (YAML or JSON)."),
-    timeout: float = typer.Option(120, help="Seconds to wait for the old Pod to be gone."),
+    timeout: float = typer.Option(120, "--delete-timeout",
+                                  help="Longest to wait for the old Pod to be gone, in seconds."),
     kubeconfig: Path = KubeconfigOpt,
     json_output: bool = JsonOpt,
 ) -> None:
@@ -377,7 +388,7 @@ def cluster_recreate(
     from imagekit.cluster.pods import recreate_pod
     from imagekit.inputs import positive
 
-    timeout = positive(timeout, "--timeout", maximum=86400)
+    timeout = positive(timeout, "--delete-timeout", maximum=86400)
     pod = load_pod_file(pod_file, need_name=True)
     with Kube(kubeconfig_path(kubeconfig)) as kube:
         outcome = recreate_pod(kube, pod, timeout=timeout)

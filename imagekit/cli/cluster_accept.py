@@ -32,14 +32,15 @@ from imagekit.errors import InvalidInput
 def cluster_accept(
     reference: str = typer.Argument(..., help="An image NAME of the spec (its latest verified "
                                               "build) or a reference by tag or digest."),
-    namespace: str = typer.Option("imagekit-accept", help="Namespace for the Pods (created "
-                                                          "when missing)."),
+    namespace: str = typer.Option("imagekit", help="Namespace for the Pods (created when "
+                                                   "missing)."),
     suite: list[str] = typer.Option(["functional"], "--suite",
                                     help="functional, media, needle (repeatable)."),
     matrix: Path = typer.Option(None, "--matrix", help="Load matrix TOML run after the "
                                                        "suites."),
-    require: list[str] = typer.Option([], "--require", help="Capabilities the run requires "
-                                      "(image, video, tools, ctx=N)."),
+    require: list[str] = typer.Option([], "--require-capability",
+                                      help="A capability the served model must have: image, "
+                                           "video, tools or ctx=N (repeatable)."),
     model_claim: str = typer.Option(None, "--model-claim", help="Read-only PVC holding the "
                                                                "model (mounted at /models/model)."),
     model_name: str = typer.Option(None, "--served-model-name",
@@ -63,7 +64,8 @@ def cluster_accept(
                                          "(default: tolerate nvidia.com/gpu)."),
     priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
     max_tokens: int = typer.Option(16, help="Output cap of the suites' requests."),
-    timeout: float = typer.Option(1800, help="Seconds for the whole run."),
+    timeout: float = typer.Option(1800, "--run-timeout",
+                                  help="Longest the whole run may take, in seconds."),
     keep: bool = typer.Option(False, "--keep", help="Leave the Pods, Service and ConfigMaps."),
     force_launch: str = typer.Option(None, "--force-launch", metavar="REASON",
                                      help="Launch even though this image's engine never parsed "
@@ -121,7 +123,7 @@ def cluster_accept(
     Requirements.parse(",".join(require))
     dns_label(namespace, "--namespace")
     count(tp, "--tp", minimum=1, maximum=64)
-    timeout = positive(timeout, "--timeout", maximum=7 * 86400)
+    timeout = positive(timeout, "--run-timeout", maximum=7 * 86400)
     if startup_seconds is not None:
         count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
     if force_launch is not None and len(force_launch.strip()) < 3:
@@ -210,7 +212,7 @@ def cluster_model_volume(
                                          "text model's snapshot)."),
     volume: str = typer.Option("imagekit-model", help="PersistentVolume name."),
     claim: str = typer.Option("imagekit-model", help="PersistentVolumeClaim name."),
-    namespace: str = typer.Option("imagekit-accept", help="Namespace of the claim."),
+    namespace: str = typer.Option("imagekit", help="Namespace of the claim."),
     label_node: str = typer.Option(None, help="Give this node the storage capability label."),
     delete: bool = typer.Option(False, "--delete", help="Delete the claim and the volume."),
     kubeconfig: Path = KubeconfigOpt,

@@ -11,12 +11,19 @@ from typing import Any
 
 import typer
 
-from imagekit.cli.app import app, evidence_store, guarded, print_json, settings
+from imagekit.cli.app import (
+    SUMMARIES,
+    SentenceGroup,
+    app,
+    evidence_store,
+    guarded,
+    print_json,
+    settings,
+)
 from imagekit.cli.common import EvidenceDir, JsonOpt, say
 from imagekit.errors import InvalidInput
 
-launch_log_app = typer.Typer(help="Engine startup logs: phases and startupProbe budget.",
-                             no_args_is_help=True)
+launch_log_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["launch-log"], no_args_is_help=True)
 app.add_typer(launch_log_app, name="launch-log")
 
 
@@ -31,7 +38,7 @@ def serve_command(
     startup_seconds: int = typer.Option(3600, help="With --pod-image and no log: startupProbe "
                                                    "budget in seconds."),
     name: str = typer.Option("engine", help="With --pod-image: Pod name."),
-    namespace: str = typer.Option("default", help="With --pod-image: namespace."),
+    namespace: str = typer.Option("imagekit", help="Namespace of the Pod (with --pod-image)."),
     model_claim: str = typer.Option(None, help="With --pod-image: read-only model PVC."),
     json_output: bool = JsonOpt,
 ) -> None:

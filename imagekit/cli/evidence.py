@@ -8,12 +8,20 @@ from typing import Any
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, evidence_store, guarded, print_json, settings
+from imagekit.cli.app import (
+    SUMMARIES,
+    SentenceGroup,
+    app,
+    console,
+    evidence_store,
+    guarded,
+    print_json,
+    settings,
+)
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
-evidence_app = typer.Typer(help="Read the evidence store (records keyed by image digest).",
-                           no_args_is_help=True)
+evidence_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["evidence"], no_args_is_help=True)
 app.add_typer(evidence_app, name="evidence")
 
 EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",

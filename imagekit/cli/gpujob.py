@@ -76,7 +76,7 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
     count(nodes, "--nodes", minimum=1, maximum=MAX_NODES)
     count(gpus_per_node, "--gpus-per-node", minimum=0, maximum=64)
     count(pods_per_node, "--pods-per-node", minimum=1, maximum=64)
-    timeout = positive(timeout, "--timeout", maximum=7 * 86400)
+    timeout = positive(timeout, "--pod-timeout", maximum=7 * 86400)
     dns_label(namespace, "--namespace")
     if priority_class is not None:
         dns_subdomain(priority_class, "--priority-class")

@@ -6,15 +6,23 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.app import app, console, guarded, print_json, progress_for, settings
+from imagekit.cli.app import (
+    SUMMARIES,
+    SentenceGroup,
+    app,
+    console,
+    guarded,
+    print_json,
+    progress_for,
+    settings,
+)
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
     from rich.table import Table
 
     from imagekit.infra.state import ComponentStatus
 
-infra_app = typer.Typer(help="Start, stop and inspect the local Docker engine, registries and "
-                             "cluster (as root).", no_args_is_help=True)
+infra_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["infra"], no_args_is_help=True)
 app.add_typer(infra_app, name="infra")
 
 

@@ -1,4 +1,4 @@
-"""`imagekit verify-copy` and `imagekit promote`: registry operations for people and scripts.
+"""`imagekit verify-mirror` and `imagekit promote`: registry operations for people and scripts.
 
 Credentials come only from docker's config.json (`$DOCKER_CONFIG` or ~/.docker): there is no
 password flag on purpose. Plain HTTP is used without flags only for loopback registries.
@@ -46,20 +46,20 @@ EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR
                            help="Evidence store root (default ./.evidence).")
 PlatformOpt = typer.Option("linux/amd64", "--platform", help="Platform to pick from an index.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document (no progress bars).")
-DeadlineOpt = typer.Option(None, "--deadline", metavar="SECONDS", envvar="IMAGEKIT_DEADLINE",
+DeadlineOpt = typer.Option(None, "--call-timeout", metavar="SECONDS", envvar="IMAGEKIT_DEADLINE",
                            help="Longest one registry call may go without progress, retries "
                                 "included (default 30).")
 VerboseOpt = typer.Option(False, "--verbose", help="Show retries and HTTP requests on stderr.")
 
 
 def _transport_knobs(deadline: float | None, verbose: bool) -> float | None:
-    """--deadline, checked: the command passes it to its registry options (`_options`), so it
+    """--call-timeout, checked: the command passes it to its registry options (`_options`), so it
     reaches every registry client of the command as an argument; --verbose lets the retry and
     httpx loggers speak (silent otherwise)."""
     if deadline is not None:
         from imagekit.inputs import positive
 
-        deadline = positive(deadline, "--deadline", maximum=86400)
+        deadline = positive(deadline, "--call-timeout", maximum=86400)
     if verbose:
         import logging
         import sys
@@ -163,7 +163,7 @@ PROMOTE_CHUNK_BYTES = 16 << 20
 def _options(insecure: list[str], ca_file: Path | None, deadline: float | None = None,
              **extra: object) -> RegistryOptions:
     """The command's registry options: the settings (IMAGEKIT_RETRY_*, IMAGEKIT_DEADLINE, …)
-    under its flags (`--deadline`, `--insecure`, `--ca-file`, what `extra` names)."""
+    under its flags (`--call-timeout`, `--insecure`, `--ca-file`, what `extra` names)."""
     from imagekit.inputs import pem_ca_file
     from imagekit.registry import RegistryOptions
 
@@ -182,7 +182,7 @@ def _ref(text: str, what: str) -> ImageReference:
         raise InvalidInput(f"{what}: {exc.message}", where=exc.where) from None
 
 
-@app.command("verify-copy")
+@app.command("verify-mirror")
 @guarded
 def verify_copy_cmd(
     official: str = typer.Argument(..., metavar="OFFICIAL",
@@ -345,8 +345,9 @@ def promote_cmd(
              "with --via; the last one may stand for --to."),
     to: str = typer.Option(None, "--to", metavar="REF",
                            help="The final destination (not needed after a last --await)."),
-    await_deadline: float = typer.Option(900.0, "--await-deadline", metavar="SECONDS",
-                                         help="How long an awaited hop may take."),
+    await_deadline: float = typer.Option(900.0, "--await-timeout", metavar="SECONDS",
+                                         help="Longest an awaited hop may take to serve the "
+                                              "digest, in seconds."),
     await_interval: float = typer.Option(1.0, "--await-interval", metavar="SECONDS",
                                          help="First wait between polls (doubles, max 30 s)."),
     all_platforms: bool = typer.Option(False, "--all-platforms",
@@ -389,7 +390,7 @@ def promote_cmd(
     deadline = _transport_knobs(deadline, verbose)
     if all_platforms and platform:
         raise InvalidInput("--all-platforms and --platform exclude each other")
-    await_deadline = positive(await_deadline, "--await-deadline", maximum=7 * 86400)
+    await_deadline = positive(await_deadline, "--await-timeout", maximum=7 * 86400)
     await_interval = positive(await_interval, "--await-interval", maximum=3600)
     order = ctx.meta.get("imagekit.hop_order", [])
     hops = _hops(via, awaited, order)

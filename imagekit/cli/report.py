@@ -9,7 +9,16 @@ from pathlib import Path
 import typer
 
 from imagekit.cli import trustopts
-from imagekit.cli.app import app, console, err_console, guarded, print_json, settings
+from imagekit.cli.app import (
+    SUMMARIES,
+    SentenceGroup,
+    app,
+    console,
+    err_console,
+    guarded,
+    print_json,
+    settings,
+)
 from imagekit.cli.common import images_spec
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import CheckFailed, InvalidInput
@@ -19,13 +28,15 @@ EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR
 Profile = typer.Option(None, "--profile",
                        help="Apply this spec profile's accepted statuses (default: the profile "
                             "the image's evidence names; none when it names none).")
-Require = typer.Option(None, "--require",
-                       help="Required check, KIND or KIND:CHECK (repeatable; default "
-                            "$IMAGEKIT_REQUIRED_CHECKS or probe,images-verify).")
+Require = typer.Option(None, "--require-check",
+                       help="An evidence check the gate requires, KIND or KIND:CHECK "
+                            "(repeatable; default $IMAGEKIT_REQUIRED_CHECKS, else "
+                            "probe,images-verify).")
 
 
 def _required(require: list[str] | None) -> list[str] | None:
-    """`--require`, else `$IMAGEKIT_REQUIRED_CHECKS` (the settings), else None: the defaults."""
+    """`--require-check`, else `$IMAGEKIT_REQUIRED_CHECKS` (the settings), else None: the
+    defaults."""
     return list(require) if require else settings().required_checks_list()
 
 
@@ -222,7 +233,7 @@ def gate_command(
         raise typer.Exit(CheckFailed.exit_code)
 
 
-schemas_app = typer.Typer(help="JSON Schemas of every record model.", no_args_is_help=True)
+schemas_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["schemas"], no_args_is_help=True)
 app.add_typer(schemas_app, name="schemas")
 
 
@@ -242,7 +253,8 @@ def schemas_export(directory: Path = typer.Argument(None, help="Default: imageki
 @schemas_app.command("check")
 @guarded
 def schemas_check(directory: Path = typer.Argument(None, help="Default: imagekit/schemas."),
-                  json_output: bool = typer.Option(False, "--json")) -> None:
+                  json_output: bool = typer.Option(False, "--json",
+                                                   help="Print one JSON document.")) -> None:
     """Exit 1 when a checked-in schema differs from its model (run `schemas export`)."""
     from imagekit.inputs import existing_dir
     from imagekit.schemas.export import SCHEMA_DIR, check

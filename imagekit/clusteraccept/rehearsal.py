@@ -17,7 +17,7 @@ from imagekit.results import CheckResult, Status
 #: The rehearsal's namespace (created when missing, kept: the claim lives there); the model's
 #: PersistentVolume is named after it. IMAGEKIT_ACCEPT_NAMESPACE picks another: the CLI's
 #: settings pass it as `namespace` (nothing is read from the environment here, or at import).
-NAMESPACE = "imagekit-accept"
+NAMESPACE = "imagekit"
 VOLUME = f"{NAMESPACE}-model"
 CLAIM = "model"
 from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402

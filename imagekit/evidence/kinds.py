@@ -173,7 +173,7 @@ class ImagesManifestResult(EvidenceResult):
 
 @register
 class VerifyCopyEvidence(EvidenceResult):
-    """`imagekit verify-copy OFFICIAL COPY`: whether a copy holds the official's content.
+    """`imagekit verify-mirror OFFICIAL COPY`: whether a copy holds the official's content.
     Subjects: the copy (subject), the official (compared_with). A lying copy's FAIL blocks the
     copy; the official is untouched."""
 

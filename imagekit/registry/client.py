@@ -64,7 +64,7 @@ class RegistryOptions(BaseModel):
     def from_settings(cls, settings: Settings, *, deadline: float | None = None,
                       **given: Any) -> RegistryOptions:
         """The options imagekit's settings ask for (the CLI reads them once and passes them
-        here); `given` (a command's flags) wins, `deadline` is `--deadline`."""
+        here); `given` (a command's flags) wins, `deadline` is `--call-timeout`."""
         values: dict[str, Any] = {
             "retry": RetryPolicy.from_settings(settings, deadline),
             "upload_journal": settings.upload_journal, "certs_d": settings.docker_certs_d,

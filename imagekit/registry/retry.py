@@ -6,7 +6,7 @@ call never retry on their own.
 
 What the budget decides, and why:
 - 429/5xx (and 408/425): retried with jittered exponential backoff until the call's
-  **deadline** (default 30 s, `IMAGEKIT_DEADLINE` / `--deadline`). A `Retry-After` is honoured
+  **deadline** (default 30 s, `IMAGEKIT_DEADLINE` / `--call-timeout`). A `Retry-After` is honoured
   (capped at `retry_after_max`); one that asks for more than the time left fails at once and
   says so (a `Retry-After: 3600` is an answer, not a wait).
 - A connection refused, reset, or cut short (a truncated body): retried only for
@@ -72,7 +72,7 @@ class RetryPolicy(BaseModel):
     @classmethod
     def from_settings(cls, settings: Settings, deadline: float | None = None) -> RetryPolicy:
         """The policy the settings ask for (`IMAGEKIT_RETRY_*`, `IMAGEKIT_DEADLINE`, already
-        validated there); `deadline` (the CLI's `--deadline`) wins over the variable."""
+        validated there); `deadline` (the CLI's `--call-timeout`) wins over the variable."""
         values: dict[str, float | int] = {}
         for field, value in (("attempts", settings.retry_attempts),
                              ("wait_initial", settings.retry_wait_initial),

@@ -1,6 +1,6 @@
 """The links of the promotion chain and the evidence kinds each is read from (the promotion
-predicate, `imagekit verify --require LINK`, and the gate's check that a signed chain covers
-only links the store really holds)."""
+predicate, `imagekit verify-attestations --require-link LINK`, and the gate's check that a
+signed chain covers only links the store really holds)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class Requirement(BaseModel):
 
 
 def parse_requirements(required: Iterable[str] | None = None) -> list[Requirement]:
-    """Caller's list (the CLI's `--require`, else `$IMAGEKIT_REQUIRED_CHECKS` from its
+    """Caller's list (the CLI's `--require-check`, else `$IMAGEKIT_REQUIRED_CHECKS` from its
     settings), else the defaults; duplicates dropped."""
     if required is None:
         required = DEFAULT_REQUIRED

@@ -351,8 +351,7 @@ def load_trust(trust_keys: Iterable[Path] = (), policy: Path | None = None, *,
 
 
 def single_key(path: Path, name: str | None = None) -> TrustPolicy:
-    """`imagekit verify --key PUB`: that one key, trusted for everything (named by the file's
-    stem, as a --trust-key is)."""
+    """One key file, trusted for everything (named by the file's stem, as a --trust-key is)."""
     public = load_trusted_public(Path(path))
     return TrustPolicy(keys=[_key(public, name=name or _stem_name(Path(path)),
                                   source=f"--key {path}")])

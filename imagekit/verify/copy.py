@@ -51,7 +51,7 @@ class LayerCheck(BaseModel):
 
 
 class VerifyCopyResult(BaseModel):
-    """What `verify-copy --json` prints and the evidence keeps."""
+    """What `verify-mirror --json` prints and the evidence keeps."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,6 +1,6 @@
 """DiffID of a layer: sha256 of the *uncompressed* tar, computed from the compressed stream.
 
-Why this is its own module: `verify-copy --diffids` lives or dies by its throughput on
+Why this is its own module: `verify-mirror --diffids` lives or dies by its throughput on
 multi-GB layers. Decompression is ISA-L (`isal.isal_zlib`, ~2x zlib) with the stdlib as
 fallback, zstd is `zstandard`; both release the GIL, and so does hashlib on large buffers, so
 the hash runs in a second thread fed by a small queue while this thread decompresses — one

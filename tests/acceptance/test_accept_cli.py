@@ -157,7 +157,7 @@ def test_base_url_must_be_http(tmp_path: Path) -> None:
 def test_slow_server_past_timeout_fails_checks(ref: Ref, tmp_path: Path) -> None:
     ref.set(delay_s=1.0)
     code, out, _ = accept(tmp_path, "--base-url", ref.url, "--suite", "media",
-                          "--timeout", "0.3")
+                          "--request-timeout", "0.3")
     assert code == 1
     checks = {c["name"]: c for c in out["checks"]}
     # no valid image was accepted first (the probe timed out): corrupt media is not judged
@@ -236,5 +236,5 @@ def test_generic_engine_judges_the_protocol_and_defers_modes(ref: Ref, tmp_path:
 
 
 def test_bad_require_is_one_line_exit_2(ref: Ref, tmp_path: Path) -> None:
-    code, _, err = accept(tmp_path, "--base-url", ref.url, "--require", "audio")
+    code, _, err = accept(tmp_path, "--base-url", ref.url, "--require-capability", "audio")
     assert code == 2 and "unknown required capability 'audio'" in err

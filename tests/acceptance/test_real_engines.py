@@ -29,7 +29,7 @@ def by_name(out: dict) -> dict[str, dict]:
 def vllm_run(vllm_text: RealEngine, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     tmp = tmp_path_factory.mktemp("vllm-run")
     return accept(tmp, "--base-url", vllm_text.url, "--suite", "functional", "--suite", "media",
-                  "--reproductions", "1", "--require", "image")
+                  "--reproductions", "1", "--require-capability", "image")
 
 
 def test_vllm_protocol_passes_semantics_deferred_on_a_stand_in(vllm_run: tuple) -> None:
@@ -120,7 +120,7 @@ def test_transformers_llava_valid_image_first_then_corrupt_png_500_fails(
         transformers_llava: RealEngine, tmp_path: Path) -> None:
     code, out, _ = accept(tmp_path, "--base-url", transformers_llava.url, "--suite",
                           "functional", "--suite", "media", "--reproductions", "1",
-                          "--engine-version", "5.17.0", "--require", "image")
+                          "--engine-version", "5.17.0", "--require-capability", "image")
     assert code == 1 and out["target"]["engine"] == "transformers"
     checks = by_name(out)
     assert checks["require-image"]["status"] == "PASS"

@@ -90,7 +90,7 @@ def test_attest_there_cosign_verifies_oras_lists_imagekit_reads_the_api(
     assert [r["digest"] for r in listed["referrers"]] == [attached["manifest"]]
     # no evidence here: the signed test-result says FAILED, and verify says so (exit 1), but
     # the signature and subject checks PASS through the API listing
-    done = imagekit("verify", by_digest, "--key", str(public), "--type", "test-result",
+    done = imagekit("verify-attestations", by_digest, "--key", str(public), "--type", "test-result",
                     "--json", env=env)
     report = json.loads(done.stdout)
     statuses = {c["name"].split()[0] + " " + c["name"].split()[1]: c["status"]
@@ -126,7 +126,7 @@ def test_promote_carries_attestations_api_then_tag_schema_then_api(
     image = push_image(pool.get(api), repo, "v1", [layer_tar(303, 200_000),
                                                    layer_tar(304, 100_000)])
     source = f"{api}/{repo}:v1"
-    done = imagekit("verify-copy", source, source, env=env)   # evidence: base identity
+    done = imagekit("verify-mirror", source, source, env=env)   # evidence: base identity
     assert done.returncode == 0, done.stderr
     done = imagekit("attest", source, "--key", str(private), "--type", "test-result", env=env)
     assert done.returncode == 0, done.stderr
@@ -153,7 +153,7 @@ def test_promote_carries_attestations_api_then_tag_schema_then_api(
         run = peers.cosign_verify(by_digest, public, uri)
         assert run.returncode == 0, run.stderr[-500:]
     assert len(peers.oras_discover(by_digest)["referrers"]) == 2
-    done = imagekit("verify", by_digest, "--key", str(public), "--type", "promotion",
+    done = imagekit("verify-attestations", by_digest, "--key", str(public), "--type", "promotion",
                     "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     names = {c["name"]: c["status"] for c in json.loads(done.stdout)["checks"]}

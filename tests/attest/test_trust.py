@@ -357,7 +357,7 @@ def test_image_phase_gate_and_signing_links(ci, tmp_path):
     ["promote", "127.0.0.1:1/x:1", "--to", "127.0.0.1:1/y:1"],
     ["gate", "127.0.0.1:1/x:1"],
     ["report", "127.0.0.1:1/x:1"],
-    ["verify", "127.0.0.1:1/x:1"],
+    ["verify-attestations", "127.0.0.1:1/x:1"],
     ["evidence", "pull", "127.0.0.1:1/x:1"],
     ["cluster", "accept", "127.0.0.1:1/x:1"],
     ["cluster", "probe", "127.0.0.1:1/x:1"],

@@ -62,7 +62,7 @@ def world(infra, tmp_path_factory):
         ref = f"{reg['staging']}/{repo}:v1"
         ci_env = dict(env, IMAGEKIT_EVIDENCE_DIR=str(root / f"ci-{repo.replace('/', '-')}"))
         if measured:
-            done = imagekit("verify-copy", ref, ref, env=ci_env)   # real evidence
+            done = imagekit("verify-mirror", ref, ref, env=ci_env)   # real evidence
             assert done.returncode == 0, done.stderr
         done = imagekit("attest", ref, "--key", str(keyset["ci"][0]), "--type", "test-result",
                         env=ci_env)
@@ -132,13 +132,13 @@ def test_trusting_the_scanner_its_failed_statement_refuses(world):
 
 
 def test_verify_with_one_key_ignores_the_other_signer(world):
-    done = imagekit("verify", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
+    done = imagekit("verify-attestations", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
                     "test-result", env=world["env"])
     assert done.returncode == 0, done.stdout
     assert "ignored" in done.stdout and "not trusted" in done.stdout
     # --require applies to a test-result too (issue 28): no GPU preflight was signed
-    done = imagekit("verify", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
-                    "test-result", "--require", "gpu-preflight", env=world["env"])
+    done = imagekit("verify-attestations", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
+                    "test-result", "--require-link", "gpu-preflight", env=world["env"])
     assert done.returncode == 1, done.stdout
     assert "FAIL     required gpu-preflight (test-result): missing" in done.stdout
 

@@ -120,7 +120,7 @@ def test_verify_bad_input_is_one_line_exit_2(tmp_path):
                          (["not a ref", "--key", str(public)], "REF:"),
                          (["127.0.0.1:1/x:1", "--key", str(tmp_path / "imagekit.key")],
                           "not a PEM public key")):
-        done = subprocess.run([sys.executable, "-m", "imagekit", "verify", *args],
+        done = subprocess.run([sys.executable, "-m", "imagekit", "verify-attestations", *args],
                               capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("imagekit: error: ") and needle in done.stderr

@@ -185,7 +185,7 @@ def test_probe_pod_runs_target_image_and_image_id_matches(kube, python_image, tm
 
 def _signed_probe_phase_verifies(doc: dict, image, public: Path, state) -> None:
     """The operator's --key: what the probe saw, signed and attached at the registry the Pod
-    pulled from (target, token auth); the real cosign verifies it, imagekit verify too."""
+    pulled from (target, token auth); the real cosign verifies it, imagekit verify-attestations too."""
     from imagekit.attest.statements import CLUSTER_PROBE_TYPE
     from imagekit.infra.peers import ensure_peer
 
@@ -208,7 +208,7 @@ def _signed_probe_phase_verifies(doc: dict, image, public: Path, state) -> None:
     assert predicate["cluster"].startswith("https://127.0.0.1:")
     assert predicate["verdict"] == "PASS"
     assert {c["name"] for c in predicate["checks"]} >= {"image_id", "pod_completed"}
-    verified = cli("verify", ref, "--key", str(public), "--type", "cluster-probe", "--json",
+    verified = cli("verify-attestations", ref, "--key", str(public), "--type", "cluster-probe", "--json",
                    env_extra={"DOCKER_CONFIG": str(state.docker_config_dir)})
     assert verified.returncode == 0, verified.stdout + verified.stderr
 

@@ -42,7 +42,7 @@ def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_imag
                 "--selector", "nvidia.com/gpu.present=true",
                 "--script", "gpu_checks/preflight/__main__.py",  # the package
                 *[f"--preflight-arg={a}" for a in SMALL_16K],
-                "--timeout", "300", "--submit", "--json", "--evidence-dir", str(evidence))
+                "--pod-timeout", "300", "--submit", "--json", "--evidence-dir", str(evidence))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     report = json.loads(done.stdout)
     checks = {c["name"]: c for c in report["checks"]}
@@ -100,7 +100,7 @@ def test_a_failing_rank_fails_the_job(kube, test_ns, torch_image, tmp_path):
                 "--selector", "nvidia.com/gpu.present=true",
                 "--env", "PREFLIGHT_TEST_WRONG_RANK=1",  # no --script: the package by default
                 *[f"--preflight-arg={a}" for a in SMALL_4K],
-                "--timeout", "300", "--submit", "--json",
+                "--pod-timeout", "300", "--submit", "--json",
                 "--evidence-dir", str(tmp_path / "evidence"))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}

@@ -71,7 +71,7 @@ def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,
     stand-in's CPU torch FAILs torch_arch for real, which the local profile accepts."""
     reference, digest, image = fixed_sglang_in_target
     result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
-                 "--namespace", test_ns, "--timeout", "600", "--json",
+                 "--namespace", test_ns, "--pod-timeout", "600", "--json",
                  "--spec", str(ASSETS / "dockerfiles" / "images.toml"), "--profile", "local",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -103,7 +103,7 @@ def test_fixed_vllm_runs_the_real_vllm_from_target_by_tag(fixed_vllm_in_target, 
     reference, digest, image = fixed_vllm_in_target
     spec_file = str(ASSETS / "dockerfiles" / "images.toml")
     result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
-                 "--namespace", test_ns, "--timeout", "600", "--json",
+                 "--namespace", test_ns, "--pod-timeout", "600", "--json",
                  "--spec", spec_file, "--profile", "local",
                  env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -86,7 +86,7 @@ def test_pull_through_cache_is_awaited_after_the_copied_hop(relays, image, tmp_p
     repo, built = image
     done = promote_cli(f"{relays['src']}/{repo}:v1", "--via", f"{relays['upstream']}/{repo}:v1",
                        "--await", f"{relays['cache']}/{repo}:v1", "--await-interval", "0.2",
-                       "--await-deadline", "60", evidence=tmp_path)
+                       "--await-timeout", "60", evidence=tmp_path)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     copied, awaited = data["hops"]
@@ -129,7 +129,7 @@ def test_delayed_skopeo_replicator_is_polled_until_served(relays, image, skopeo,
         done = promote_cli(f"{relays['src']}/{repo}:v1", "--via",
                            f"{relays['upstream']}/{repo}:v1", "--await",
                            f"{relays['mirror']}/{repo}:v1", "--await-interval", "0.2",
-                           "--await-deadline", "90", evidence=tmp_path)
+                           "--await-timeout", "90", evidence=tmp_path)
     finally:
         stop.set()
         thread.join(30)
@@ -154,7 +154,7 @@ def test_replicator_that_tagged_another_digest_fails_at_once(relays, image, skop
     started = time.monotonic()
     done = promote_cli(f"{relays['src']}/{repo}:v1", "--via", f"{relays['upstream']}/{repo}:v1",
                        "--await", f"{relays['mirror']}/{repo}:v1", "--await-interval", "0.2",
-                       "--await-deadline", "120", evidence=tmp_path)
+                       "--await-timeout", "120", evidence=tmp_path)
     took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     assert "resolves to " + str(other.digest) in done.stderr and took < 60
@@ -171,7 +171,7 @@ def test_replicator_that_never_copies_fails_at_the_deadline(relays, image, tmp_p
     repo, built = image
     started = time.monotonic()
     done = promote_cli(f"{relays['src']}/{repo}:v1", "--await", f"{relays['mirror']}/{repo}:v1",
-                       "--await-interval", "0.2", "--await-deadline", "2", evidence=tmp_path)
+                       "--await-interval", "0.2", "--await-timeout", "2", evidence=tmp_path)
     took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     assert "not served within 2 s" in done.stderr and took >= 2
@@ -235,8 +235,8 @@ def test_without_to_the_last_hop_must_be_awaited(relays, image, tmp_path):
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
 def test_await_deadline_must_be_a_finite_positive_number(value, tmp_path):
     done = cli("promote", "127.0.0.1:5129/x/y:v1", "--await", "127.0.0.1:5129/x/z:v1",
-               "--await-deadline", value, "--evidence-dir", str(tmp_path))
-    assert done.returncode == 2 and "--await-deadline" in done.stderr
+               "--await-timeout", value, "--evidence-dir", str(tmp_path))
+    assert done.returncode == 2 and "--await-timeout" in done.stderr
     assert "Traceback" not in done.stderr
 
 

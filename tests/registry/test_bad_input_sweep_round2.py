@@ -93,7 +93,7 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         return lambda F: ["promote", R.ref(mode), "--to", sink, *force, *extra]
 
     def verify(mode: str) -> object:
-        return lambda F: ["verify", R.ref(mode), "--key", str(F["good.pub"])]
+        return lambda F: ["verify-attestations", R.ref(mode), "--key", str(F["good.pub"])]
 
     cases: list[tuple] = [
         # -- the signing key: checked before the gate and before any copy ----------------------
@@ -114,13 +114,13 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         ("attest-key-world-readable", lambda F: ["attest", R.ref("ok"), "--type", "test-result",
                                                  "--key", str(F["open.key"])], {2},
          "readable by others", {}),
-        ("verify-key-dev-zero", lambda F: ["verify", R.ref("ok"), "--key", "/dev/zero"], {2},
+        ("verify-key-dev-zero", lambda F: ["verify-attestations", R.ref("ok"), "--key", "/dev/zero"], {2},
          "not a regular file", {}),
-        ("verify-key-fifo", lambda F: ["verify", R.ref("ok"), "--key", str(F["fifo"])], {2},
+        ("verify-key-fifo", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["fifo"])], {2},
          "not a regular file", {}),
-        ("verify-key-p384", lambda F: ["verify", R.ref("ok"), "--key", str(F["p384.pub"])], {2},
+        ("verify-key-p384", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["p384.pub"])], {2},
          "P-256", {}),
-        ("verify-key-private", lambda F: ["verify", R.ref("ok"), "--key", str(F["good.key"])],
+        ("verify-key-private", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["good.key"])],
          {2}, "public key", {}),
         # -- profiles: '' is not the default ---------------------------------------------------
         ("rehearsal-profile-empty", lambda F: ["rehearsal", "--profile", ""], {2}, "empty", {}),
@@ -153,11 +153,11 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
          "--env", {}),
         # -- gpu-preflight --nodes bounds --------------------------------------------------------
         ("nodes-timeout-inf", lambda F: ["cluster", "gpu-preflight", PINNED, "--nodes", "1",
-                                         "--gpus-per-node", "0", "--timeout", "inf"], {2},
+                                         "--gpus-per-node", "0", "--pod-timeout", "inf"], {2},
          "finite", {}),
         ("nodes-timeout-neg", lambda F: ["cluster", "gpu-preflight", PINNED, "--nodes", "2",
-                                         "--gpus-per-node", "1", "--timeout", "-100"], {2},
-         "--timeout", {}),
+                                         "--gpus-per-node", "1", "--pod-timeout", "-100"], {2},
+         "--pod-timeout", {}),
         ("nodes-billion", lambda F: ["cluster", "gpu-preflight", PINNED, "--nodes",
                                      "1000000000", "--gpus-per-node", "1"], {2}, "--nodes", {}),
         ("nodes-100000-dry-run", lambda F: ["cluster", "gpu-preflight", PINNED, "--nodes",
@@ -182,7 +182,7 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
            {"IMAGEKIT_DEADLINE": value})
           for name, value in (("nan", "nan"), ("neg", "-5"), ("zero", "0"), ("huge", "1e400"),
                               ("abc", "abc"))
-          for cmd, argv in (("verify", verify("ok")),
+          for cmd, argv in (("verify-attestations", verify("ok")),
                             ("attest", lambda F: ["attest", R.ref("ok"), "--type",
                                                   "test-result", "--key", str(F["good.key"])]),
                             ("report", lambda F: ["report", DIGEST_ARG]))
@@ -198,7 +198,7 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         ("attest-ca-notpem", lambda F: ["attest", R.ref("ok"), "--type", "test-result", "--key",
                                         str(F["good.key"]), "--ca-file", str(F["notpem.pem"])],
          {2}, "PEM", {}),
-        ("verify-ca-notpem", lambda F: ["verify", R.ref("ok"), "--key", str(F["good.pub"]),
+        ("verify-ca-notpem", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["good.pub"]),
                                         "--ca-file", str(F["notpem.pem"])], {2}, "PEM", {}),
         # -- keys generate --out ---------------------------------------------------------------
         ("keys-out-empty", lambda F: ["keys", "generate", "--out", ""], {2}, "--out", {}),
@@ -229,10 +229,10 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         ("promote-bundle-size-string", promote_from("bundle-size-str"), {2}, "size", {}),
         # -- --await and every poll: the deadline is a wall clock ------------------------------
         ("await-500-deadline-2", lambda F: ["promote", R.ref("ok"), "--await", R.ref("all-500"),
-                                            "--await-deadline", "2", *force], {1},
+                                            "--await-timeout", "2", *force], {1},
          "not served within 2 s", {}),
         ("await-silent-deadline-2", lambda F: ["promote", R.ref("ok"), "--await",
-                                               R.ref("silent"), "--await-deadline", "2",
+                                               R.ref("silent"), "--await-timeout", "2",
                                                *force], {1}, "not served within 2 s", {}),
     ]
     return cases
@@ -371,14 +371,14 @@ def test_the_sweep_can_fail(hostile: ReferrersRegistry, tmp_path: Path) -> None:
                             str(out), "--force"], env=env, capture_output=True, text=True,
                            timeout=60, cwd=REPO)
     assert again.returncode == 0, again.stderr
-    done = subprocess.run([sys.executable, "-m", "imagekit", "verify", hostile.ref("ok"),
+    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-attestations", hostile.ref("ok"),
                            "--key", str(out / "imagekit.pub")], env=env, capture_output=True,
                           text=True, timeout=60, cwd=REPO)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "missing attestation" in done.stdout and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("command", ["verify", "attest"])
+@pytest.mark.parametrize("command", ["verify-attestations", "attest"])
 def test_sigterm_is_one_line(hostile: ReferrersRegistry, tmp_path: Path, command: str) -> None:
     """attest and verify stop on SIGTERM as promote does: one line, exit 130."""
     from cryptography.hazmat.primitives import serialization
@@ -392,7 +392,7 @@ def test_sigterm_is_one_line(hostile: ReferrersRegistry, tmp_path: Path, command
     private.chmod(0o600)
     public.write_bytes(key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    argv = ["verify", hostile.ref("all-500"), "--key", str(public)] if command == "verify" \
+    argv = ["verify-attestations", hostile.ref("all-500"), "--key", str(public)] if command == "verify-attestations" \
         else ["attest", hostile.ref("all-500"), "--type", "test-result", "--key", str(private)]
     (tmp_path / "ev").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "ev"),

@@ -39,7 +39,7 @@ def test_full_disk_is_one_line_and_nothing_is_recorded(pool, reg, full_disk):
     image = push_image(pool.get(reg["staging"]), repo, "v1", [layer_tar(7, 200_000)])
     ref = f"{reg['staging']}/{repo}:v1"
     evidence = full_disk / "ev"
-    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-copy", ref, ref, "--json",
+    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-mirror", ref, ref, "--json",
                            "--evidence-dir", str(evidence)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, (done.returncode, done.stdout[-300:], done.stderr[-800:])
@@ -56,7 +56,7 @@ def test_full_disk_is_one_line_and_nothing_is_recorded(pool, reg, full_disk):
 def test_tmpdir_that_is_not_a_writable_directory_is_refused_before_anything(tmp_path):
     evidence = tmp_path / "ev"
     done = subprocess.run([sys.executable, "-m", "imagekit", "--tmpdir", str(tmp_path / "no"),
-                           "verify-copy", "127.0.0.1:1/a:b", "127.0.0.1:1/a:c",
+                           "verify-mirror", "127.0.0.1:1/a:b", "127.0.0.1:1/a:c",
                            "--evidence-dir", str(evidence)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2

@@ -35,7 +35,7 @@ def _verify_copy(address: str, *extra: str, tmp_path) -> subprocess.CompletedPro
     for knob in ("IMAGEKIT_RETRY_WAIT_INITIAL", "IMAGEKIT_RETRY_WAIT_MAX"):
         env.pop(knob, None)
     ref = f"{address}/app:v1"
-    return subprocess.run([sys.executable, "-m", "imagekit", "verify-copy", ref, ref, *extra],
+    return subprocess.run([sys.executable, "-m", "imagekit", "verify-mirror", ref, ref, *extra],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
 
 

@@ -34,7 +34,7 @@ DEADLINE = 4.0  # settable deadline: a realm that never answers ends here
 FAST = 5.0      # what cannot heal fails within this (plus the CLI's own start-up)
 
 ENDPOINTS = ["closed-port", "unresolvable", "tls-untrusted", *PORTS]
-COMMANDS = ["verify-copy", "promote", "pin", "gate"]
+COMMANDS = ["verify-mirror", "promote", "pin", "gate"]
 
 
 def _free(port: int) -> bool:
@@ -68,7 +68,7 @@ def startup() -> float:
     budget is for the failure, not for imports on a busy machine): a bad reference, refused
     before any network work."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-copy", "NOT A REF",
+    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-mirror", "NOT A REF",
                            "x/y:z"], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 2, done.stderr
     return time.monotonic() - started
@@ -89,8 +89,8 @@ def _spec(folder: Path, ref: str) -> Path:
 
 
 def _argv(command: str, ref: str, evidence: Path, tmp_path: Path) -> list[str]:
-    if command == "verify-copy":
-        return ["verify-copy", ref, ref, "--evidence-dir", str(evidence)]
+    if command == "verify-mirror":
+        return ["verify-mirror", ref, ref, "--evidence-dir", str(evidence)]
     if command == "promote":
         return ["promote", ref, "--to", ref.replace(":v1", ":copy"), "--evidence-dir",
                 str(evidence)]

@@ -71,11 +71,11 @@ def test_promote_json_carries_bytes_per_blob_and_keeps_stderr_empty(reg, repo, s
 
 def test_verify_copy_diffids_on_a_pipe_prints_each_layer(reg, repo, staged, tmp_path):
     ref = f"{reg['staging']}/{repo}:v1"
-    done = cli("verify-copy", ref, ref, "--diffids", "--evidence-dir", str(tmp_path))
+    done = cli("verify-mirror", ref, ref, "--diffids", "--evidence-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     layer_lines = [x for x in done.stderr.splitlines() if " layer " in x and " in " in x]
     assert len(layer_lines) == len(staged.layer_digests), done.stderr
-    quiet = cli("verify-copy", ref, ref, "--diffids", "--json", "--evidence-dir", str(tmp_path))
+    quiet = cli("verify-mirror", ref, ref, "--diffids", "--json", "--evidence-dir", str(tmp_path))
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 

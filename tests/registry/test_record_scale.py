@@ -9,7 +9,7 @@ costs minutes of CPU to generate and to move on a shared 2-core CI machine, whil
   PASS, read back; the relay's own count of blob bytes sent is at most 2% over the image's bytes
   (a resume re-sends nothing); the CLI's peak RSS, measured from outside by GNU time
   (record.run_measured), stays under 200 MB.
-- `verify-copy --diffids` official vs the gzip -1 mirror: 63/63 diffIDs, compressed digests
+- `verify-mirror --diffids` official vs the gzip -1 mirror: 63/63 diffIDs, compressed digests
   differ, as the record's mirrored base did.
 """
 
@@ -86,7 +86,7 @@ def test_promote_through_a_cutting_relay_at_record_layer_count(record_image, tmp
 def test_verify_copy_diffids_official_vs_recompressed_mirror(record_image, tmp_path):
     image, refs = record_image
     run = record.run_measured(
-        [sys.executable, "-m", "imagekit", "verify-copy", refs["official"], refs["mirror"],
+        [sys.executable, "-m", "imagekit", "verify-mirror", refs["official"], refs["mirror"],
          "--diffids", "--json", "--evidence-dir", str(tmp_path / "ev")])
     assert run.code == 0, (run.code, run.stdout[-800:], run.stderr[-1500:])
     result = json.loads(run.stdout)

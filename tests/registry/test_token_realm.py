@@ -174,7 +174,7 @@ def test_a_foreign_realm_gets_nothing_and_the_run_stops(realm_host: str, tmp_pat
     (config / "config.json").write_text(json.dumps({"auths": {address: {"auth": secret}}}))
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "imagekit", "verify-copy", f"{address}/x:1",
+            [sys.executable, "-m", "imagekit", "verify-mirror", f"{address}/x:1",
              f"{address}/x:2", "--evidence-dir", str(tmp_path / "evidence")],
             capture_output=True, text=True, cwd=REPO, timeout=60,
             env={**os.environ, "DOCKER_CONFIG": str(config), "IMAGEKIT_PROGRESS": "plain"})

@@ -50,7 +50,7 @@ def test_recompressed_copy_is_identical_content_but_not_identical_blobs(pool, re
 
 def test_cli_json_and_exit_codes(reg, repo, tars, staged, pool, tmp_path):
     push_image(pool.get(reg["staging"]), repo + "-copy", "v1", tars, compression="gzip", level=9)
-    done = cli("verify-copy", f"{reg['staging']}/{repo}:v1", f"{reg['staging']}/{repo}-copy:v1",
+    done = cli("verify-mirror", f"{reg['staging']}/{repo}:v1", f"{reg['staging']}/{repo}-copy:v1",
                "--diffids", "--json", "--evidence-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -73,7 +73,7 @@ def test_one_changed_layer_differs_and_names_the_layer(pool, reg, repo, tars, st
     assert any(d.startswith("layer 2:") for d in result.differences)
     assert not any(d.startswith(("layer 0:", "layer 1:", "layer 3:"))
                    for d in result.differences)
-    done = cli("verify-copy", f"{reg['staging']}/{repo}:v1", f"{reg['staging']}/{repo}-bad:v1")
+    done = cli("verify-mirror", f"{reg['staging']}/{repo}:v1", f"{reg['staging']}/{repo}-bad:v1")
     assert done.returncode == 1
     assert "layer 2" in done.stdout
 
@@ -142,7 +142,7 @@ def test_index_platform_selection_skips_attestations(pool, reg, repo, tars, stag
     arm_result = verify_copy(ref(reg["staging"], repo, "multi"), ref(reg["staging"], repo, "arm"),
                              platform=Platform.parse("linux/arm64"), pool=pool)
     assert arm_result.verdict == "identical-content"
-    done = cli("verify-copy", f"{reg['staging']}/{repo}:multi", f"{reg['staging']}/{repo}:v1",
+    done = cli("verify-mirror", f"{reg['staging']}/{repo}:multi", f"{reg['staging']}/{repo}:v1",
                "--platform", "linux/s390x")
     assert done.returncode == 2
     assert "no linux/s390x image in the index" in done.stderr
@@ -170,7 +170,7 @@ def test_evidence_record_is_about_the_copy(pool, reg, repo, staged, tars, tmp_pa
 
 
 def test_missing_copy_is_an_error_exit_2(reg, repo, staged):
-    done = cli("verify-copy", f"{reg['staging']}/{repo}:v1", f"{reg['staging']}/{repo}:nope")
+    done = cli("verify-mirror", f"{reg['staging']}/{repo}:v1", f"{reg['staging']}/{repo}:nope")
     assert done.returncode == 2
     assert done.stderr.startswith("imagekit: error: manifest not found")
     assert len(done.stderr.strip().splitlines()) == 1

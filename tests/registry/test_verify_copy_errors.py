@@ -17,7 +17,7 @@ pytestmark = pytest.mark.registry
 def test_missing_copy_is_exit_2_one_line_and_an_error_attempt(reg, repo, staged) -> None:
     official = f"{reg['staging']}/{repo}:v1"
     missing = f"{reg['staging']}/{repo}-absent:v1"
-    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-copy", official, missing],
+    done = subprocess.run([sys.executable, "-m", "imagekit", "verify-mirror", official, missing],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()

@@ -33,7 +33,7 @@ def test_report_formats_to_stdout_and_file(rehearsal, tmp_path) -> None:
     assert "report.intoto.json" in {f.path for f in archived.files}
     out = tmp_path / "junit.xml"
     done = ik("report", rehearsal.digest, "--format", "junit", "--out", str(out),
-              "--require", "probe:pip_check", evidence=root)
+              "--require-check", "probe:pip_check", evidence=root)
     assert done.returncode == 0 and done.stdout == ""
     assert {s.name for s in junitparser.JUnitXml.fromfile(str(out))} >= {"probe", "required"}
     pinned = f"127.0.0.1:5002/sglang-fixed@{rehearsal.digest}"
@@ -69,7 +69,7 @@ def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
     cases = (["report", rehearsal.digest, "--format", "pdf"],
              ["report", "sha256:1234"],
              ["report", fake_digest("unknown")],
-             ["report", rehearsal.digest, "--require", "probe:"],
+             ["report", rehearsal.digest, "--require-check", "probe:"],
              ["report", "Not A Ref"],
              ["report", "127.0.0.1:1/nothing/here:tag"],       # unreachable registry
              ["report", "--all-images"],                         # needs --out DIR
@@ -143,7 +143,7 @@ def test_report_of_a_moved_tag_reports_the_new_digest(infra, store) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["subject"] == str(new)
     assert f"{text} → {new} at the registry now" in done.stderr
-    gate = ik("gate", text, "--json", "--require", "probe", evidence=store.root)
+    gate = ik("gate", text, "--json", "--require-check", "probe", evidence=store.root)
     assert json.loads(gate.stdout)["digest"] == str(new) and gate.returncode == 0, gate.stderr
 
 

@@ -1,5 +1,5 @@
 """Issue 12's lying copy, end to end on the loopback staging registry: a copy whose config
-claims the official's layers but whose blob holds other content fails `verify-copy --diffids`;
+claims the official's layers but whose blob holds other content fails `verify-mirror --diffids`;
 that failure is the COPY's evidence — its gate refuses — and the official stays promotable."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_a_lying_copy_blocks_the_copy_not_the_official(infra, tmp_path) -> None:
     run = dict(evidence=evidence, docker_config=infra.docker_config_dir)
     official_ref, copy_ref = f"{staging}/{repo}:v1", f"{staging}/{repo}-liar:v1"
 
-    compared = ik("verify-copy", official_ref, copy_ref, "--diffids", **run)
+    compared = ik("verify-mirror", official_ref, copy_ref, "--diffids", **run)
     assert compared.returncode == 1, compared.stderr
     [record] = store.attempts(liar, "verify-copy")              # filed under the copy
     assert store.attempts(official.digest, "verify-copy") == []
@@ -66,13 +66,13 @@ def test_a_lying_copy_blocks_the_copy_not_the_official(infra, tmp_path) -> None:
         Role.SUBJECT: liar, Role.COMPARED_WITH: official.digest}
     assert {c.name: c.status for c in record.checks}["layer-content"] is Status.FAIL
 
-    copy_gate = ik("gate", copy_ref, "--json", "--require", "verify-copy", **run)
+    copy_gate = ik("gate", copy_ref, "--json", "--require-check", "verify-copy", **run)
     assert copy_gate.returncode == 1, copy_gate.stderr
     decision = json.loads(copy_gate.stdout)
     assert decision["digest"] == str(liar) and not decision["allowed"]
     assert any("verify-copy:layer-content FAIL" in r for r in decision["reasons"])
 
-    official_gate = ik("gate", official_ref, "--json", "--require", "probe", **run)
+    official_gate = ik("gate", official_ref, "--json", "--require-check", "probe", **run)
     assert official_gate.returncode == 0, official_gate.stdout + official_gate.stderr
     decision = json.loads(official_gate.stdout)
     assert decision["digest"] == str(official.digest) and decision["allowed"]

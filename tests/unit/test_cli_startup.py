@@ -65,7 +65,7 @@ def test_top_level_help_imports_no_pydantic_rich_or_transport() -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ("promote", "--help"), ("verify-copy", "--help"), ("cluster", "probe", "--help"),
+    ("promote", "--help"), ("verify-mirror", "--help"), ("cluster", "probe", "--help"),
     ("cluster", "recreate", "--help"), ("build", "--help"), ("probe", "--help"),
     ("accept", "--help"), ("report", "--help"), ("gate", "--help"), ("infra", "status", "--help"),
     ("evidence", "list", "--help"), ("launch-log", "parse", "--help"),

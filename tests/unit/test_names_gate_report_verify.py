@@ -1,4 +1,4 @@
-"""Names everywhere (issue 17 point 4): `gate NAME`, `report NAME` and `verify-copy NAME …`
+"""Names everywhere (issue 17 point 4): `gate NAME`, `report NAME` and `verify-mirror NAME …`
 resolve a spec image NAME through the one resolver (`imagekit.names`): the verified build of
 THIS spec and lock — the digest `promote NAME` would promote — not the newest build of that
 name, and never `docker.io/library/NAME`."""
@@ -21,7 +21,7 @@ from imagekit.results import CheckResult, Status
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
-#: nothing listens here (this helper's scratch range): verify-copy must fail reaching THIS
+#: nothing listens here (this helper's scratch range): verify-mirror must fail reaching THIS
 UNREACHABLE = "127.0.0.1:5219"
 
 
@@ -77,7 +77,7 @@ def test_report_name_reports_the_build_of_this_spec(builds) -> None:
 
 def test_verify_copy_takes_names(builds) -> None:
     store, ours, _ = builds
-    done = run("verify-copy", "sglang", "sglang", "--json", "--deadline", "2",
+    done = run("verify-mirror", "sglang", "sglang", "--json", "--call-timeout", "2",
                "--evidence-dir", str(store.root))
     assert done.exit_code == 2
     # the NAME became the staging build pinned by digest, not docker.io/library/sglang
@@ -88,7 +88,7 @@ def test_verify_copy_takes_names(builds) -> None:
 
 def test_unknown_name_is_bad_input_for_every_command(builds) -> None:
     store, _, _ = builds
-    for args in (["gate", "nosuch"], ["report", "nosuch"], ["verify-copy", "nosuch", "sglang"]):
+    for args in (["gate", "nosuch"], ["report", "nosuch"], ["verify-mirror", "nosuch", "sglang"]):
         done = run(*args, "--evidence-dir", str(store.root))
         assert done.exit_code == 2 and "not an image of the spec" in done.output, args
 

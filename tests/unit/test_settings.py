@@ -6,7 +6,7 @@ imagekit.settings, read at the CLI, handed down as arguments.
   nothing imports typer's private click; the scanner itself is shown to FAIL on each shape;
 - every IMAGEKIT_* name the package spells is a settings field (or a named non-setting);
 - docs/settings.md holds the table made from the model, so every field is documented;
-- bad values are one line naming the variable; `--deadline` travels as an argument.
+- bad values are one line naming the variable; `--call-timeout` travels as an argument.
 """
 
 from __future__ import annotations
