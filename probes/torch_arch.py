@@ -15,9 +15,11 @@ from _common import emit
 
 try:  # the fit rules are one file, the preflight package's fit.py: the cluster probe's
     from _cudafit import fit_checks  # ConfigMap carries it beside the probes as _cudafit.py
-except ImportError:  # `imagekit probe` mounts the package at /imagekit-preflight; in a checkout
-    _here = os.path.dirname(os.path.abspath(__file__))  # or a wheel it is beside probes/
-    for _lib in ("/imagekit-preflight", os.path.join(_here, os.pardir, "preflight")):
+except ImportError:  # `imagekit probe` mounts the package at /imagekit-preflight; a checkout
+    _here = os.path.dirname(os.path.abspath(__file__))  # has it at gpu_checks/preflight, a
+    for _lib in ("/imagekit-preflight",                 # wheel at site-packages/preflight
+                 os.path.join(_here, os.pardir, "gpu_checks", "preflight"),
+                 os.path.join(_here, os.pardir, os.pardir, os.pardir, "preflight")):
         if os.path.isfile(os.path.join(_lib, "fit.py")):
             sys.path.insert(0, _lib)
             break

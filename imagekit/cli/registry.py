@@ -370,7 +370,7 @@ def promote_cmd(
     deadline: float | None = DeadlineOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
-    """Copy SOURCE hop by hop (--via … --to), each hop verified by reading the digest back;
+    """Copy REF hop by hop (--via … --to), each hop verified by reading the digest back;
     --await hops are not copied to but polled until they serve the digest. Where the local
     evidence has nothing about the digest, --trust-key lets the statements signed at the
     source decide the gate (named in its reasons)."""

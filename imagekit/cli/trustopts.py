@@ -14,14 +14,15 @@ if TYPE_CHECKING:
     from imagekit.trust import TrustPolicy
 
 TrustKeyOpt = typer.Option(
-    [], "--trust-key", metavar="PUB", dir_okay=False,
-    help="A signer's PUBLIC key whose signed statements at the registry count where the local "
-         "evidence has none (repeatable; also $IMAGEKIT_TRUST_KEYS, os.pathsep-separated).")
+    [], "--trust-key", metavar="KEY", dir_okay=False,
+    help="A signer's public key (imagekit.pub) whose signed statements at the registry count "
+         "where the local evidence has none (repeatable; also $IMAGEKIT_TRUST_KEYS, "
+         "os.pathsep-separated).")
 TrustPolicyOpt = typer.Option(
     None, "--trust-policy", metavar="FILE", dir_okay=False,
     help="Trust policy (YAML/TOML): per key a name, the predicate types and promotion links "
-         "it may vouch for, whether its acceptances count (docs/attest.md; also "
-         "$IMAGEKIT_TRUST_POLICY).")
+         "it may vouch for, whether its acceptances count (docs/reference/trust-policy.md; "
+         "also $IMAGEKIT_TRUST_POLICY).")
 
 
 def load(trust_key: list[Path] | None, trust_policy: Path | None) -> TrustPolicy:

@@ -149,6 +149,9 @@ def load_trusted_public(path: Path) -> ec.EllipticCurvePublicKey:
                            where=str(path)) from None
     if not isinstance(key, ec.EllipticCurvePublicKey):
         raise InvalidInput("a trust key must be an ECDSA public key", where=str(path))
+    if not isinstance(key.curve, ec.SECP256R1):  # imagekit signs with P-256 only
+        raise InvalidInput(f"a trust key must be ECDSA P-256, not {key.curve.name}",
+                           where=str(path))
     return key
 
 

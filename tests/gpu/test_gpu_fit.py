@@ -30,7 +30,7 @@ def test_the_fit_rules_are_one_file_that_every_place_loads(preflight: ModuleType
     """No copy anywhere: the package, the precheck and the probe's ConfigMap all hold fit.py."""
     source = Path(one_fit.__file__).read_text()
     assert preflight.fit_checks is one_fit.fit_checks is ik_fit_checks
-    defining = [p for p in [*REPO.glob("imagekit/**/*.py"), *REPO.glob("gpu_checks/*.py")]
+    defining = [p for p in [*REPO.glob("imagekit/**/*.py"), *REPO.glob("gpu_checks/**/*.py")]
                 if any(isinstance(n, ast.FunctionDef) and n.name == "fit_checks"
                        for n in ast.walk(ast.parse(p.read_text())))]
     assert defining == [Path(one_fit.__file__)], defining

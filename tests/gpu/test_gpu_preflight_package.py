@@ -27,10 +27,19 @@ def _lay_out(pod: dict, configmap: dict, root: Path) -> None:
         target.write_text(configmap["data"][item["key"]])
 
 
+#: `python -m preflight` as the Pod's python runs it, with no imagekit installed: this venv's
+#: editable install maps `preflight` to the checkout's gpu_checks/preflight, so its finder is
+#: taken off first and only the folder the command runs in can provide the package
+AS_IN_THE_POD = ("import sys, runpy; sys.meta_path[:] = [f for f in sys.meta_path if not "
+                 "getattr(f, '__module__', '').startswith('__editable__')]; "
+                 "sys.path[:] = [p for p in sys.path if not p.startswith('__editable__')]; "
+                 "runpy.run_module('preflight', run_name='__main__', alter_sys=True)")
+
+
 def _run_from(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no imagekit on the path
     env["PYTHONWARNINGS"] = "ignore"
-    return subprocess.run([sys.executable, "-m", "preflight", *args], cwd=root, env=env,
+    return subprocess.run([sys.executable, "-c", AS_IN_THE_POD, *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -249,7 +249,7 @@ CASES: list[tuple[str, object, str]] = [
     ("report-profile-bogus", lambda F: ["report", "sha256:" + "b" * 64, "--profile", "bogus"],
      "bogus"),
     ("unknown-option", lambda F: ["promote", REF, "--to", REF, "--nope"], "--nope"),
-    ("missing-argument", lambda F: ["promote"], "source"),
+    ("missing-argument", lambda F: ["promote"], "'REF'"),
     ("unknown-command", lambda F: ["nosuchcommand"], "nosuchcommand"),
     ("bad-int", lambda F: ["cluster", "precheck", "--gpus", "many"], "--gpus"),
     ("preemption-policy", lambda F: ["cluster", "precheck", "--preemption-policy", "Sometimes"],
