@@ -20,7 +20,7 @@ TrustKeyOpt = typer.Option(
 TrustPolicyOpt = typer.Option(
     None, "--trust-policy", metavar="FILE", dir_okay=False,
     help="Trust policy (YAML/TOML): per key a name, the predicate types and promotion links "
-         "it may vouch for, whether its acceptances count (docs/attest.md; also "
+         "it may vouch for, whether its acceptances count (docs/design/attest.md; also "
          "$IMAGEKIT_TRUST_POLICY).")
 
 
