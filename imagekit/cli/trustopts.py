@@ -20,8 +20,8 @@ TrustKeyOpt = typer.Option(
 TrustPolicyOpt = typer.Option(
     None, "--trust-policy", metavar="FILE", dir_okay=False,
     help="Trust policy (YAML/TOML): per key a name, the predicate types and promotion links "
-         "it may vouch for, whether its acceptances count (docs/design/attest.md; also "
-         "$IMAGEKIT_TRUST_POLICY).")
+         "it may vouch for, whether its acceptances count (docs/reference/trust-policy.md; "
+         "also $IMAGEKIT_TRUST_POLICY).")
 
 
 def load(trust_key: list[Path] | None, trust_policy: Path | None) -> TrustPolicy:
