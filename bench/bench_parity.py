@@ -1,4 +1,4 @@
-"""Promote at crane's speed (issue 26 point 2): `imagekit promote` as a process vs `crane copy`,
+"""Promote at crane's speed: `imagekit promote` as a process vs `crane copy`,
 paired and interleaved (crane, imagekit, crane, imagekit, ...) so the machine's load falls on
 both, at record scale (tests/registry/record.py: 63 layers, ~1.1 GB gzip'ed) and on the 4 x
 150 MB image of bench_promote.py, each run into a freshly started EMPTY docker-registry.

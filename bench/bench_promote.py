@@ -19,7 +19,7 @@ mount or skip, and skopeo's blob-info cache cannot help), median of N rounds, in
 
 Bytecode: the CLI processes run with Python's bytecode cache (under the bench cache,
 `PYTHONPYCACHEPREFIX`, compiled once before timing), as an installed imagekit has it; a
-session with PYTHONDONTWRITEBYTECODE=1 otherwise recompiles every imported module in every
+run with PYTHONDONTWRITEBYTECODE=1 otherwise recompiles every imported module in every
 round (~0.4 s of CPU measured), which no user pays. The load average is recorded before and
 after, and each round's ratio (ours / crane of the same round) beside the medians.
 
@@ -326,7 +326,7 @@ def main() -> int:
         "repromote_s": round(re_s, 4), "repromote_bytes": max(re_bytes),
         "repromote_goal_s": GOAL_REPROMOTE_S, "repromote_met": re_met,
     }
-    # issue 27: a goal is met only when the interval of the paired rounds' median meets it
+    # a goal is met only when the interval of the paired rounds' median meets it
     from summary import goal_verdict  # bench/summary.py (this folder is on sys.path)
     for entry in (result, result["verify_copy"]):
         entry["noise"] = goal_verdict(entry)

@@ -117,7 +117,7 @@ def main() -> int:
         "runs_s": {"ours": [round(w, 4) for w, _, _ in ours_runs],
                    "peer": [round(w, 4) for w, _, _ in peer_runs]},
     }
-    # issue 27: met only when the interval of the paired repeats' ratios meets the goal
+    # met only when the interval of the paired repeats' ratios meets the goal
     from summary import goal_verdict  # bench/summary.py (this folder is on sys.path)
     result["noise"] = goal_verdict(result)
     result["met"] = result["noise"]["verdict"] == "met"

@@ -1,5 +1,5 @@
 """Print every benchmark result of a run side by side: ours vs the peer measured in the same run,
-each goal ratio with its interval over the paired rounds (issue 27).
+each goal ratio with its interval over the paired rounds.
 
 Each bench script writes DIR/<name>.json with at least name, ours_s, peer_s, ratio, goal, met
 (ratio = ours / peer time, lower is better, unless the file says `"better": "higher"`); a

@@ -1,8 +1,8 @@
 #!/bin/bash
-# One device-tool call on a lent GPU machine: build nccl-tests from source against the NCCL that
+# One run on a GPU machine: build nccl-tests from source against the NCCL that
 # torch uses, time its all_reduce_perf (eager and CUDA graph), then run the preflight beside it
-# (healthy, then with both fault hooks). Writes at most 8 files under $OUT.
-# Run from a folder holding preflight.py, samples/ and nccl-tests/ (device README: carry it).
+# (healthy, then with both fault hooks). Writes at most 8 files under $OUT (the output folder).
+# Run from a folder holding preflight.py, samples/ and nccl-tests/.
 # preflight.py: the single file these samples were made with (git show
 # 1dfbbd8:gpu_checks/preflight.py); the package runs as -m preflight (device_package.sh).
 set -u

@@ -1,5 +1,5 @@
 #!/bin/bash
-# One device-tool call on a lent GPU machine: the GPU preflight package, laid out as the Pod's
+# One run on a GPU machine: the GPU preflight package, laid out as the Pod's
 # ConfigMap mount is (DIR/mount/preflight/<module>.py, written by gpu_checks/lay_out_mount.py),
 # run with `python3 -m preflight` (under torch.distributed.run, as the Pod runs it, and plainly),
 # beside the single file it was split from (DIR/single/preflight.py: gpu_checks/preflight.py of

@@ -1,11 +1,11 @@
 #!/bin/bash
-# One device-tool call on one lent H200: the stability proof of issue 27. Builds nccl-tests from
+# One run on one H200: the stability proof of the timed checks. Builds nccl-tests from
 # source against torch's NCCL, times its all_reduce_perf once (the small-message reference, -N 5),
 # then runs the preflight RUNS (20) times back to back, healthy, and RUNS times with the injected
 # slowdown (PREFLIGHT_TEST_DELAY_US = 2 x bound x nccl-tests' 1 KiB out-of-place eager time, so
 # the delay alone puts the ratio at twice the bound). Every record is kept (two tar.gz files) and
-# summary.txt lists each run's verdicts and statistics. At most 8 files under $OUT.
-# Run from a folder holding preflight.py and nccl-tests/ (device README: carry it).
+# summary.txt lists each run's verdicts and statistics. At most 8 files under $OUT (the output
+# folder). Run from a folder holding preflight.py and nccl-tests/.
 # preflight.py: the single file these samples were made with (git show
 # 1dfbbd8:gpu_checks/preflight.py); the package runs as -m preflight (device_package.sh).
 # GPU settings are never changed; NVLink multicast stays off (NCCL_NVLS_ENABLE=0).

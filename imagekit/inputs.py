@@ -1,4 +1,4 @@
-"""Checks of user input, done before any network or cluster work (issue 13).
+"""Checks of user input, done before any network or cluster work.
 
 Every function returns the checked value or raises `InvalidInput` with one line naming what was
 wrong and where (exit 2). This module is in the types layer so that every layer may use it, and

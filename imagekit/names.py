@@ -5,7 +5,7 @@ that image — its staging repository pinned by the digest the registry answered
 (`imagekit.build.latest_build`: the newest PASS build, i.e. built, pushed and read back).
 Anything else is a REF (`registry/repo[:tag][@digest]`). A NAME is never handed to the
 reference parser: `sglang` would otherwise become `docker.io/library/sglang`, and a command
-would spend minutes retrying a host it cannot resolve (issue 17).
+would spend minutes retrying a host it cannot resolve.
 
 A REF whose repository is a spec image's repository carries that image's spec entry, so probes
 of a candidate pushed by hand apply the image's probes and find_spec list — the record's

@@ -1,4 +1,4 @@
-"""Progress of long steps, one mechanism for all of them (issue 19, point 1).
+"""Progress of long steps, one mechanism for all of them.
 
 Operations (the Kubernetes build, debootstrap, BuildKit builds, engine startup, the rehearsal)
 announce *phases*: `progress.current().phase("debootstrap", "retrieving packages")`. What a

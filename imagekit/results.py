@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Status(StrEnum):
     """PASS and FAIL are verdicts; DEFERRED (could not run here, says why) and ERROR (the check
     itself broke) are not, and neither ever counts as a pass. One meaning each, used alike by
-    exit codes, the gate, JUnit and in-toto (`MEANING`; docs/evidence.md has the table)."""
+    exit codes, the gate, JUnit and in-toto (`MEANING`; docs/design/evidence.md has the table)."""
 
     PASS = "PASS"
     FAIL = "FAIL"
@@ -22,7 +22,7 @@ class Status(StrEnum):
         return self is Status.PASS
 
 
-#: The one meaning of each status (docs/evidence.md, "Statuses").
+#: The one meaning of each status (docs/design/evidence.md, "Statuses").
 MEANING: dict[Status, str] = {
     Status.PASS: "the check ran and the property holds",
     Status.FAIL: "the check ran and the property does not hold (a profile acceptance is the "

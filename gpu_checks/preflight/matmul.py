@@ -15,13 +15,13 @@ from .common import HOOK_NAN, check, hook_rank, timed_check
 from .health import NVML_PERF_POLICY, LoadSampler
 from .state import Base
 
-BF16_CEILING_TFLOPS = 790.0  # H200, 8192^3 bf16 on random data, measured on this workplace's H200s
+BF16_CEILING_TFLOPS = 790.0  # H200, 8192^3 bf16 on random data, measured on NVIDIA H200s
 #: Dense bf16 ceiling per device model, keyed by the name NVML (and torch) reports. H200: measured
-#: here (KINDS.md: 769-805 TFLOP/s on 8192^3 random data). The others: the vendor's dense bf16
-#: datasheet figure x 0.8, the fraction this workplace's H200 reaches of its own datasheet figure
+#: on NVIDIA H200s (769-805 TFLOP/s on 8192^3 random data). The others: the vendor's dense bf16
+#: datasheet figure x 0.8, the fraction the measured H200 reaches of its own datasheet figure
 #: (790 / 989) -- leads, not readings. A model not in the table: matmul-rate is DEFERRED.
 BF16_CEILINGS: dict[str, tuple[float, str]] = {
-    "NVIDIA H200": (790.0, "measured on this workplace's H200s (8192^3, random data)"),
+    "NVIDIA H200": (790.0, "measured on NVIDIA H200s (8192^3, random data)"),
     "NVIDIA H200 NVL": (668.0, "datasheet 835 x 0.8"),
     "NVIDIA H100 80GB HBM3": (791.0, "datasheet 989 (SXM) x 0.8"),
     "NVIDIA H100 PCIe": (605.0, "datasheet 756 x 0.8"),

@@ -4,7 +4,7 @@ The baseline is the newest ACCEPTED `bench` attempt (every check PASS; a first r
 `regression` may be DEFERRED) whose context names the same image, and whose key is another
 digest (a rerun of the same digest is not a baseline).
 
-Distributions, not two numbers (issue 27): per round of the same name, the per-request TTFT,
+Distributions, not two numbers: per round of the same name, the per-request TTFT,
 TPOT and E2E of this run against the baseline's, as the Hodges-Lehmann ratio (the median of all
 pairwise ratios) with its Mann-Whitney interval (imagekit/stats.py). A regression is the whole
 interval above 1 + `tolerance`; straddling it is "within noise" (named, not a FAIL). Goodput

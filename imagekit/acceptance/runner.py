@@ -206,7 +206,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
 
 
 def _accept_result(target: Target, suite: str) -> AcceptResult:
-    """The typed result of one accept attempt (the evidence contract, issue 12)."""
+    """The typed result of one accept attempt (the evidence contract)."""
     return AcceptResult(kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
                         model=target.model, engine=target.engine,
                         engine_version=target.engine_version)

@@ -50,7 +50,7 @@ def test_result_for(store: EvidenceStore, digest: Digest, name: str,
             "failedTests": [f"evidence: no attempt about {digest}"],
             "timestamp": signed_now(), "acceptances": []})
     built = test_result_statement(report, digest, name)
-    # what the image's own engine parser passed (issue 29), so that a cluster accept on another
+    # what the image's own engine parser passed, so that a cluster accept on another
     # machine launches only a command this image parsed, from the signed facts alone
     from imagekit.clusteraccept.run import serve_args_records
 

@@ -62,7 +62,7 @@ def test_result_statement(report, digest: Digest, name: str) -> dict:
     wanted = {"name": name, "digest": {digest.algorithm: digest.hex}}
     if not any(s.get("digest") == wanted["digest"] for s in built["subject"]):
         built["subject"].append(wanted)
-    # signed facts a consumer decides from (issue 24): when, and the acceptances the signer's
+    # signed facts a consumer decides from: when, and the acceptances the signer's
     # profile applied (its trust policy says whether to honour them)
     built["predicate"]["timestamp"] = signed_now()
     built["predicate"]["acceptances"] = acceptances_of(report)

@@ -130,7 +130,7 @@ def read_attestations(client: RegistryClient, repository: str, digest: Digest,
             try:
                 data = client.get_blob_bytes(repository, layer, layers[0].get("size"))
             except DigestMismatch as exc:
-                if "truncated" in exc.message:   # no evidence from it, named (issue 24)
+                if "truncated" in exc.message:   # no evidence from it, named
                     raise EnvelopeError(f"bundle blob {layer} is truncated at the registry "
                                         f"({exc.message.split(': ', 1)[-1]})") from None
                 raise EnvelopeError(f"bundle blob {layer} does not hash to its digest "

@@ -126,7 +126,7 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
 
 def _result(image: ResolvedImage, label: str, key: str, record: BuildRecord | None
             ) -> BuildResult:
-    """The build's evidence result (docs/evidence.md): what was built on which base, and
+    """The build's evidence result (docs/design/evidence.md): what was built on which base, and
     where it was pushed; a failed build names no image."""
     return BuildResult(
         name=label, profile=image.profile, engine=image.engine, base=str(image.base_pinned),

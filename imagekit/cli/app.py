@@ -334,7 +334,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     # plain click help: typer's rich help alone imports ~0.15 s of rich/markdown modules, half
-    # the `imagekit --help` budget (0.3 s, issue 17)
+    # the `imagekit --help` budget (0.3 s)
     rich_markup_mode=None,
 )
 

@@ -109,7 +109,7 @@ class RichSink:
 @contextmanager
 def progress_sink(json_output: bool, verbose: bool = False, step: str = "registry"):
     """Rich bars on a terminal; on a pipe one line per blob and phase (elapsed, bytes); with
-    --json nothing on stderr unless --verbose (then the lines): registry etiquette, issue 17.
+    --json nothing on stderr unless --verbose (then the lines): registry etiquette.
     An explicit IMAGEKIT_PROGRESS (plain, json, rich, off) reports through the one progress
     mechanism instead, as the rehearsal asks of its child steps."""
     import sys
@@ -154,8 +154,8 @@ def progress_sink(json_output: bool, verbose: bool = False, step: str = "registr
 #: `registry/push.py`), so the size only sets how often the registry is waited for and the
 #: resume point an interrupt leaves. 16 MiB measured against the whole blob in one PATCH (as
 #: `crane copy` sends it), 4 x 150 MB image in process, 5 + 5 interleaved pairs in both
-#: orders: no difference (2.89 s vs 2.91 s median, same client and registry CPU; issue 26,
-#: session 7), so the finer resume point is kept, and a proxy's body limit (nginx's
+#: orders: no difference (2.89 s vs 2.91 s median, same client and registry CPU),
+#: so the finer resume point is kept, and a proxy's body limit (nginx's
 #: client_max_body_size) is not met by a multi-GB layer. `IMAGEKIT_UPLOAD_CHUNK` wins when set.
 PROMOTE_CHUNK_BYTES = 16 << 20
 

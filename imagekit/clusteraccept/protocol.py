@@ -4,7 +4,7 @@ The controller Pod (manifests/controller/) reports to the operation outside
 through its log: one JSON object per line, after a fixed prefix. Each object carries `v`, the
 protocol version; this imagekit reads version `PROTOCOL_VERSION` only. A line with an unknown
 version, or one that starts with a prefix and does not parse as its model, is a
-`ProtocolError` naming the line: never guessed at, never skipped (docs/cluster.md, "The
+`ProtocolError` naming the line: never guessed at, never skipped (docs/design/cluster.md, "The
 controller's log lines").
 
 - `IMAGEKIT-ATTEMPT {AttemptLine}`: one attempt the in-Pod evidence store holds (its

@@ -112,7 +112,7 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
                               f"{len(accounted)} check(s) accounted for" + tail)
 
 
-# ------------------------------------------------------------------ the three actors (issue 24)
+# ------------------------------------------------------------------ the three actors
 #: Who plays which part of the main job, each with its own key and its own evidence store; they
 #: share only the registry. CI builds, verifies and attests; the release engineer trusts CI's
 #: key and promotes; the operator trusts both and accepts on the cluster; the auditor (no key)

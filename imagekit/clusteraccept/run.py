@@ -1,6 +1,6 @@
 """`imagekit cluster accept`: acceptance of an image on the cluster, by tag, end to end.
 
-The record's sections 6-11 in one flow (docs/cluster.md, "cluster accept"):
+The record's sections 6-11 in one flow (docs/design/cluster.md, "cluster accept"):
 
 1. the tag is resolved at the registry and the digest pinned (by the caller); the image's
    image-phase evidence must pass the gate (injected by the caller, as for promote);

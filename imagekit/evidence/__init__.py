@@ -1,6 +1,6 @@
 """Evidence: immutable, append-only records of every check, keyed by image digest.
 
-The contract between producers and readers (issue 12, docs/evidence.md): every attempt names
+The contract between producers and readers (docs/design/evidence.md): every attempt names
 its subjects (digests with roles) and writes one typed result of its kind
 (`Attempt.write_result`), read back with `EvidenceStore.result`.
 """

@@ -1,4 +1,4 @@
-"""One result model per evidence kind (docs/evidence.md lists them with their subjects).
+"""One result model per evidence kind (docs/design/evidence.md lists them with their subjects).
 
 These are the facts a kind's attempt establishes, in the shape readers (the report, the gate,
 in-toto) rely on; raw outputs (logs, exchanges, the operation's own full result) stay files of

@@ -1,6 +1,6 @@
 """Reader of the previous evidence layout (attempt.json without `layout`, `subjects`, `result`).
 
-Before issue 12 each producer kept its facts in files of its own naming and shape, and readers
+Earlier, each producer kept its facts in files of its own naming and shape, and readers
 guessed keys. That guessing lives on only here, for attempts already on disk, and turns each one
 into today's contract: its subjects (from the key, identity fields of its context and, for a
 build, of build.json; verify-copy's copy is the subject and the official only compared with)

@@ -41,7 +41,7 @@ from imagekit.evidence.contract import EvidenceResult, Role, Subject, model_for,
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status, overall
 
-#: The attempt.json layout this code writes: 2 = subjects and a typed result (issue 12);
+#: The attempt.json layout this code writes: 2 = subjects and a typed result;
 #: 1 (absent in the file) = the previous layout, read through imagekit.evidence.legacy.
 LAYOUT = 2
 

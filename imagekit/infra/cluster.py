@@ -303,7 +303,7 @@ def _write_containerd_config(p: ClusterPaths, state: InfraState) -> str:
     hosts = write_registry_hosts(p.certs_d, state)
     # The fingerprint (a change restarts containerd and the kubelet) is of the files' bytes,
     # and a file is rewritten only when what it says changes: so a file another layout wrote
-    # (the f-string templates before issue 25, another tomli-w) with the same meaning is kept,
+    # (the earlier f-string templates, another tomli-w) with the same meaning is kept,
     # and so is the fingerprint of the daemons running on it.
     return hashlib.sha256((config + hosts).encode()).hexdigest()[:16]
 

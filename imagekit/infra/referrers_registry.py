@@ -17,7 +17,7 @@ How it is made (no module download, no fetched source in the repository):
   manifests and tags live in the process's memory: a restart forgets them (the registry's
   design; tests and the rehearsal push what they read).
 
-Quirks of this registry, measured (docs/registry.md): no `OCI-Subject` header on a manifest
+Quirks of this registry, measured (docs/design/registry.md): no `OCI-Subject` header on a manifest
 PUT (so clients also write the `sha256-<hex>` tag-schema index there, as oras does); each
 listed referrer's `artifactType` is the referrer's *config* media type
 (`application/vnd.oci.empty.v1+json` for cosign's bundles) and carries no annotations; the API

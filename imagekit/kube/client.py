@@ -11,8 +11,8 @@ and fields a client's models do not know (the server is v1.20) are neither dropp
 invented.
 
 Why httpx and not the kubernetes package's `ApiClient`/`DynamicClient` (measured, see
-docs/cluster.md "The Kubernetes transport"): importing `kubernetes.dynamic` adds 0.4-0.5 s to a
-cluster command's start on this machine (about 2 s under load), and its `DynamicClient`
+docs/design/cluster.md "The Kubernetes transport"): importing `kubernetes.dynamic` adds 0.4-0.5 s
+to a cluster command's start on this machine (about 2 s under load), and its `DynamicClient`
 discovers every group; this transport imports httpx and pydantic only (already loaded by every
 command that talks to a server) and asks for one resource list per group-version it uses.
 """

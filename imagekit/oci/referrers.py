@@ -1,4 +1,4 @@
-"""The referrer documents a registry hands us, as bounded pydantic models (issue 28, point 2).
+"""The referrer documents a registry hands us, as bounded pydantic models.
 
 Everything a registry says about referrers is the registry's word, not ours: the referrers API's
 index, the referrers tag schema's index, each referrer manifest and the descriptor of its

@@ -107,7 +107,7 @@ def check_out(out: Path) -> Path:
 def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
                 actors: Path, namespace: str | None = None) -> None:
     """The promoted vLLM image accepted on the cluster with the stand-in model on a
-    read-only PVC (issue 15) by the operator: its empty store, trusting CI's and the release
+    read-only PVC by the operator: its empty store, trusting CI's and the release
     engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal
     (the step's exit code says DEFERRED for the stand-in: its verdict is that judge's)."""
     from imagekit.clusteraccept import rehearsal as step
@@ -190,7 +190,7 @@ def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Pat
 
 def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
     """The auditor's gate decision per promoted image first, the raw worst status beside it
-    (issue 27: a person reads the decision, not "FAIL" under a gate that allowed it)."""
+    (a person reads the decision, not "FAIL" under a gate that allowed it)."""
     from imagekit.report.models import ImageReport
 
     reports = {}

@@ -3,7 +3,7 @@
 Every attempt is read through the evidence contract (`imagekit.evidence`): its subjects (digests
 with roles) and its result model (`EvidenceStore.result`). Check lines come from what every
 attempt has (kind, status, checks); each report section is a projection of one or more kinds'
-models (docs/evidence.md lists them). Nothing is guessed: a section without evidence stays
+models (docs/design/evidence.md lists them). Nothing is guessed: a section without evidence stays
 empty.
 
 Which attempts belong to an image: those whose judged subjects (role `subject` or `alias`)
@@ -201,7 +201,7 @@ def evaluate_required(current: list[EvidenceLine], requirements: list[Requiremen
 
 def overall_status(current: list[EvidenceLine], required: list[RequiredOutcome]) -> Status:
     """Worst current status — the real one: a FAIL the profile accepts is still a FAIL here
-    (only the gate applies acceptances, docs/evidence.md); a missing or non-passing required
+    (only the gate applies acceptances, docs/design/evidence.md); a missing or non-passing required
     check makes it at least FAIL (DEFERRED on a required check is not a pass). No evidence at
     all is ERROR."""
     if not current:
@@ -214,7 +214,7 @@ def overall_status(current: list[EvidenceLine], required: list[RequiredOutcome])
 
 def decide(subject: str, checks: list[EvidenceLine], required: list[RequiredOutcome]
            ) -> GateDecision:
-    """The gate's verdict, computed once per report (docs/evidence.md, "Statuses"): a FAIL or
+    """The gate's verdict, computed once per report (docs/design/evidence.md, "Statuses"): a FAIL or
     ERROR refuses, unless the profile accepts that exact status (then a warning with the
     reason); a required check missing or not PASS refuses; a DEFERRED that is not required
     warns; no check evidence at all refuses. Promotion's own evidence is not gate input."""

@@ -119,7 +119,7 @@ def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requiremen
 
 def _signable(decision: GateDecision, lines, sign_links: Iterable[str]) -> GateDecision:  # noqa: ANN001
     """Refuse to sign a promotion chain over an image-phase link the evidence does not hold
-    (issue 28: `IMAGEKIT_REQUIRED_LINKS=''` or no evidence must not give a passing chain)."""
+    (`IMAGEKIT_REQUIRED_LINKS=''` or no evidence must not give a passing chain)."""
     from imagekit.report.links import LATER_LINKS, of_link
 
     wanted = [link for link in dict.fromkeys(sign_links) if link not in LATER_LINKS]

@@ -36,8 +36,8 @@ def subjects(report: ImageReport) -> list[dict]:
 
 
 def result_of(report: ImageReport) -> str:
-    """The statuses' one meaning (docs/evidence.md): PASSED: every check PASS and every required
-    check there; WARNED: only DEFERRED (not run here, not required) stands between it and
+    """The statuses' one meaning (docs/design/evidence.md): PASSED: every check PASS and every
+    required check there; WARNED: only DEFERRED (not run here, not required) stands between it and
     PASSED; FAILED: any FAIL or ERROR — also one a profile accepts (the acceptance is the
     gate's policy, listed in the configuration, never a softer test result) — or an unmet
     required check."""
@@ -68,7 +68,7 @@ def _configuration(report: ImageReport) -> list[dict]:
     required = {"name": "required-checks", "content": base64.b64encode(listed).decode(),
                 "digest": {"sha256": hashlib.sha256(listed).hexdigest()},
                 "mediaType": "text/plain"}
-    # what the gate accepted, and why: policy, not a softer status (issue 12)
+    # what the gate accepted, and why: policy, not a softer status
     accepted = [{"test": line.test_name, "status": line.status.value, "reason": line.accepted}
                 for line in report.checks if line.accepted]
     descriptors = [required, *seen.values()]

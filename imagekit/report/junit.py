@@ -2,7 +2,7 @@
 
 DEFERRED is `skipped` with its reason (never a pass), ERROR is `error`, FAIL is `failure` —
 also a FAIL the profile accepts (its message says so and why; only the gate applies
-acceptances, docs/evidence.md).
+acceptances, docs/design/evidence.md).
 Required checks get a suite of their own, so a missing one fails the build even though no
 attempt exists to report it.
 """

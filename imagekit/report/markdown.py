@@ -161,7 +161,7 @@ def render(report: ImageReport) -> str:
                        f"{_cell('; '.join(override.refused_for)) or 'nothing'} "
                        f"(`{override.evidence}`)")
     out += _previous_section(report)  # base, versions, checks since the previous build
-    out += _sbom_section(report)  # issue 16 hook: SBOM diff against the previous build
+    out += _sbom_section(report)  # hook: SBOM diff against the previous build
     return "\n".join(out) + "\n"
 
 

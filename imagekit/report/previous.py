@@ -1,4 +1,4 @@
-"""The difference against the previous build of the same image (issue 19, point 2): the base
+"""The difference against the previous build of the same image: the base
 digest, the package versions the probes saw, and the checks whose status changed.
 
 "The same image": builds (kind `build`, PASS) with the same name and profile as this report's

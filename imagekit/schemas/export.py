@@ -22,13 +22,13 @@ MODELS: tuple[str, ...] = (
     # results and evidence
     "imagekit.results.CheckResult",
     "imagekit.results.CheckReport",
-    # progress of long steps: the JSON lines on stderr of --json (issue 19)
+    # progress of long steps: the JSON lines on stderr of --json
     "imagekit.progress.ProgressEvent",
     "imagekit.evidence.store.AttemptRecord",
     "imagekit.evidence.store.FileEntry",
     "imagekit.evidence.store.EvidenceKey",
     "imagekit.evidence.contract.Subject",
-    # one result model per evidence kind (imagekit.evidence.kinds; docs/evidence.md)
+    # one result model per evidence kind (imagekit.evidence.kinds; docs/design/evidence.md)
     "imagekit.evidence.kinds.BuildResult",
     "imagekit.evidence.kinds.ProbeResult",
     "imagekit.evidence.kinds.ImagesVerifyResult",
@@ -49,7 +49,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.StandinBuildResult",
     "imagekit.evidence.kinds.SbomResult",
     "imagekit.evidence.kinds.AttestedResult",
-    # the trust policy: whose signed statements count (issue 24)
+    # the trust policy: whose signed statements count
     "imagekit.trust.policy.TrustedKey",
     "imagekit.trust.policy.PolicyFile",
     # OCI nouns
@@ -84,11 +84,11 @@ MODELS: tuple[str, ...] = (
     # registry operations
     "imagekit.verify.copy.VerifyCopyResult",
     "imagekit.promote.copy.PromoteResult",
-    # attestations (issue 16)
+    # attestations
     "imagekit.attest.models.PromotionPredicate",
     "imagekit.attest.models.Attached",
     "imagekit.attest.models.AttestVerifyReport",
-    # the cluster phases each actor signs (issue 24)
+    # the cluster phases each actor signs
     "imagekit.attest.phase.ClusterPhasePredicate",
     "imagekit.sbom.bom.SbomDiff",
     # GPU preflight

@@ -42,7 +42,7 @@ class Profile(BaseModel):
     accept: dict[str, Acceptance] = {}
     #: Checks required (gate requirements, e.g. "cluster-accept") before a promotion whose
     #: destination is this profile's last registry: acceptance on the cluster before the final
-    #: hop (issue 15). Added to the gate's usual requirements; empty by default.
+    #: hop. Added to the gate's usual requirements; empty by default.
     final_hop_requires: list[str] = []
 
     def registry_for(self, role: str) -> str:

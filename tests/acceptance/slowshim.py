@@ -1,4 +1,4 @@
-"""A test shim in front of a real engine that makes it `factor` times slower (issue 27).
+"""A test shim in front of a real engine that makes it `factor` times slower.
 
 A TCP relay on 127.0.0.1 (ephemeral port): bytes from the client go upstream at once; every
 piece of the answer that arrives `t` seconds after the client's latest bytes is handed on at

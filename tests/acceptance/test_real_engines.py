@@ -169,13 +169,13 @@ def test_bench_real_engine_script_writes_its_ratio_record(vllm_text: RealEngine,
     assert record["name"] == "real_engine_client" and record["goal"] == 1.1
     assert record["requests"] == 8 and record["ours_s"] > 0 and record["peer_s"] > 0
     assert abs(record["ratio"] - record["ours_s"] / record["peer_s"]) < 0.005
-    # one repeat: too few rounds for an interval, so never "met" (issue 27)
+    # one repeat: too few rounds for an interval, so never "met"
     assert record["noise"]["verdict"] == "too few rounds" and record["met"] is False
     assert done.stdout.startswith("real_engine: ours ")
 
 
 def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> None:
-    """Issue 27 against the real vLLM 0.32 on CPU with the stand-in model: 117 real streamed
+    """Distributions, not two numbers, against the real vLLM 0.32 on CPU with the stand-in model: 117 real streamed
     requests (64 words in, 32 tokens out), sent one at a time and interleaved request by request
     — to the engine for run A (the baseline) and run B (a rerun of the same build against the
     same engine), and through the shim (tests/acceptance/slowshim.py: every answer's timing
@@ -187,7 +187,7 @@ def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> N
     distributions: B against A is no regression 20 of 20 times, C against A a regression 20
     of 20 times.
 
-    What keeps it still on a loaded 2-core box (measured, docs/acceptance.md): every request
+    What keeps it still on a loaded 2-core box (measured, docs/design/acceptance.md): every request
     meets an idle engine (a 50 ms pause after each: vLLM still does a finished request's
     bookkeeping after its [DONE], and the request sent straight after one had twice its TTFT);
     the order inside each moment rotates (A B C, B C A, C A B), so no run always follows

@@ -24,7 +24,7 @@ TYPES = {"test-result": TEST_RESULT_TYPE, "promotion": PROMOTION_TYPE, "sbom": S
 
 def _dpkg_layer() -> bytes:
     """/usr/bin/cat (the host's static busybox) and a dpkg status of one package: the SBOM then
-    has a component (an SBOM of 0 components is not attested, issue 28)."""
+    has a component (an SBOM of 0 components is not attested)."""
     import io
     import shutil
     import tarfile
@@ -159,7 +159,7 @@ def test_wrong_public_key_fails_and_cosign_refuses(promoted, peers, tmp_path):
     done = imagekit("verify-attestations", ref, "--key", str(wrong), env=promoted["env"])
     assert done.returncode == 1
     # the right key's bundles are another signer's here: named and ignored, never a FAIL
-    # of their own (cosign's semantics, issue 24); the verdict: nothing trusted is there
+    # of their own (cosign's semantics); the verdict: nothing trusted is there
     assert "signed by a key that is not trusted" in done.stdout and "ignored" in done.stdout
     assert "no signature verifies" not in done.stdout
     assert "missing attestation" in done.stdout

@@ -1,4 +1,4 @@
-"""The trust policy and the gate's decisions from signed statements alone (issue 24, 28 §3):
+"""The trust policy and the gate's decisions from signed statements alone:
 real ECDSA keys and DSSE signing (imagekit.attest), synthetic statements, no registry."""
 
 from __future__ import annotations

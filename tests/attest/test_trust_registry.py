@@ -1,4 +1,4 @@
-"""Evidence that crosses machines (issue 24): stores that share only the registry.
+"""Evidence that crosses machines: stores that share only the registry.
 
 A "CI" store measures (verify-copy) and attests a digest at staging with key ci; a second
 signer ("scanner", its own store, nothing measured) attests the same digest — a FAILED
@@ -136,7 +136,7 @@ def test_verify_with_one_key_ignores_the_other_signer(world):
                     "test-result", env=world["env"])
     assert done.returncode == 0, done.stdout
     assert "ignored" in done.stdout and "not trusted" in done.stdout
-    # --require applies to a test-result too (issue 28): no GPU preflight was signed
+    # --require applies to a test-result too: no GPU preflight was signed
     done = imagekit("verify-attestations", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
                     "test-result", "--require-link", "gpu-preflight", env=world["env"])
     assert done.returncode == 1, done.stdout
@@ -291,7 +291,7 @@ def test_the_auditor_reports_every_phase_from_an_empty_store(world):
 
 
 def test_the_newest_signed_statement_decides_not_the_listing(world):
-    """issue 28 §3: CI's test-result (PASSED, signed now) sits between an older FAILED one and,
+    """CI's test-result (PASSED, signed now) sits between an older FAILED one and,
     later, a newer FAILED one, all signed by ci. The newest by signed time decides: first
     PASSED (the older FAILED named superseded), then FAILED — whatever the index order."""
     from imagekit.attest.verify import verify_reference

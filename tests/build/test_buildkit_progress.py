@@ -1,4 +1,4 @@
-"""BuildKit's plain output as steps (issue 19, point 1): a real `docker buildx build` of a tiny
+"""BuildKit's plain output as steps: a real `docker buildx build` of a tiny
 image on the debootstrap base, each RUN one phase ended with BuildKit's own DONE time; a cached
 rebuild says CACHED; a failing RUN is a failed phase with BuildKit's error."""
 

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.engine,
 PORT = 8120
 MAX_LEN = 2048
 MODEL_DIR = "/models/llama-text-32k"
-#: what a Pod that runs this image on CPU must set (docs/build.md)
+#: what a Pod that runs this image on CPU must set (docs/design/build.md)
 CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
            "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}

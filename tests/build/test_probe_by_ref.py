@@ -1,6 +1,6 @@
 """The record's wrong fix (`pip uninstall -y nixl` on top of the FIXED sglang image), pushed to
 staging and probed BY REFERENCE — with and without `--engine sglang`, in the spec's repository
-and outside it: find_spec FAILs naming nixl every way (issue 17 point 4). The fixed image
+and outside it: find_spec FAILs naming nixl every way. The fixed image
 probed the same way passes, so the check can tell the two apart. And the spec NAME `sglang`
 resolves to its latest verified build for `cluster probe` and `promote`."""
 

@@ -1,4 +1,4 @@
-"""Names everywhere (issue 17 point 4), the parts that need no engine: one resolver for NAME
+"""Names everywhere, the parts that need no engine: one resolver for NAME
 and REF, the engine's built-in find_spec lists, and a NAME never becoming docker.io/library/…"""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_name_without_a_build_is_bad_input_that_says_what_to_do(spec, tmp_path) 
     ["probe", "sglang"],
 ])
 def test_a_name_is_never_looked_up_on_docker_hub(command, tmp_path) -> None:
-    """Issue 17: `cluster probe sglang` took `docker.io/library/sglang` and retried an
+    """Once `cluster probe sglang` took `docker.io/library/sglang` and retried an
     unresolvable host for 3 min 37 s. Now: the spec's name, one line, exit 2, at once."""
     started = time.monotonic()
     done = cli(*command, "--evidence-dir", str(tmp_path))

@@ -1,4 +1,4 @@
-"""The image phase at scale (issue 26 point 3): on a 63-layer base, each layer blob is fetched
+"""The image phase at scale: on a 63-layer base, each layer blob is fetched
 from the registry once — by the build — and never again by what follows it in `images verify`
 (the push to staging, the mirror check, the probes, a rebuild).
 

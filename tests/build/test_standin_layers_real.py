@@ -1,4 +1,4 @@
-"""`standins build --layers 63` as the rehearsal uses it (issue 26 point 3), on the real engine:
+"""`standins build --layers 63` as the rehearsal uses it, on the real engine:
 the padded SGLang stand-in is pinned for the spec's own tag, and the fixed image builds on it.
 Before the lock said which tag it stands for, `images verify` refused the padded base with
 "has no digest in the lock" (found by running `rehearsal --layers 63` end to end)."""

@@ -1,4 +1,4 @@
-"""The wheel as a user installs it (issue 25): built from this tree, installed into a FRESH venv
+"""The wheel as a user installs it: built from this tree, installed into a FRESH venv
 with `pip install imagekit-*.whl[media]`, then run from an empty folder outside the
 checkout against the real registries and cluster:
 

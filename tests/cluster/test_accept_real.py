@@ -125,7 +125,7 @@ class _Switch(Hooks):
 def exec_kube(cluster_state, tmp_path_factory):
     """The accept run goes through the authenticating front (tests/cluster/kube_front.py)
     with a kubeconfig whose exec plugin mints 3-second tokens: a managed cluster's credential,
-    renewed many times during one engine start (issue 25)."""
+    renewed many times during one engine start."""
     from imagekit.cluster.kube import Kube
 
     from .kube_front import KubeFront, exec_kubeconfig, plugin_state

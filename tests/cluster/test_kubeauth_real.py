@@ -3,7 +3,7 @@ an authenticating front (kube_front.py: TLS on loopback, 401 for an expired toke
 admin token upstream, watch and log bodies streamed through) with a kubeconfig whose exec
 plugin (exec_plugin.py) mints tokens of a few seconds and counts its runs.
 
-The measured failure (issue 25): with 2-second tokens the probe failed after 3 s with "API 401:
+The measured failure: with 2-second tokens the probe failed after 3 s with "API 401:
 Unauthorized" and left its Pod and ConfigMap behind."""
 
 from __future__ import annotations

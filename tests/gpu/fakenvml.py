@@ -1,5 +1,5 @@
 """A stand-in for the nvidia-ml-py module (`pynvml`): only what NVML cannot be made to do on a
-machine without a GPU. Values default to a healthy H200 as read on the lent one; tests change
+machine without a GPU. Values default to a healthy H200 as read on a real one; tests change
 them to make each health check FAIL."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The bandwidth verdict against a committed baseline, and the small-message comparison with
-nccl-tests (its output as printed on the lent H200)."""
+nccl-tests (its output as printed on an H200)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def test_the_fit_rules_are_one_file_that_every_place_loads(preflight: ModuleType
 
 # (image CUDA, arch list, compute capability, driver CUDA) -> (fit-cuda, fit-arch)
 CASES = [
-    ("13.0", TORCH_CU130_ARCH, (9, 0), 13000, ("PASS", "PASS")),       # the lent H200
+    ("13.0", TORCH_CU130_ARCH, (9, 0), 13000, ("PASS", "PASS")),       # an H200
     ("13.0", TORCH_CU130_ARCH, (10, 0), "13.0", ("PASS", "PASS")),     # B200 is sm_100
     ("12.4", ["sm_80"], (9, 0), "12.4", ("PASS", "FAIL")),             # sm_80 only on sm_90
     ("12.4", ["sm_80", "compute_80"], (9, 0), "12.4", ("PASS", "PASS")),  # PTX JIT

@@ -63,7 +63,7 @@ def fake_node(kube):  # noqa: F811
 
 @pytest.fixture
 def cli(cluster_state):  # noqa: F811
-    """`imagekit …` against the recorded kubeconfig (named: another session may be rewriting
+    """`imagekit …` against the recorded kubeconfig (named: another test run may be rewriting
     the infra state file at that moment)."""
     def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "imagekit", *args, "--kubeconfig",

@@ -145,7 +145,7 @@ def test_pre_ampere_gpu_is_judged_by_retired_pages(preflight: ModuleType) -> Non
 
 
 def test_the_real_h200_reading_passes(preflight: ModuleType) -> None:
-    """The lent H200's own NVML reading (committed sample) judged again here."""
+    """An H200's own NVML reading (committed sample) judged again here."""
     import json
     from pathlib import Path
 

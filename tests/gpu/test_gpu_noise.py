@@ -1,4 +1,4 @@
-"""Issue 27 on the preflight: every timed check judged on repeated cycles, the verdicts of the
+"""Distributions, not single readings, on the preflight: every timed check judged on repeated cycles, the verdicts of the
 committed H200 stability samples recomputed from their files, the interval rules on synthetic
 cycles drawn from those real samples, the ceiling table, and the bad-input lines."""
 

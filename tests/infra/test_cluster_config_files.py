@@ -1,7 +1,7 @@
 """The cluster's containerd config.toml, hosts.toml and kubelet-config.yaml come from
 tomli-w / yaml.safe_dump: they mean exactly what the f-string templates they replace meant.
 
-The templates below are the former ones, verbatim (imagekit/infra/cluster.py before issue 25):
+The templates below are the former ones, verbatim (imagekit/infra/cluster.py before the change):
 both are parsed by the real parsers (tomllib, PyYAML) and compared as documents."""
 
 from __future__ import annotations

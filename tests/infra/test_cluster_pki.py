@@ -26,7 +26,7 @@ CERTS = ("ca", "apiserver", "kubelet-client")
 
 
 def _openssl_reference(k: Path) -> None:
-    """imagekit/infra/cluster.py::_ensure_pki before issue 25 (openssl 3)."""
+    """imagekit/infra/cluster.py::_ensure_pki as it was (openssl 3)."""
     k.mkdir(parents=True)
 
     def ossl(*args: str) -> None:

@@ -88,7 +88,7 @@ def test_port_taken_by_foreign_process(infra: InfraState) -> None:
         assert foreign.stdout is not None and foreign.stdout.readline().strip() == "ready"
         result = ik("infra", "up")
         assert result.returncode == 2
-        # on a pipe the progress phases come first (docs/progress.md); the error is one line
+        # on a pipe the progress phases come first (docs/design/progress.md); the error is one line
         *phases, last = result.stderr.strip().splitlines()
         errors = [line for line in phases + [last] if line.startswith("imagekit: error:")]
         assert errors == [last], result.stderr

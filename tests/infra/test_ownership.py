@@ -1,4 +1,4 @@
-"""Nothing touched that is not ours (issue 13, point 4).
+"""Nothing touched that is not ours.
 
 The state records no absolute location of itself, and a process is ours only when its PID,
 start time and command line match AND it was started from the state directory that reads the

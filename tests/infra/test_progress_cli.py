@@ -1,4 +1,4 @@
-"""`imagekit infra up` through a pipe (issue 19, point 1): with --json, stdout is the one JSON
+"""`imagekit infra up` through a pipe: with --json, stdout is the one JSON
 document and stderr only progress events, one start and one end line per phase with its
 elapsed time; without --json, a pipe gets one text line per phase start and end. Real
 processes, real infrastructure (already up: `up` only verifies it)."""

@@ -1,4 +1,4 @@
-"""A hostile registry for referrers and polls (issue 28): one server, one misbehaviour per
+"""A hostile registry for referrers and polls: one server, one misbehaviour per
 repository, so a whole sweep of cases shares one port.
 
 Every repository `<mode>/app` serves the tiny image of `hostile.py` (`:v1`, by tag and by

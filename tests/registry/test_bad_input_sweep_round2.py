@@ -1,4 +1,4 @@
-"""Hostile input, round 2 (issue 28): the surfaces of the last wave — keys, attest, verify,
+"""Hostile input, round 2: the newer surfaces — keys, attest, verify,
 referrers, --await, --platform, cluster accept, model-volume, gpu-preflight --nodes — tried as a
 hostile user and a hostile registry would.
 

@@ -1,4 +1,4 @@
-"""Registry etiquette (issue 17): tags resolve with HEAD (Docker Hub counts GETs as pulls),
+"""Registry etiquette: tags resolve with HEAD (Docker Hub counts GETs as pulls),
 `RateLimit-Remaining` is reported when sent, and retries are silent unless `--verbose`."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Bytes moved in pushes and pulls (issue 19 point 1, the registry part), seen as a user sees
+"""Bytes moved in pushes and pulls, seen as a user sees
 them from real `imagekit promote` / `verify-copy` processes against the real registries:
 on a pipe one line per blob (bytes, seconds) and per phase, and a total; with `--json` the
-per-blob figures are in the document and stderr stays empty unless `--verbose` (issue 17
-point 3)."""
+per-blob figures are in the document and stderr stays empty unless `--verbose`."""
 
 from __future__ import annotations
 

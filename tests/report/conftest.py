@@ -1,7 +1,7 @@
 """A stand-in rehearsal's evidence, written through the real EvidenceStore (no mocks).
 
-Written through the evidence contract as the producers do (docs/evidence.md): a build keyed by
-name whose subjects are the pushed digest and the image ID, probes keyed by the image ID, the
+Written through the evidence contract as the producers do (docs/design/evidence.md): a build keyed
+by name whose subjects are the pushed digest and the image ID, probes keyed by the image ID, the
 image manifest (images-verify), promotion hops, a GPU all-reduce preflight, acceptance checks
 and bench latency percentiles — each kind's result model.
 """

@@ -1,5 +1,5 @@
 """The auditor's signed chain names what CI's test-result passed and what the image's own
-engine parser took (issue 29's serve_args, read from the signed statement alone)."""
+engine parser took (its serve_args, read from the signed statement alone)."""
 
 from __future__ import annotations
 

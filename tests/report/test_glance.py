@@ -1,4 +1,4 @@
-"""The report at a glance (issue 19): a verdict banner read from the stored gate decision, each
+"""The report at a glance: a verdict banner read from the stored gate decision, each
 probe once across its phases, the promotion path as an inline SVG, acceptance protocol and
 semantic verdicts apart, goodput, and evidence links that open — on a page that needs no
 network (checked statically and in headless Debian chromium with networking off)."""

@@ -1,5 +1,5 @@
 """The previous evidence layout stays readable: a report from the committed store made by the
-code before issue 12 equals, in content, one from the same runs written by today's producers."""
+code before the layout changed equals, in content, one from the same runs written by today's producers."""
 
 from __future__ import annotations
 

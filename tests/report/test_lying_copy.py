@@ -1,4 +1,4 @@
-"""Issue 12's lying copy, end to end on the loopback staging registry: a copy whose config
+"""A lying copy, end to end on the loopback staging registry: a copy whose config
 claims the official's layers but whose blob holds other content fails `verify-mirror --diffids`;
 that failure is the COPY's evidence — its gate refuses — and the official stays promotable."""
 

@@ -1,4 +1,4 @@
-"""The difference against the previous build of the same image (issue 19, point 2): base
+"""The difference against the previous build of the same image: base
 digest, package versions the probes saw, checks whose status changed — in the report's model
 and in its markdown and HTML. Evidence written through the real EvidenceStore."""
 

@@ -153,7 +153,7 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
     decision = results["sglang"].decision
     assert decision is not None and decision.startswith(
         "promotable, 1 accepted FAIL: torch_arch (the stand-in carries the machine's CPU"), decision
-    # the gate's decision leads, the raw status beside it (issue 27)
+    # the gate's decision leads, the raw status beside it
     assert f"| sglang | **{decision}** | FAIL | `{record.digest}` |" in index
     assert "| vllm | **missing** |" in index
     html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
@@ -162,8 +162,7 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
 
 def test_the_rehearsal_index_leads_with_each_promoted_images_decision(store, tmp_path) -> None:
     """The three-actor rehearsal's index.md (imagekit/rehearsal/flow.py): per promoted image
-    the gate's decision first, the raw status beside it, read from the auditor's reports
-    (issue 27)."""
+    the gate's decision first, the raw status beside it, read from the auditor's reports."""
     from imagekit.rehearsal import decision_rows
     from imagekit.report.batch import reports_for_spec
 

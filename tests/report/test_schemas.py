@@ -63,7 +63,7 @@ def test_records_validate_against_their_schemas(rehearsal) -> None:
 
 
 def test_every_evidence_kind_model_is_exported() -> None:
-    """`imagekit schemas export|check` covers each kind's result model (issue 12)."""
+    """`imagekit schemas export|check` covers each kind's result model."""
     from imagekit.evidence import registered
     from imagekit.schemas.export import MODELS
 

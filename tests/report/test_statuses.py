@@ -1,4 +1,4 @@
-"""One meaning of each status (docs/evidence.md): a single non-required check of each status
+"""One meaning of each status (docs/design/evidence.md): a single non-required check of each status
 gives the same answer in the exit code, the gate, JUnit and in-toto — and a FAIL the profile
 accepts changes only the gate."""
 

@@ -1,4 +1,4 @@
-"""Every command × bad input (issue 13, points 1 and 5): one line `imagekit: error: … (…)` on
+"""Every command × bad input: one line `imagekit: error: … (…)` on
 stderr, nothing on stdout, exit 2, under 5 s, no traceback, no PASS in evidence.
 
 Each case runs the CLI as a user does (a process). The processes run a few at a time in one

@@ -20,7 +20,7 @@ def bench():
 
 
 def test_budget_from_this_machines_figures_is_below_any_verifying_client(bench) -> None:
-    # session 4's idle run: both registries 2.29 s of CPU, crane 0.677 s in 2.00 s on 2 cores
+    # an idle run: both registries 2.29 s of CPU, crane 0.677 s in 2.00 s on 2 cores
     cpu = {"crane_dst_registry": 2.02, "crane_src_registry": 0.27, "crane": 0.677}
     budget = bench.client_budget(cpu, crane_s=2.00, cpus=2)
     assert budget["registries_cpu_s"] == pytest.approx(2.29)

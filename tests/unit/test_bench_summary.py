@@ -1,4 +1,4 @@
-"""bench/summary.py: each goal judged on the interval of its paired rounds (issue 27)."""
+"""bench/summary.py: each goal judged on the interval of its paired rounds."""
 
 from __future__ import annotations
 

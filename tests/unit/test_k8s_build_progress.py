@@ -1,4 +1,4 @@
-"""The Kubernetes build's phases (issue 19, point 1) without rebuilding Kubernetes: the real
+"""The Kubernetes build's phases without rebuilding Kubernetes: the real
 log of this machine's build (build.sh + the kube Makefile, captured from
 /var/lib/imagekit/logs/k8s-build.log) and build.sh's own `phase` function, run by bash."""
 

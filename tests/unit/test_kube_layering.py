@@ -1,6 +1,6 @@
 """Only the Kubernetes transport (imagekit/kube/) knows API paths: no flow, CLI module or
 other package writes an `/api/v1…` or `/apis/…` string. Flows ask `kube.resource(kind)` and
-discovery names the path (issue 25, deliverable 2).
+discovery names the path.
 
 String literals and the literal parts of f-strings count; comments and docstrings do not
 (they may say what a path is)."""

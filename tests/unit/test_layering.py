@@ -9,9 +9,9 @@ with its reason) — a bounce through importlib is invisible to readers and to t
 otherwise (`importlib.resources` and `importlib.metadata` read files, they import nothing).
 
 Every top-level module and package of imagekit has its place in this map, and README's
-architecture list names exactly these places in this order (issue 25, deliverable 8).
+architecture list names exactly these places in this order.
 
-No CLI module uses another's private names (issue 25, deliverable 3): neither
+No CLI module uses another's private names: neither
 `from imagekit.cli.X import _y` nor `X._y` on a module bound by `import`, `from imagekit.cli
 import X` or importlib; what the commands share is public (`imagekit.cli.common`).
 """
@@ -27,13 +27,13 @@ from scan_helpers import string_constants
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 README = PACKAGE.parent / "README.md"
 
-#: progress: phases of long steps, reported by transports and operations alike (issue 19);
+#: progress: phases of long steps, reported by transports and operations alike;
 #: packaged: where the shipped folders (dockerfiles, probes, manifests, preflight) are, for every
 #: layer;
-#: settings: every IMAGEKIT_* variable, declared once (pydantic-settings; issue 25)
+#: settings: every IMAGEKIT_* variable, declared once (pydantic-settings)
 TYPES = {"errors", "results", "oci", "evidence", "inputs", "progress", "stats", "packaged",
          "settings", "__init__"}
-#: kube: the Kubernetes transport (its flows are cluster, clusteraccept, gpu; issue 25)
+#: kube: the Kubernetes transport (its flows are cluster, clusteraccept, gpu)
 TRANSPORTS = {"registry", "engine", "cluster", "kube"}
 CLI = {"cli", "__main__"}
 
@@ -43,17 +43,17 @@ CLI = {"cli", "__main__"}
 #: model, so it comes last.
 OPERATION_ORDER: tuple[frozenset[str], ...] = (
     # launch: the serve command's rules (pure); the spec's serve settings and the serve_args
-    # probe's plan are built from them (issue 29)
+    # probe's plan are built from them
     frozenset({"launch"}),
     # trust: whose signed statements count (keys, policy); read by names, report, attest
     frozenset({"spec", "infra", "trust"}),
     frozenset({"standins", "probe", "verify", "gpu", "acceptance", "promote",
                "sbom"}),
-    frozenset({"build", "clusteraccept"}),  # clusteraccept: `cluster accept` (issue 15)
+    frozenset({"build", "clusteraccept"}),  # clusteraccept: `cluster accept`
     frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
     frozenset({"report"}),
-    frozenset({"attest"}),  # signs the report's test-result and the SBOM (issue 16)
-    # rehearsal: the release path end to end, each step an `imagekit` process (issue 25)
+    frozenset({"attest"}),  # signs the report's test-result and the SBOM
+    # rehearsal: the release path end to end, each step an `imagekit` process
     frozenset({"rehearsal"}),
     frozenset({"schemas"}),
 )

@@ -1,4 +1,4 @@
-"""`make test` lints before it tests (issue 25, deliverable 7): `ruff check imagekit`, then `mypy`,
+"""`make test` lints before it tests: `ruff check imagekit`, then `mypy`,
 then pytest, so a finding fails CI before a test runs; `make lint` is those two alone. And the
 ruff configuration in pyproject.toml is the one the issue asks for: line length 100, undefined
 names found, typer's call-in-default (B008) allowed."""

@@ -1,4 +1,4 @@
-"""Names everywhere (issue 17 point 4): `gate NAME`, `report NAME` and `verify-mirror NAME …`
+"""Names everywhere: `gate NAME`, `report NAME` and `verify-mirror NAME …`
 resolve a spec image NAME through the one resolver (`imagekit.names`): the verified build of
 THIS spec and lock — the digest `promote NAME` would promote — not the newest build of that
 name, and never `docker.io/library/NAME`."""
@@ -95,7 +95,7 @@ def test_unknown_name_is_bad_input_for_every_command(builds) -> None:
 
 def test_a_name_without_a_local_build_resolves_from_the_registry_when_trusted(
         builds, tmp_path) -> None:
-    """issue 24: on a machine whose store has no build, a NAME is the tag the profile's build
+    """On a machine whose store has no build, a NAME is the tag the profile's build
     pushes to staging (`<staging>/<repository>:<build key[:16]>`), resolved and verified by
     the resolver the CLI hands in; without one it stays bad input naming what to do."""
     from imagekit.errors import InvalidInput

@@ -1,4 +1,4 @@
-"""`probe NAME --spec S` probes what S and its lock say (issue 13): the build whose cache key is
+"""`probe NAME --spec S` probes what S and its lock say: the build whose cache key is
 that spec's, not the latest build of NAME."""
 
 from __future__ import annotations

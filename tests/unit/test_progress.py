@@ -1,4 +1,4 @@
-"""One progress mechanism (issue 19, point 1): phases with elapsed times, one line per phase
+"""One progress mechanism: phases with elapsed times, one line per phase
 start/end on a pipe, JSON lines for --json, a heartbeat for a silent phase, stages from a
 stream of lines, and a real child process run through `run_logged`."""
 

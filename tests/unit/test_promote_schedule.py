@@ -1,4 +1,4 @@
-"""Promote's blob schedule and its process-wide settings (issue 26 point 2): no registry."""
+"""Promote's blob schedule and its process-wide settings: no registry."""
 
 from __future__ import annotations
 

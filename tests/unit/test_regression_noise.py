@@ -1,4 +1,4 @@
-"""The load regression compares per-request distributions, not two numbers (issue 27): a clear
+"""The load regression compares per-request distributions, not two numbers: a clear
 regression, a rerun, a straddling one, too few requests, goodput."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rehearsal's closing table on a pipe: whole lines, never cut at 80 columns (issue 27)."""
+"""The rehearsal's closing table on a pipe: whole lines, never cut at 80 columns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`imagekit rehearsal --layers N` (issue 26, deliverable 3): off by default, checked before any
+"""`imagekit rehearsal --layers N`: off by default, checked before any
 side effect with the bounds of `standins build --layers`, passed to the stand-ins step for the
 SGLang image only, and the layer count recorded is the one read back (not the flag)."""
 

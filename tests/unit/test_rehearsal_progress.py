@@ -1,4 +1,4 @@
-"""The rehearsal shows each step live (issue 19, point 1): a step is a real child process
+"""The rehearsal shows each step live: a step is a real child process
 that reports its own phases (imagekit.progress, as JSON lines because the rehearsal sets
 IMAGEKIT_PROGRESS=json for it); they are drawn under the step's name while it runs, a silent
 stretch gets heartbeat lines, and the step ends with its elapsed time and exit status."""

@@ -1,4 +1,4 @@
-"""One settings object (issue 25, deliverable 4): every IMAGEKIT_* variable declared once in
+"""One settings object: every IMAGEKIT_* variable declared once in
 imagekit.settings, read at the CLI, handed down as arguments.
 
 - the scan: below the CLI no module reads os.environ/getenv for an IMAGEKIT_* name (a name it

@@ -1,5 +1,5 @@
-"""The grammars and answers the cluster commands share, each written once (issue 25,
-deliverable 3): tolerations, `--probe` choices, image facts (imagekit.inputs), tag -> digest
+"""The grammars and answers the cluster commands share, each written once:
+tolerations, `--probe` choices, image facts (imagekit.inputs), tag -> digest
 (imagekit.names.digest_of), the preemption rule (imagekit.cluster.precheck), the job options
 refused without `--nodes` (imagekit.cli.gpujob)."""
 

@@ -1,5 +1,5 @@
 """Made the committed old-layout store (`tests/report/legacy/store/`) with the code of commit
-c7eb165, before issue 12 changed the evidence layout. Kept as the record of how it was made;
+c7eb165, before the evidence layout changed. Kept as the record of how it was made;
 it is NOT rerun by the tests (today's producers write the new layout).
 
 The runs: one image `sglang` built (by name and by digest), probed by its image ID, verified
