@@ -388,12 +388,14 @@ def top_level_names(package: Path) -> set[str]:
 def test_every_top_level_module_has_a_place_in_the_map() -> None:
     placed = TYPES | TRANSPORTS | CLI | set().union(*OPERATION_ORDER)
     missing = top_level_names(PACKAGE) - placed
-    assert not missing, f"give these a layer (and a line in CONTRIBUTING.md's architecture): {missing}"
+    assert not missing, \
+        f"give these a layer (and a line in CONTRIBUTING.md's architecture): {missing}"
     assert not placed - top_level_names(PACKAGE), "the map names a package that is gone"
 
 
 def readme_layers(text: str) -> dict[str, object]:
-    """The layers CONTRIBUTING.md's `## Architecture` list gives: types, transports, operation rows."""
+    """The layers CONTRIBUTING.md's `## Architecture` list gives: types, transports, operation
+    rows."""
     section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.split(r"\n(?=\d\. \*\*)", "\n" + section)
     by_title = {re.match(r"\d\. \*\*(\w+)", b.strip()).group(1): b  # type: ignore[union-attr]
