@@ -17,7 +17,7 @@ the same as an unset one, except where an empty list is itself a meaning
 (`IMAGEKIT_REQUIRED_LINKS=''`, `IMAGEKIT_REQUIRED_CHECKS=''`).
 
 Fields marked `test_only` exist for the test suite and measurements (A/B switches, tiny
-chunks); a user has no reason to set them. docs/settings.md is the table (checked against this
+chunks); a user has no reason to set them. docs/environment.md is the table (checked against this
 model by tests/unit/test_settings.py: every field is documented there).
 """
 
@@ -261,7 +261,7 @@ class Settings(BaseSettings):
 REGISTRY_CLI = ("attest", "build", "common", "evidence", "registry", "report", "trustopts")
 _REGISTRY = "RegistryOptions.from_settings(settings()) in cli/" + ", cli/".join(REGISTRY_CLI)
 
-#: Where each setting goes, for docs/settings.md: (who reads it: the imagekit/cli/ modules, each
+#: Where each setting goes, for docs/environment.md: (who reads it: the imagekit/cli/ modules, each
 #: through `imagekit.cli.app.settings()`; what it is handed to below the CLI). Checked against
 #: the code by tests/unit/test_settings.py: every listed module reads the field (or, for the
 #: registry knobs, calls RegistryOptions.from_settings, which reads it) and every CLI module that
@@ -352,7 +352,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def markdown_table() -> str:
-    """docs/settings.md's table, made from the model (tests/unit/test_settings.py checks the
+    """docs/environment.md's table, made from the model (tests/unit/test_settings.py checks the
     page holds exactly this): variable, type, default, why, the CLI modules that read it and
     what they hand it to (RECEIVERS); test-only ones marked."""
     rows = ["| variable | type | default | why | read by | handed to |",

@@ -8,7 +8,7 @@ functions count too, and so do dynamic ones: `importlib.import_module("…")`, `
 with its reason) — a bounce through importlib is invisible to readers and to this test
 otherwise (`importlib.resources` and `importlib.metadata` read files, they import nothing).
 
-Every top-level module and package of imagekit has its place in this map, and README's
+Every top-level module and package of imagekit has its place in this map, and CONTRIBUTING.md's
 architecture list names exactly these places in this order.
 
 No CLI module uses another's private names: neither
@@ -25,7 +25,7 @@ from pathlib import Path
 from scan_helpers import string_constants
 
 PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
-README = PACKAGE.parent / "README.md"
+README = PACKAGE.parent / "CONTRIBUTING.md"  # its `## Architecture` says the map
 
 #: progress: phases of long steps, reported by transports and operations alike;
 #: packaged: where the shipped folders (dockerfiles, probes, manifests, preflight) are, for every
@@ -389,12 +389,14 @@ def top_level_names(package: Path) -> set[str]:
 def test_every_top_level_module_has_a_place_in_the_map() -> None:
     placed = TYPES | TRANSPORTS | CLI | set().union(*OPERATION_ORDER)
     missing = top_level_names(PACKAGE) - placed
-    assert not missing, f"give these a layer (and a line in README's architecture): {missing}"
+    assert not missing, \
+        f"give these a layer (and a line in CONTRIBUTING.md's architecture): {missing}"
     assert not placed - top_level_names(PACKAGE), "the map names a package that is gone"
 
 
 def readme_layers(text: str) -> dict[str, object]:
-    """The layers README's `## Architecture` list gives: types, transports, operation rows."""
+    """The layers CONTRIBUTING.md's `## Architecture` list gives: types, transports, operation
+    rows."""
     section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.split(r"\n(?=\d\. \*\*)", "\n" + section)
     by_title = {re.match(r"\d\. \*\*(\w+)", b.strip()).group(1): b  # type: ignore[union-attr]

@@ -5,7 +5,7 @@ imagekit.settings, read at the CLI, handed down as arguments.
   cannot resolve counts as one), nothing in imagekit/ writes os.environ[...] or sys.modules, and
   nothing imports typer's private click; the scanner itself is shown to FAIL on each shape;
 - every IMAGEKIT_* name the package spells is a settings field (or a named non-setting);
-- docs/settings.md holds the table made from the model, so every field is documented;
+- docs/environment.md holds the table made from the model, so every field is documented;
 - bad values are one line naming the variable; `--call-timeout` travels as an argument.
 """
 
@@ -188,10 +188,10 @@ def test_every_imagekit_name_the_package_spells_is_a_setting() -> None:
 
 
 def test_docs_hold_the_table_of_the_model() -> None:
-    """Every field documented: docs/settings.md holds exactly the generated table (regenerate
+    """Every field documented: docs/environment.md holds exactly the generated table (regenerate
     with `python -c 'from imagekit.settings import markdown_table; print(markdown_table())'`)."""
-    page = (ROOT / "docs" / "settings.md").read_text()
-    assert markdown_table() in page, "docs/settings.md is not the model's table: regenerate it"
+    page = (ROOT / "docs" / "environment.md").read_text()
+    assert markdown_table() in page, "docs/environment.md is not the model's table: regenerate it"
     for field in Settings.model_fields:
         assert f"`{env_name(field)}`" in page, field
     test_only = [f for f, i in Settings.model_fields.items()
@@ -207,7 +207,7 @@ def _reads(source: str, field: str) -> bool:
 
 
 def test_the_table_says_who_reads_each_setting_and_it_is_so() -> None:
-    """docs/settings.md's "read by" column is the code: every CLI module it names reads the
+    """docs/environment.md's "read by" column is the code: every CLI module it names reads the
     setting (a registry knob: builds its RegistryOptions with from_settings, which reads it),
     and every CLI module that reads a setting is named. The case that FAILS: a module reading a
     field the table does not list it for, or a listed one that does not read it."""
