@@ -62,10 +62,13 @@ def summarize(predicate_type: str, statement: dict) -> list[str]:
                            f" {entry.get('reason')}")
         return out
     if name == "promotion":
-        out = [f"link {link.get('name')}: {link.get('status')} — {link.get('detail', '')}"[:300]
+        out = [(f"link {link.get('name')}: {link.get('status')}"
+                + (f" — {link['detail']}" if link.get("detail") else ""))[:300]
                for link in predicate.get("links") or [] if isinstance(link, dict)]
-        out += [f"hop {hop.get('endpoint')}: verified={hop.get('verified')}"
-                for hop in predicate.get("hops") or [] if isinstance(hop, dict)]
+        out += [f"hop {n} {hop.get('endpoint')}: "
+                + ("read back and verified" if hop.get("verified") else "NOT verified")
+                for n, hop in enumerate((h for h in predicate.get("hops") or []
+                                         if isinstance(h, dict)), 1)]
         out.append(f"required: {', '.join(map(str, predicate.get('required') or [])) or 'none'}")
         if predicate.get("forced"):
             out.append(f"FORCED past the gate: {predicate['forced']}"[:300])

@@ -54,7 +54,9 @@ def short(digest: str) -> str:
 
 
 def short_ref(reference: str) -> str:
-    """`host/repo@sha256:<64 hex>` → `host/repo@sha256:abcd1234ef56…`."""
+    """`host/repo@sha256:<64 hex>` → `host/repo@sha256:abcd1234ef56…` (a bare digest too)."""
+    if reference.startswith("sha256:"):
+        return short(reference)
     head, at, digest = reference.partition("@")
     return f"{head}@{short(digest)}" if at else reference
 

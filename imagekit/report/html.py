@@ -174,7 +174,13 @@ def render(report: ImageReport, base: Path | None = None,
            env: jinja2.Environment | None = None) -> str:
     """The page; `base` is the directory it is written to (links to evidence are relative
     to it), None for absolute file: links."""
-    from imagekit.report.markdown import _PHASES, counts, gate_line
+    from imagekit.report.markdown import (
+        _PHASES,
+        counts,
+        gate_line,
+        required_line,
+        signed_only,
+    )
 
     names, rows = glance.probe_matrix(report)
     facts = report.facts
@@ -182,7 +188,9 @@ def render(report: ImageReport, base: Path | None = None,
     return once_in_full(template.render(
         report=report, facts=facts, title=glance.short_ref(facts.name or report.requested),
         decision=report.outcome(), not_run=glance.not_run(report), counts=counts(report),
-        gate_line=gate_line(report), image_run=glance.phases_run(report)["image"],
+        gate_line=gate_line(report),
+        required_line=required_line(report) if signed_only(report) else "",
+        image_run=glance.phases_run(report)["image"],
         endpoints=glance.promotion_path(report),
         unsigned=[t for ph, t in _PHASES.items()
                   if ph != "other" and not any(s.phase == ph for s in report.chain)],

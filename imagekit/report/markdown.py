@@ -75,7 +75,9 @@ def render(report: ImageReport) -> str:
         out += [f"{i}. `{_cell(layer)}`" for i, layer in enumerate(facts.fix_layers, 1)]
 
     out.append("\n## Required checks\n")
-    if report.required:
+    if signed_only(report):
+        out.append(required_line(report))
+    elif report.required:
         out.append("| requirement | satisfied | status | reason |\n|---|---|---|---|")
         for o in report.required:
             mark = _MARK[o.status.value] if o.status else "**missing**"
@@ -183,6 +185,23 @@ def once_in_full(text: str) -> str:
 
 def _known(value: object) -> str:
     return "not recorded" if value is None else str(value)
+
+
+def signed_only(report: ImageReport) -> bool:
+    """The gate decided from the signed statements alone: this store measured no image."""
+    return bool(report.chain) and not glance.phases_run(report)["image"]
+
+
+def required_line(report: ImageReport) -> str:
+    """The required checks as the gate judged them from the signed statements."""
+    gate = report.gate
+    names = ", ".join(gate.required) or "none"
+    if not gate.required:
+        return "None configured."
+    missing = [r for r in gate.reasons if r.startswith("required check ")]
+    return (f"Judged from the signed statements: {names} — "
+            + (f"{len(missing)} not satisfied (see Promotion gate)" if missing
+               else "satisfied"))
 
 
 def gate_line(report: ImageReport) -> str:
