@@ -18,6 +18,7 @@ from imagekit.attest.pull import file_attested
 from imagekit.attest.verify import verify_trusted
 from imagekit.evidence import EvidenceStore, kinds
 from imagekit.report import build_report, render
+from imagekit.report.accepted import Accepted
 from imagekit.report.chain import report_with_trust
 from imagekit.report.models import ImageReport
 from imagekit.results import CheckResult, Status
@@ -209,6 +210,14 @@ def _reports(store, tmp_path, ci_key) -> dict[str, ImageReport]:
     found["bare"] = build_report(store, bare.digest)
     full = write_rehearsal(store, "full")
     found["full"] = build_report(store, full.digest)
+    standin = write_rehearsal(store, "standin", torch_arch=Status.FAIL, promote=False)
+    found["accepted"] = build_report(store, standin.digest, accepted=[Accepted(
+        check="torch_arch", status=Status.FAIL, reason="stand-in CPU torch",
+        source="images.toml")])
+    assert found["accepted"].gate.allowed and found["accepted"].profile is None
+    assert re.fullmatch(r"promotable: \d+ checks pass, 1 accepted FAIL \(torch_arch: stand-in "
+                        r"CPU torch\)", found["accepted"].outcome().summary), \
+        found["accepted"].outcome().summary
     found["signed"] = _auditor(tmp_path, ci_key, cluster=True)
     return found
 
