@@ -184,6 +184,11 @@ def test_the_auditors_signed_only_report_agrees_with_its_signed_hops(tmp_path, c
                     "## Fix layers", "## Checks (current)", "## Since the previous build"):
         assert heading not in md
     assert "**Allowed: promoted**" in md
+    page = " ".join(_text(render(report, "html")).split())   # the signed chain, hops in order
+    assert "Signed chain (from the registry)" in page and "Allowed: promoted" in page
+    hops = page.split("promotion signed by ci", 1)[1]
+    assert hops.index("hop 1 127.0.0.1:5001") < hops.index("hop 2 127.0.0.1:5004") \
+        < hops.index("hop 3 127.0.0.1:5002")
 
 
 def test_a_signed_raw_status_is_named_raw_beside_its_verdict(tmp_path, ci_key) -> None:
