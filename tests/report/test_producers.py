@@ -183,3 +183,10 @@ def test_the_rehearsal_index_leads_with_each_promoted_images_decision(store, tmp
                f"**{sglang.decision}** | 3 PASS, 1 FAIL (accepted, in 2 runs) |" in row
                for row in rows), rows
     assert any(row.startswith("| vllm ") and "no report" in row for row in rows), rows
+    # the index's first line says what the user may do with each promoted image, and why
+    from imagekit.rehearsal.flow import write_index
+
+    write_index(out, out / "actors", {"sglang": f"127.0.0.1:5003/imagekit/sglang@{record.digest}"},
+                store.root)
+    first = (out / "index.md").read_text().splitlines()[0]
+    assert first == f"**sglang: {sglang.decision}**", first
