@@ -80,8 +80,8 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
 
 
 def index_markdown(results: list[SpecReport], profile: str, out: Path) -> str:
-    """One table over the spec's images: the gate's decision first, the raw status beside it,
-    digest and each image's report files."""
+    """One table over the spec's images: the first line and each row lead with the decision,
+    the evaluated checks beside it (not a raw worst status), digest and report files."""
     first = "; ".join(f"{item.image}: " + (item.decision or "no report") if not item.missing
                       else f"{item.image}: no report ({item.missing})" for item in results)
     lines = [f"**{first or 'no image in the spec'}**", "",
