@@ -8,7 +8,9 @@ HTML-escaped by jinja2; only the SVG plots of `imagekit.report.svg`, which escap
 text, are handed over as markup.
 
 A small inline script marks each plot that the browser actually laid out (non-empty bounding
-box) in `data-rendered`, so a headless browser can prove the plots render, not only exist.
+box) in `data-rendered`, so a headless browser can prove the plots render, not only exist; and
+on the body the first line a person sees (`data-first`, the decision) and whether the page is
+wider than the window (`data-overflow`).
 """
 
 from __future__ import annotations
