@@ -11,6 +11,7 @@ kubeconfig and registry clients) is `imagekit.cli.common`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -34,7 +35,6 @@ from imagekit.cli.common import (
     finish,
     images_spec,
     kubeconfig_path,
-    print_report,
     registry_client,
     say,
     say_signed,
@@ -147,17 +147,33 @@ def cluster_probe(
                     "exit_code": code,
                     **({"attestations": [signed.model_dump(mode="json")]} if signed else {})})
     else:
-        print_report(report, False)
+        _say_probe(report, accepted, code)
         say_signed(signed)
-        for row in accepted:
-            say(f"ACCEPTED {row['check']} {row['status']} in profile {row['profile']}: "
-                f"{row['reason']}")
-        if accepted:
-            say(f"verdict {'PASS' if code == 0 else 'not PASS'} with {len(accepted)} "
-                "accepted check(s)")
     if code:
         raise typer.Exit(code)
 
+
+
+def _say_probe(report: Any, accepted: list[dict], code: int) -> None:
+    """The verdict first, in the words the exit status has (a FAIL the profile accepts does not
+    make the probe FAIL), then each check, an accepted one with the profile's reason."""
+    reasons = {row["check"]: f"accepted by profile {row['profile']}: {row['reason']}"
+               for row in accepted}
+    passed = sum(check.status.value == "PASS" for check in report.checks)
+    open_ = [f"{check.name} {check.status.value}" for check in report.checks
+             if check.status.value != "PASS" and check.name not in reasons]
+    verdict = "PASS" if code == 0 else ("ERROR" if code == 2 else "FAIL")
+    line = f"{verdict} {report.subject}: {passed} check(s) pass"
+    if reasons:
+        line += f", {len(reasons)} accepted ({', '.join(reasons)})"
+    if open_:
+        line += f"; not passing: {', '.join(open_)}"
+    say(line)
+    for check in report.checks:
+        why = f" [{reasons[check.name]}]" if check.name in reasons else ""
+        say(f"  {check.status.value:8} {check.name}: {check.detail}{why}")
+    if report.evidence:
+        say(f"evidence: {report.evidence}")
 
 
 @cluster_app.command("precheck")

@@ -167,7 +167,9 @@ def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Pat
     from imagekit.clusteraccept import rehearsal as step
 
     out.mkdir(parents=True, exist_ok=True)
-    lines = ["# rehearsal: three actors, one registry", "",
+    rows, decisions = decision_rows(out, promoted)
+    lines = [f"**{'; '.join(decisions) or 'nothing promoted: no image report'}**", "",
+             "# rehearsal: three actors, one registry", "",
              "| actor | public key | evidence store |", "|---|---|---|"]
     for actor in (*step.ACTORS, step.AUDITOR):
         key = step.public_key(actors, actor)
@@ -182,15 +184,17 @@ def write_index(out: Path, actors: Path, promoted: dict[str, str], ci_store: Pat
                      "(counted in its manifest at the registry).")
     if standin_layers:
         lines.append("")
-    lines += decision_rows(out, promoted)
+    lines += rows
     found = sorted(p.name for p in out.glob("*.md") if p.name != "index.md")
     lines += ["", "Reports: " + (", ".join(f"[{f}]({f})" for f in found) or "none")]
     (out / "index.md").write_text("\n".join(lines) + "\n")
 
 
-def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
-    """The auditor's gate decision per promoted image first, the raw worst status beside it
-    (a person reads the decision, not "FAIL" under a gate that allowed it)."""
+def decision_rows(out: Path, promoted: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The auditor's decision per promoted image (the table's rows, and `name: decision` for
+    the index's first line), with the evaluated checks beside it: the same records, so the
+    row never reads "FAIL" under a decision that allows it."""
+    from imagekit.report.markdown import counts
     from imagekit.report.models import ImageReport
 
     reports = {}
@@ -202,7 +206,8 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
         except ValueError:
             continue
         reports[report.subject] = (report, path.with_suffix(".md").name)
-    rows = ["| image | decision | raw status | digest | report |", "|---|---|---|---|---|"]
+    rows = ["| image | decision | checks | digest | report |", "|---|---|---|---|---|"]
+    decisions = []
     for name, reference in promoted.items():
         # the promoted tag names the digest (local-<12 hex>), or the reference pins it
         hit = next(((r, md) for digest, (r, md) in reports.items()
@@ -210,12 +215,14 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> list[str]:
                     in reference.rpartition(":")[2]), None)
         if hit is None:
             rows.append(f"| {name} `{reference}` | no report | - | - | - |")
+            decisions.append(f"{name}: no report")
             continue
         report, md = hit
-        decision = report.decision().replace("|", "\\|")
-        rows.append(f"| {name} `{reference}` | **{decision}** | {report.status.value} | "
-                    f"`{report.subject[:19]}…` | [{md}]({md}) |")
-    return rows
+        summary = report.outcome().summary
+        decisions.append(f"{name}: {summary}")
+        rows.append(f"| {name} `{reference}` | **{summary.replace('|', chr(92) + '|')}** | "
+                    f"{counts(report)} | `{report.subject[:19]}…` | [{md}]({md}) |")
+    return rows, decisions
 
 
 def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Path, *,

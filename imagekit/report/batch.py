@@ -24,8 +24,11 @@ class SpecReport(BaseModel):
     image: str
     digest: str | None = None
     status: Status | None = None
-    #: the gate's decision, read first (ImageReport.decision); `status` is the raw worst status
+    #: the decision's sentence, read first (ImageReport.outcome); `status` is the raw worst
+    #: status, kept for machines (a profile's acceptance does not change it)
     decision: str | None = None
+    #: the evaluated checks the decision counts ("12 PASS, 1 FAIL (accepted)")
+    checks: str = ""
     files: list[str] = []
     missing: str | None = None
 
@@ -40,6 +43,7 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
     one); `state_dir`: infra's state (build_report)."""
     if fmt not in (*FORMATS, "all"):
         raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
+    from imagekit.report.markdown import counts
     from imagekit.spec import load_spec
 
     spec = load_spec(spec_path)
@@ -68,17 +72,21 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
             path.write_text(render(report, fmt))
             paths = [path]
         results.append(SpecReport(image=name, digest=report.subject, status=report.status,
-                                  decision=report.decision(), files=[str(p) for p in paths]))
+                                  decision=report.outcome().summary,
+                                  checks=counts(report), files=[str(p) for p in paths]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "index.md").write_text(index_markdown(results, profile_name, out))
     return results
 
 
 def index_markdown(results: list[SpecReport], profile: str, out: Path) -> str:
-    """One table over the spec's images: the gate's decision first, the raw status beside it,
-    digest and each image's report files."""
-    lines = [f"# Image reports (profile {profile})", "",
-             "| image | decision | raw status | digest | reports |", "|---|---|---|---|---|"]
+    """One table over the spec's images: the first line and each row lead with the decision,
+    the evaluated checks beside it (not a raw worst status), digest and report files."""
+    first = "; ".join(f"{item.image}: " + (item.decision or "no report") if not item.missing
+                      else f"{item.image}: no report ({item.missing})" for item in results)
+    lines = [f"**{first or 'no image in the spec'}**", "",
+             f"# Image reports (profile {profile})", "",
+             "| image | decision | checks | digest | reports |", "|---|---|---|---|---|"]
     for item in results:
         if item.missing:
             lines.append(f"| {item.image} | **missing** | | | {item.missing} |")
@@ -87,7 +95,7 @@ def index_markdown(results: list[SpecReport], profile: str, out: Path) -> str:
                           if Path(f).is_relative_to(out) else f for f in item.files)
         decision = (item.decision or "").replace("|", "\\|")
         lines.append(f"| {item.image} | **{decision}** | "
-                     f"{item.status.value if item.status else ''} | `{item.digest}` | {links} |")
+                     f"{item.checks} | `{item.digest}` | {links} |")
     return "\n".join(lines) + "\n"
 
 

@@ -62,10 +62,13 @@ def summarize(predicate_type: str, statement: dict) -> list[str]:
                            f" {entry.get('reason')}")
         return out
     if name == "promotion":
-        out = [f"link {link.get('name')}: {link.get('status')} — {link.get('detail', '')}"[:300]
+        out = [(f"link {link.get('name')}: {link.get('status')}"
+                + (f" — {link['detail']}" if link.get("detail") else ""))[:300]
                for link in predicate.get("links") or [] if isinstance(link, dict)]
-        out += [f"hop {hop.get('endpoint')}: verified={hop.get('verified')}"
-                for hop in predicate.get("hops") or [] if isinstance(hop, dict)]
+        out += [f"hop {n} {hop.get('endpoint')}: "
+                + ("read back and verified" if hop.get("verified") else "NOT verified")
+                for n, hop in enumerate((h for h in predicate.get("hops") or []
+                                         if isinstance(h, dict)), 1)]
         out.append(f"required: {', '.join(map(str, predicate.get('required') or [])) or 'none'}")
         if predicate.get("forced"):
             out.append(f"FORCED past the gate: {predicate['forced']}"[:300])
@@ -74,8 +77,8 @@ def summarize(predicate_type: str, statement: dict) -> list[str]:
         components = predicate.get("components")
         return [f"{len(components) if isinstance(components, list) else 0} components "
                 f"({predicate.get('bomFormat', 'CycloneDX')} {predicate.get('specVersion', '')})"]
-    out = []
-    for field in ("result", "status", "verdict", "cluster", "node", "imageID", "image_id"):
+    out = _verdict_line(predicate)
+    for field in ("cluster", "node", "imageID", "image_id"):
         if isinstance(predicate.get(field), (str, int, float, bool)):
             out.append(f"{field}: {predicate[field]}")
     for field, value in predicate.items():
@@ -94,6 +97,33 @@ def summarize(predicate_type: str, statement: dict) -> list[str]:
     return out or ["(no summary for this predicate type; the statement is in the evidence)"]
 
 
+def _verdict_line(predicate: dict) -> list[str]:
+    """One line for the statement's outcome. A predicate may carry a raw worst status beside
+    its verdict (a cluster probe: `status` FAIL, `verdict` PASS when the FAIL is accepted):
+    the verdict leads and the raw status is said to be raw, so the two never read as a
+    contradiction."""
+    said = {f: str(predicate[f]) for f in ("verdict", "result", "status")
+            if isinstance(predicate.get(f), (str, int, float, bool))}
+    if not said:
+        return []
+    lead, value = next(iter(said.items()))
+    others = [f"{f} {v}" for f, v in said.items() if f != lead and v != value]
+    line = f"{lead}: {value}"
+    if others:
+        line += f" (raw worst check status: {', '.join(v for v in others)}; the verdict " \
+            "applies the profile's acceptances)"
+    return [line]
+
+
+def _hops(predicate_type: str, statement: dict) -> list[str]:
+    """A promotion statement's hops that were read back and verified, in order."""
+    raw = statement.get("predicate")
+    if short_type(predicate_type) != "promotion" or not isinstance(raw, dict):
+        return []
+    return [str(h["endpoint"]) for h in raw.get("hops") or []
+            if isinstance(h, dict) and h.get("verified") and h.get("endpoint")]
+
+
 def _statement(item: Signed, current: bool) -> SignedStatement:
     result = item.result
     return SignedStatement(
@@ -102,7 +132,7 @@ def _statement(item: Signed, current: bool) -> SignedStatement:
         fingerprint=result.fingerprint, registry=result.registry,
         repository=result.repository, referrer=result.referrer, signed_at=result.signed_at,
         current=current, summary=summarize(result.predicate_type, result.statement),
-        evidence=item.where)
+        hops=_hops(result.predicate_type, result.statement), evidence=item.where)
 
 
 def chain_of(store: EvidenceStore, digest: Digest | str, trust: TrustPolicy

@@ -8,7 +8,9 @@ HTML-escaped by jinja2; only the SVG plots of `imagekit.report.svg`, which escap
 text, are handed over as markup.
 
 A small inline script marks each plot that the browser actually laid out (non-empty bounding
-box) in `data-rendered`, so a headless browser can prove the plots render, not only exist.
+box) in `data-rendered`, so a headless browser can prove the plots render, not only exist; and
+on the body the first line a person sees (`data-first`, the decision) and whether the page is
+wider than the window (`data-overflow`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def environment(autoescape: bool = True) -> jinja2.Environment:
                              autoescape=autoescape, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
+    env.filters["known"] = lambda x: "not recorded" if x is None else str(x)
     return env
 
 
@@ -64,7 +67,7 @@ def busbw_plot(report: ImageReport) -> str:
                 (s.bytes, getattr(s, f"{metric}_GBps")) for s in p.sizes
                 if getattr(s, f"{metric}_GBps") is not None]
             if points:
-                label = f"{p.backend or '?'} ×{p.world_size or '?'}"
+                label = f"{p.backend or 'backend not recorded'} ×{p.world_size or 'n'}"
                 if len(report.preflight) > 1:
                     label += f" {p.attempt_id[:15]}"
                 found.append((label, points))
@@ -173,11 +176,26 @@ def render(report: ImageReport, base: Path | None = None,
            env: jinja2.Environment | None = None) -> str:
     """The page; `base` is the directory it is written to (links to evidence are relative
     to it), None for absolute file: links."""
+    from imagekit.report.markdown import (
+        _PHASES,
+        counts,
+        gate_line,
+        required_line,
+        signed_only,
+    )
+
     names, rows = glance.probe_matrix(report)
     facts = report.facts
     template = (env or environment()).get_template(TEMPLATE)
-    return template.render(
-        report=report, facts=facts, title=facts.name or report.requested,
+    return once_in_full(template.render(
+        report=report, facts=facts, title=glance.short_ref(facts.name or report.requested),
+        decision=report.outcome(), not_run=glance.not_run(report), counts=counts(report),
+        gate_line=gate_line(report),
+        required_line=required_line(report) if signed_only(report) else "",
+        image_run=glance.phases_run(report)["image"],
+        endpoints=glance.promotion_path(report),
+        unsigned=[t for ph, t in _PHASES.items()
+                  if ph != "other" and not any(s.phase == ph for s in report.chain)],
         verdict=glance.verdict(report), phases=glance.PHASES,
         matrix={"names": names, "rows": rows},
         path_diagram=_markup(path_diagram(report)),
@@ -188,4 +206,22 @@ def render(report: ImageReport, base: Path | None = None,
         summary=report.summary(), versions=sorted(facts.versions.items()),
         sbom_lines=_sbom_lines(report),
         image_digests=(report.subject, *report.aliases),
-        href=lambda evidence: _href(report, evidence, base))
+        href=lambda evidence: _href(report, evidence, base)))
+
+
+_TAG = re.compile(r"(<[^>]*>)")
+
+
+def once_in_full(page: str) -> str:
+    """Each long digest in full where the page first shows it, short after that: only the
+    text a person reads changes (tags and their attributes, links included, keep theirs)."""
+    from imagekit.report.markdown import once_in_full as in_text
+
+    head, sep, body = page.partition("<body>")
+    if not sep:
+        return page
+    parts = _TAG.split(body)
+    text = "\x00".join(parts[0::2])    # the text between tags, in page order
+    shortened = in_text(text).split("\x00")
+    parts[0::2] = shortened
+    return head + sep + "".join(parts)

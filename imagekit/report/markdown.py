@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from imagekit.report import glance
 from imagekit.report.models import ImageReport
 from imagekit.results import Status
@@ -22,55 +24,60 @@ def _size(n: float) -> str:
 
 
 def render(report: ImageReport) -> str:
-    out: list[str] = []
+    decision = report.outcome()   # the first line: what the user may do, and why
+    out: list[str] = [f"**{_cell(decision.summary)}**\n"]
     facts = report.facts
     title = facts.name or report.requested
-    out.append(f"# Image report: {_cell(title)}\n")
+    out.append(f"# Image report: {_cell(glance.short_ref(title))}\n")
     out += _at_a_glance(report)
     out.append(f"- **Digest:** `{report.subject}`")
     if report.aliases:
         out.append(f"- **Also known as:** {', '.join(f'`{a}`' for a in report.aliases)}")
     if report.resolution:
         out.append(f"- **Resolved:** {_cell(report.resolution)}")
-    out.append(f"- **Overall:** {_MARK[report.status.value]}")
-    out.append(f"- **Base digest:** `{facts.base_digest}`" if facts.base_digest
-               else "- **Base digest:** no evidence")
+    out.append(f"- **Checks:** {counts(report)}")
+    if facts.base_digest:
+        out.append(f"- **Base digest:** `{facts.base_digest}`")
     if report.profile:
         out.append(f"- **Profile:** {_cell(report.profile)}")
     out.append(f"- **Evidence root:** `{report.evidence_root}`")
     out.append(f"- **Generated:** {report.generated:%Y-%m-%d %H:%M:%S} UTC\n")
+    skipped = glance.not_run(report)
+    if skipped:
+        out += [f"- {_cell(line)}" for line in skipped] + [""]
 
-    decision = report.gate       # computed once, when the report was built
+    gate = report.gate       # computed once, when the report was built
     out.append("## Promotion gate\n")
-    out.append("**Allowed**" if decision.allowed else "**Refused**")
-    out += [f"- refused: {_cell(r)}" for r in decision.reasons]
-    out += [f"- warning: {_cell(w)}" for w in decision.warnings]
-    out += [f"- source: {_cell(x)}" for x in decision.sources]
-    out += [f"- ignored: {_cell(x)}" for x in decision.ignored]
+    out.append(f"**{gate_line(report)}**")
+    out += [f"- refused: {_cell(r)}" for r in gate.reasons]
+    out += [f"- warning: {_cell(w)}" for w in gate.warnings]
+    out += [f"- source: {_cell(x)}" for x in gate.sources]
+    out += [f"- ignored: {_cell(x)}" for x in gate.ignored]
     out += _chain_section(report)
 
-    out.append("\n## Summary by evidence kind\n")
-    out.append("| kind | PASS | FAIL | DEFERRED | ERROR | accepted | latest evidence |\n"
-               "|---|---|---|---|---|---|---|")
+    if report.checks:
+        out.append("\n## Summary by evidence kind\n")
+        out.append("| kind | PASS | FAIL | DEFERRED | ERROR | accepted | latest evidence |\n"
+                   "|---|---|---|---|---|---|---|")
     for row in report.summary():
         out.append(f"| {_cell(row['kind'])} | {row['PASS']} | {row['FAIL']} | "
                    f"{row['DEFERRED']} | {row['ERROR']} | {row['accepted']} | "
                    f"`{row['evidence']}` |")
 
-    out.append("\n## Final versions\n")
     if facts.versions:
+        out.append("\n## Final versions\n")
         out.append("| package | version |\n|---|---|")
         out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in sorted(facts.versions.items())]
         if facts.source:
             out.append(f"\nFrom `{facts.source}`.")
-    else:
-        out.append("No evidence (no images-verify or build attempt recorded versions).")
-    out.append("\n## Fix layers\n")
-    out += [f"{i}. `{_cell(layer)}`" for i, layer in enumerate(facts.fix_layers, 1)] or \
-        ["No evidence."]
+    if facts.fix_layers:
+        out.append("\n## Fix layers\n")
+        out += [f"{i}. `{_cell(layer)}`" for i, layer in enumerate(facts.fix_layers, 1)]
 
     out.append("\n## Required checks\n")
-    if report.required:
+    if signed_only(report):
+        out.append(required_line(report))
+    elif report.required:
         out.append("| requirement | satisfied | status | reason |\n|---|---|---|---|")
         for o in report.required:
             mark = _MARK[o.status.value] if o.status else "**missing**"
@@ -81,8 +88,9 @@ def render(report: ImageReport) -> str:
     else:
         out.append("None configured.")
 
-    out.append("\n## Checks (current)\n")
-    out.append("| kind | check | status | detail | evidence |\n|---|---|---|---|---|")
+    if report.checks:
+        out.append("\n## Checks (current)\n")
+        out.append("| kind | check | status | detail | evidence |\n|---|---|---|---|---|")
     for line in report.checks:
         mark = _MARK[line.status.value] + (" (accepted)" if line.accepted else "")
         detail = _cell(line.detail)[:300] + (f" — accepted: {_cell(line.accepted)}"
@@ -98,25 +106,23 @@ def render(report: ImageReport) -> str:
                        f"`{line.evidence}` |")
         out.append("\n</details>")
 
-    out.append("\n## Promotion endpoints\n")
     if report.endpoints:
+        out.append("\n## Promotion endpoints (in hop order)\n")
         out.append("| endpoint | reference | digest | verified | bytes moved |\n"
                    "|---|---|---|---|---|")
-        for e in report.endpoints:
-            verified = {True: "yes", False: "**no**", None: "unknown"}[e.verified]
+        for e in glance.promotion_path(report):
+            verified = {True: "yes", False: "**no**", None: "not read back"}[e.verified]
             moved = "" if e.bytes_moved is None else _size(e.bytes_moved)
             differs = "" if e.digest in (report.subject, *report.aliases) else \
                 " **(not the image digest)**"
             out.append(f"| {_cell(e.endpoint)} | `{_cell(e.reference)}` | `{e.digest}`{differs} "
                        f"| {verified} | {moved} |")
-    else:
-        out.append("No evidence (not promoted).")
 
-    out.append("\n## GPU preflight\n")
     if report.preflight:
+        out.append("\n## GPU preflight\n")
         for p in report.preflight:
-            out.append(f"{_MARK[p.status.value]} — world size {p.world_size}, backend "
-                       f"{p.backend} (`{p.evidence}`)\n")
+            out.append(f"{_MARK[p.status.value]} — world size {_known(p.world_size)}, backend "
+                       f"{_known(p.backend)} (`{p.evidence}`)\n")
             out.append("| message size | algbw GB/s | busbw GB/s |\n|---|---|---|")
             for s in p.sizes:
                 out.append(f"| {_size(s.bytes)} | {_fmt(s.algbw_GBps)} | {_fmt(s.busbw_GBps)} |")
@@ -136,11 +142,9 @@ def render(report: ImageReport) -> str:
                                f"{len(t.samples)} | {', '.join(_fmt(x) for x in t.samples)}"
                                f"{_cell(ref)} |")
                 out.append("")
-    else:
-        out.append("No evidence.")
 
-    out.append("\n## Acceptance latency\n")
     if report.latency:
+        out.append("\n## Acceptance latency\n")
         keys = sorted({k for s in report.latency for k in s.percentiles},
                       key=lambda k: float(k[1:]))
         out.append("| kind | series | metric | status | unit | " + " | ".join(keys) + " |")
@@ -150,8 +154,6 @@ def render(report: ImageReport) -> str:
                        f"{_cell(series.metric)} | {_MARK[series.status.value]} | "
                        f"{series.unit} | "
                        + " | ".join(_fmt(series.percentiles.get(k)) for k in keys) + " |")
-    else:
-        out.append("No evidence.")
 
     if report.overrides:
         out.append("\n## Gate overrides\n")
@@ -161,8 +163,76 @@ def render(report: ImageReport) -> str:
                        f"{_cell('; '.join(override.refused_for)) or 'nothing'} "
                        f"(`{override.evidence}`)")
     out += _previous_section(report)  # base, versions, checks since the previous build
-    out += _sbom_section(report)  # hook: SBOM diff against the previous build
-    return "\n".join(out) + "\n"
+    out += _sbom_section(report)  # SBOM diff against the previous build
+    return once_in_full("\n".join(out) + "\n")
+
+
+_DIGEST = re.compile(r"\b(sha256):([0-9a-f]{64})\b")
+
+
+def once_in_full(text: str) -> str:
+    """Every long digest in full where it first appears, short (`sha256:abcd1234ef56…`)
+    after that."""
+    seen: set[str] = set()
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) in seen:
+            return glance.short(match.group(0))
+        seen.add(match.group(0))
+        return match.group(0)
+    return _DIGEST.sub(one, text)
+
+
+def _known(value: object) -> str:
+    return "not recorded" if value is None else str(value)
+
+
+def signed_only(report: ImageReport) -> bool:
+    """The gate decided from the signed statements alone: this store measured no image."""
+    return bool(report.chain) and not glance.phases_run(report)["image"]
+
+
+def required_line(report: ImageReport) -> str:
+    """The required checks as the gate judged them from the signed statements."""
+    gate = report.gate
+    names = ", ".join(gate.required) or "none"
+    if not gate.required:
+        return "None configured."
+    missing = [r for r in gate.reasons if r.startswith("required check ")]
+    return (f"Judged from the signed statements: {names} — "
+            + (f"{len(missing)} not satisfied (see Promotion gate)" if missing
+               else "satisfied"))
+
+
+def gate_line(report: ImageReport) -> str:
+    """The gate section's status line, the same decision as the first line."""
+    decision = report.outcome()
+    if not decision.may_promote:
+        return "Refused: " + decision.summary.removeprefix("not promotable: ")
+    return "Allowed" + (" (overridden)" if report.gate.overridden else "") + \
+        f": {decision.verdict}"
+
+
+def counts(report: ImageReport) -> str:
+    """`12 PASS, 1 FAIL (accepted), 1 DEFERRED (warning)`: the evaluated lines the decision
+    reads (no raw worst status that a profile's acceptance would contradict)."""
+    lines = glance.gate_lines(report)
+    if not lines:
+        return "none measured by this store" + (" (the signed statements decide)"
+                                                 if report.chain else "")
+    parts = []
+    for status in (Status.PASS, Status.FAIL, Status.ERROR, Status.DEFERRED):
+        plain = sum(1 for x in lines if x.status is status and not x.accepted)
+        taken = sum(1 for x in lines if x.status is status and x.accepted)
+        if plain:
+            note = {Status.DEFERRED: " (warning)", Status.PASS: ""}.get(status, "")
+            parts.append(f"{plain} {status.value}{note}")
+        if taken:   # each accepted check once, as the decision names it
+            names = {x.name.removeprefix("probe:") for x in lines
+                     if x.status is status and x.accepted}
+            runs = f", in {taken} runs" if taken > len(names) else ""
+            parts.append(f"{len(names)} {status.value} (accepted{runs})")
+    return ", ".join(parts)
 
 
 _ICON = {"go": "✅", "caution": "⚠️", "stop": "⛔"}
@@ -171,8 +241,8 @@ _ICON = {"go": "✅", "caution": "⚠️", "stop": "⛔"}
 def _at_a_glance(report: ImageReport) -> list[str]:
     """The verdict banner (the stored gate decision, said as the next step), each probe once
     across its phases, the promotion path, acceptance verdicts apart."""
-    v = glance.verdict(report)
-    out = [f"> {_ICON[v.level]} **{_cell(v.headline)}**  ", f"> Next: `{v.next_step}`"]
+    v = glance.verdict(report)   # its headline is the first line already
+    out = [f"> {_ICON[v.level]} Next: `{v.next_step}`"]
     out += [f"> - {_cell(p)[:400]}" for p in v.points]
     names, rows = glance.probe_matrix(report)
     if names:
@@ -192,8 +262,8 @@ def _at_a_glance(report: ImageReport) -> list[str]:
         for e in path:
             state = ("serves ANOTHER digest" if not glance.serves_image(report, e) else
                      "verified" if e.verified else "not read back")
-            hops.append(f"{glance.endpoint_name(e)} `{e.digest[:19]}…` ({state})")
-        out.append("\n**Promotion path:** " + " → ".join(hops))
+            hops.append(f"{glance.endpoint_name(e)} `{glance.short(e.digest)}` ({state})")
+        out.append("\n**Promotion path (in hop order):** " + " → ".join(hops))
     if report.acceptance:
         out.append("\n## Acceptance: protocol and semantic verdicts\n")
         out.append("| suite | check | status | protocol | semantic |\n|---|---|---|---|---|")
@@ -228,12 +298,15 @@ def _previous_section(report: ImageReport) -> list[str]:
     status changed (imagekit.report.previous)."""
     out = ["\n## Since the previous build\n"]
     p = report.previous
+    if p is None and not glance.phases_run(report)["image"]:
+        return []
     if p is None:
         out.append("No earlier build of this image in evidence.")
         return out
     out.append(f"Previous build `{p.digest}` ({p.built:%Y-%m-%d %H:%M} UTC, `{p.evidence}`).\n")
-    out.append(f"- base: `{p.base_before}` → `{p.base_after}`" if p.base_changed
-               else f"- base: unchanged (`{p.base_after}`)")
+    before, after = p.base_before or "not recorded", p.base_after or "not recorded"
+    out.append(f"- base: `{before}` → `{after}`" if p.base_changed
+               else f"- base: unchanged (`{after}`)")
     if not p.probed:
         out.append("- versions: not known for both builds (one was not probed yet)")
     elif p.versions:
@@ -261,7 +334,14 @@ def _previous_section(report: ImageReport) -> list[str]:
 def _sbom_section(report: ImageReport) -> list[str]:
     from imagekit.sbom.history import markdown_section
 
-    return markdown_section(report.evidence_root, report.subject)
+    if not glance.phases_run(report)["image"]:
+        return []   # the image phase's not-run line says it
+
+    section = markdown_section(report.evidence_root, report.subject)
+    said = [line for line in section if line.strip() and not line.lstrip().startswith("#")]
+    if len(said) == 1 and said[0].startswith("No evidence"):
+        return []   # no SBOM of two builds: nothing to compare, no empty heading
+    return section
 
 
 def _fmt(value: float | None) -> str:
@@ -278,18 +358,21 @@ def _chain_section(report: ImageReport) -> list[str]:
     if not report.chain:
         return []
     out = ["\n## Signed chain (from the registry)\n"]
+    unsigned = [title for phase, title in _PHASES.items()
+                if phase != "other" and not any(s.phase == phase for s in report.chain)]
+    if unsigned:
+        out.append("No statement signed by a trusted key for: " + ", ".join(unsigned) + "\n")
     for phase, title in _PHASES.items():
         mine = [s for s in report.chain if s.phase == phase]
-        out.append(f"### {title}\n")
         if not mine:
-            out.append("no statement signed by a trusted key\n")
             continue
+        out.append(f"### {title}\n")
         for item in mine:
             state = "" if item.current else " (superseded by a newer one)"
             out.append(f"- **{_cell(item.name)}** signed by {_cell(item.signer)} at "
                        f"{_cell(item.signed_at or 'an undated time')}, "
                        f"{_cell(item.registry)}/{_cell(item.repository)} (referrer "
-                       f"`{item.referrer[:19]}…`, `{item.evidence}`){state}")
+                       f"`{glance.short(item.referrer)}`, `{item.evidence}`){state}")
             out += [f"  - {_cell(line)}" for line in item.summary]
         out.append("")
     return out

@@ -7,8 +7,9 @@ evidence is empty (or None), it is never filled with a guess.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from imagekit.evidence.kinds import GateDecision, NoiseVerdict
 from imagekit.report.accepted import Accepted
@@ -258,7 +259,27 @@ class SignedStatement(BaseModel):
     current: bool = Field(default=True, description="False: a newer statement of the same "
                           "type (by its signed time) supersedes it")
     summary: list[str] = Field(default=[], description="what it says, one line per fact")
+    hops: list[str] = Field(default=[], description="a promotion statement's hops read back "
+                            "and verified, in the order they were made (references)")
     evidence: str = Field(description="the attested attempt directory")
+
+
+class Decision(BaseModel):
+    """What a person may do with the image, and why: the first line of every report.
+
+    Derived in one place (`imagekit.report.glance.decide`) from the stored gate decision and
+    the evidence (hops read back, signed promotion statements); every section's status line
+    reads the same evaluated records, so the page cannot disagree with it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    verdict: str = Field(description="promoted, promotable or not promotable")
+    may_promote: bool = Field(description="the gate allows promoting (or deploying) it")
+    summary: str = Field(description="one sentence: the verdict and why")
+    reasons: list[str] = Field(default=[], description="the facts the verdict rests on")
+    destination: str | None = Field(default=None, description="the final promotion "
+                                    "destination pinned by digest (never a relay); None "
+                                    "when nothing was promoted")
 
 
 class ImageReport(BaseModel):
@@ -294,30 +315,27 @@ class ImageReport(BaseModel):
     chain: list[SignedStatement] = Field(default=[], description="statements trusted keys "
                                          "signed about the image (from the registry), "
                                          "never what this machine measured")
+    decision: Decision | None = Field(default=None, exclude=True, description="the JSON "
+                                      "report's first key: derived from the rest when it "
+                                      "is written (ImageReport.outcome), dropped when read")
     previous: PreviousBuild | None = Field(default=None, description="the difference against "
                                            "the previous build of the same image; None when "
                                            "the evidence holds no earlier build of it")
 
-    def decision(self) -> str:
-        """What a person reads first: the gate's decision, with every accepted non-PASS named
-        ("promotable, 1 accepted FAIL: torch_arch (…)"); the raw status is shown beside it."""
-        if self.gate.allowed:
-            head = "promotable" + (" (gate overridden)" if self.gate.overridden else "")
-        else:
-            head = "not promotable: " + ("; ".join(self.gate.reasons[:2]) or "refused")
-        taken = [x for x in self.checks if x.current and x.accepted and
-                 x.status is not Status.PASS]
-        parts = []
-        for status in (Status.ERROR, Status.FAIL, Status.DEFERRED):
-            seen: dict[str, str] = {}  # one name once, whichever kind (probe, cluster-probe)
-            for x in taken:
-                if x.status is status and x.name not in seen:
-                    why = " ".join(str(x.accepted).split()).split(";")[0]
-                    seen[x.name] = why if len(why) <= 60 else why[:59] + "…"
-            if seen:
-                names = ", ".join(f"{n} ({why})" for n, why in seen.items())
-                parts.append(f"{len(seen)} accepted {status.value}: {names}")
-        return ", ".join([head, *parts])
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_decision(cls, data: Any) -> Any:
+        """The JSON report leads with `decision`, derived from the rest: reading it back drops
+        it (it is recomputed, never trusted from the file)."""
+        if isinstance(data, dict) and "decision" in data:
+            data = {k: v for k, v in data.items() if k != "decision"}
+        return data
+
+    def outcome(self) -> Decision:
+        """The decision a person reads first (imagekit.report.glance.decide)."""
+        from imagekit.report.glance import decide
+
+        return decide(self)
 
     def kinds(self) -> list[str]:
         seen: list[str] = []

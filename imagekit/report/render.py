@@ -24,8 +24,10 @@ def render(report: ImageReport, fmt: str, base: Path | None = None) -> str:
         from imagekit.report import markdown
 
         return markdown.render(report)
-    if fmt == "json":
-        return report.model_dump_json(indent=2) + "\n"
+    if fmt == "json":   # the decision first, then the report it is derived from
+        body = {"decision": report.outcome().model_dump(mode="json"),
+                **report.model_dump(mode="json")}
+        return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
     if fmt == "junit":
         from imagekit.report import junit
 

@@ -161,7 +161,7 @@ def promotion_diagram(diagram_id: str, nodes: list[dict]) -> str:
     height = box_h + pad * 2 + 22
     colors = {"verified": ("#e6f4e6", "#176b17", "✓ read back, verified"),
               "pass": ("#e6f4e6", "#176b17", "✓ runs the pinned digest"),
-              "unverified": ("#f5f5f5", "#777", "? pushed, not read back"),
+              "unverified": ("#f5f5f5", "#777", "○ pushed, not read back"),
               "wrong": ("#fde8eb", "#b00020", "✗ serves another digest"),
               "fail": ("#fde8eb", "#b00020", "✗ not the pinned digest")}
     parts = [f'<svg id="{escape(diagram_id)}" class="diagram" xmlns="http://www.w3.org/2000/svg" '

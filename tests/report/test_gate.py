@@ -118,7 +118,8 @@ def test_report_shows_the_gate_verdict(store) -> None:
     r = write_rehearsal(store, media_fail=True, torch_arch=Status.DEFERRED)
     report = build_report(store, r.digest, required=["probe:pip_check"])
     text = render(report, "md")
-    assert "## Promotion gate\n\n**Refused**" in text
+    assert "## Promotion gate\n\n**Refused: accept-media:corrupted-media-status FAIL" in text
+    assert text.startswith("**not promotable: accept-media:corrupted-media-status FAIL")
     assert "- refused: accept-media:corrupted-media-status FAIL" in text
     assert "- warning: probe:torch_arch DEFERRED" in text
     assert "refused</span>: accept-media:corrupted-media-status" in render(report, "html")

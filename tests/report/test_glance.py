@@ -73,15 +73,15 @@ def test_banner_is_the_stored_gate_decision_never_recomputed(store) -> None:
     refused = build_report(store, r.digest)
     assert not refused.gate.allowed
     page = render(refused, "html")
-    assert 'class="banner stop"' in page and "Do not promote" in page
+    assert 'class="banner stop"' in page and '<h2 id="decision">not promotable: ' in page
     assert "corrupted-media-status" in re.search(r'<section id="verdict".*?</section>', page,
                                                   re.S).group(0)
-    assert "Do not promote" in render(refused, "md")
+    assert render(refused, "md").startswith("**not promotable: ")
     # the same evidence with a stored decision that allows: the banner follows the decision
     allowed = refused.model_copy(update={"gate": refused.gate.model_copy(
         update={"allowed": True, "reasons": []})})
     page = render(allowed, "html")
-    assert "Do not promote" not in page and 'data-allowed="yes"' in page
+    assert "not promotable" not in page and 'data-allowed="yes"' in page
     assert 'class="banner stop"' not in page
 
 

@@ -129,7 +129,8 @@ def test_versions_from_the_probe_when_no_manifest_yet(store) -> None:
                                      "pillow": "11.3.0", "nixl-cu12": "1.2.0"}
     assert report.facts.base_digest == str(record.base.digest)     # from the build's base
     assert report.facts.name == "sglang" and report.facts.fix_layers == []
-    assert "## Fix layers\n\nNo evidence." in render(report, "md")
+    text = render(report, "md")     # no fix layer: no empty heading either
+    assert "## Fix layers" not in text and "No evidence" not in text
 
 
 def test_the_push_to_staging_is_an_endpoint_not_verified(store) -> None:
@@ -152,9 +153,13 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
     index = (tmp_path / "out" / "index.md").read_text()
     decision = results["sglang"].decision
     assert decision is not None and decision.startswith(
-        "promotable, 1 accepted FAIL: torch_arch (the stand-in carries the machine's CPU"), decision
-    # the gate's decision leads, the raw status beside it
-    assert f"| sglang | **{decision}** | FAIL | `{record.digest}` |" in index
+        "promotable: 3 checks pass, 1 accepted FAIL (torch_arch: the stand-in carries the "
+        "machine's CPU"), decision
+    # the decision leads the index (its first line) and its row; the row's checks agree with
+    # it (the FAIL is the accepted one), never a bare raw "FAIL" beside "promotable"
+    assert index.splitlines()[0].startswith(f"**sglang: {decision}; vllm: no report")
+    assert f"| sglang | **{decision}** | 3 PASS, 1 FAIL (accepted, in 2 runs) | " \
+        f"`{record.digest}` |" in index
     assert "| vllm | **missing** |" in index
     html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
     assert [Path(f).suffix for r in html for f in r.files] == [".html"]
@@ -162,16 +167,26 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
 
 def test_the_rehearsal_index_leads_with_each_promoted_images_decision(store, tmp_path) -> None:
     """The three-actor rehearsal's index.md (imagekit/rehearsal/flow.py): per promoted image
-    the gate's decision first, the raw status beside it, read from the auditor's reports."""
+    the decision first, the evaluated checks beside it, read from the auditor's reports."""
     from imagekit.rehearsal import decision_rows
     from imagekit.report.batch import reports_for_spec
 
     record = _build_and_probe(store, "sglang")
     out = tmp_path / "out"
     [sglang] = [r for r in reports_for_spec(store, out, profile="local") if r.image == "sglang"]
-    rows = decision_rows(out, {"sglang": f"127.0.0.1:5003/imagekit/sglang@{record.digest}",
-                                "vllm": "127.0.0.1:5003/imagekit/vllm:local-000000000000"})
-    assert rows[0].startswith("| image | decision | raw status |")
-    assert any(row.startswith("| sglang ") and f"**{sglang.decision}** | FAIL |" in row
+    rows, decisions = decision_rows(
+        out, {"sglang": f"127.0.0.1:5003/imagekit/sglang@{record.digest}",
+              "vllm": "127.0.0.1:5003/imagekit/vllm:local-000000000000"})
+    assert rows[0].startswith("| image | decision | checks |")
+    assert decisions == [f"sglang: {sglang.decision}", "vllm: no report"]
+    assert any(row.startswith("| sglang ") and
+               f"**{sglang.decision}** | 3 PASS, 1 FAIL (accepted, in 2 runs) |" in row
                for row in rows), rows
     assert any(row.startswith("| vllm ") and "no report" in row for row in rows), rows
+    # the index's first line says what the user may do with each promoted image, and why
+    from imagekit.rehearsal.flow import write_index
+
+    write_index(out, out / "actors", {"sglang": f"127.0.0.1:5003/imagekit/sglang@{record.digest}"},
+                store.root)
+    first = (out / "index.md").read_text().splitlines()[0]
+    assert first == f"**sglang: {sglang.decision}**", first
