@@ -144,9 +144,8 @@ def report_command(
             if item.missing:
                 err_console.print(f"{item.image}: no report: {item.missing}", markup=False)
             else:
-                status = getattr(item.status, "value", item.status)
-                err_console.print(f"{item.image} {item.digest} ({status}) → "
-                                  f"{', '.join(item.files)}", markup=False)
+                err_console.print(f"{item.image}: {item.decision} → {', '.join(item.files)}",
+                                  markup=False)
         if any(item.missing for item in results):
             raise typer.Exit(CheckFailed.exit_code)
         return
@@ -180,8 +179,7 @@ def report_command(
     if fmt == "all":
         written = write_all(report, out)
         for path in written.values():
-            err_console.print(f"{report.subject} ({report.status.value}) → {path}",
-                              markup=False)
+            err_console.print(f"{report.outcome().summary} → {path}", markup=False)
         return
     text = render(report, fmt)
     if out is None:
@@ -190,8 +188,7 @@ def report_command(
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    err_console.print(f"{fmt} report of {report.subject} ({report.status.value}) → {out}",
-                      markup=False)
+    err_console.print(f"{fmt} report: {report.outcome().summary} → {out}", markup=False)
 
 
 @app.command("gate")
