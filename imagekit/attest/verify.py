@@ -26,7 +26,13 @@ from imagekit.attest.dsse import (
     verify_envelope,
 )
 from imagekit.attest.models import AttestVerifyReport, PromotionPredicate
-from imagekit.attest.statements import NAMES, PROMOTION_TYPE, TEST_RESULT_TYPE, TYPES
+from imagekit.attest.statements import (
+    NAMES,
+    PHASE_TYPES,
+    PROMOTION_TYPE,
+    TEST_RESULT_TYPE,
+    TYPES,
+)
 from imagekit.errors import DigestMismatch, ImagekitError, InvalidInput, NotFound, TransportError
 from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
@@ -262,11 +268,53 @@ def newest(found: list[dict]) -> tuple[dict | None, list[dict]]:
     return ordered[-1], ordered[:-1]
 
 
+#: The links a phase after the promotion shows, and the phase whose signed statement shows
+#: each: a chain signed at promotion time holds them as ABSENT (report.links.LATER_LINKS).
+LATER_PHASES = {"cluster-imageid": "cluster-probe", "gpu-preflight": "gpu-preflight",
+                "acceptance": "cluster-accept"}
+
+
+def later_links(found: list[dict], digest: Digest,
+                trust: TrustPolicy) -> dict[str, CheckResult]:
+    """Per later link, what the newest trusted phase statement about `digest` shows: PASS
+    when its verdict (the signer's profile applied) is PASS for the digest it was pinned to."""
+    from imagekit.attest.phase import ClusterPhasePredicate
+
+    shown: dict[str, CheckResult] = {}
+    for link, phase in LATER_PHASES.items():
+        item, _ = newest([f for f in found if f["type"] == PHASE_TYPES[phase]])
+        if item is None:
+            continue
+        signer = trust.by_fingerprint(item["fingerprint"])
+        if signer is not None and not signer.allows_link(link):
+            shown[link] = CheckResult(name=f"link {link}", status=Status.FAIL,
+                                      detail=f"{signer.label} is not trusted to vouch for "
+                                             f"link {link} (trust policy `links`)")
+            continue
+        try:
+            predicate = ClusterPhasePredicate.model_validate(item["statement"].get("predicate"))
+        except ValueError as exc:
+            shown[link] = CheckResult(name=f"link {link}", status=Status.FAIL,
+                                      detail=f"not a {phase} predicate: {str(exc)[:300]}")
+            continue
+        ok = predicate.verdict is Status.PASS and predicate.digest == str(digest)
+        shown[link] = CheckResult(
+            name=f"link {link}", status=Status.PASS if ok else Status.FAIL,
+            detail=f"shown after promotion by the {phase} statement signed by {item['label']} "
+                   f"at {item.get('signed_at') or 'an unknown time'}: verdict "
+                   f"{predicate.verdict.value} for {predicate.digest}"
+                   + (f" on node {predicate.node}" if predicate.node else ""))
+    return shown
+
+
 def check_promotion(statement: dict, digest: Digest, require: Iterable[str] = (),
-                    signer: TrustedKey | None = None) -> list[CheckResult]:
+                    signer: TrustedKey | None = None,
+                    later: dict[str, CheckResult] | None = None) -> list[CheckResult]:
     """The joined chain re-checked: subject, required links PASS (each one the signer may
     vouch for), every hop verified; a chain signed past the gate (`forced`) or requiring no
-    link at all proves nothing and fails."""
+    link at all proves nothing and fails. A link the chain could not hold yet when it was
+    signed (ABSENT: the cluster probe runs after promotion) is shown by `later`: the trusted
+    phase statements about the digest (`later_links`)."""
     try:
         predicate = PromotionPredicate.model_validate(statement.get("predicate"))
     except ValueError as exc:
@@ -296,6 +344,9 @@ def check_promotion(statement: dict, digest: Digest, require: Iterable[str] = ()
             checks.append(CheckResult(name=f"link {name}", status=Status.FAIL,
                                       detail=f"{signer.label} is not trusted to vouch for "
                                              f"link {name} (trust policy `links`)"))
+            continue
+        if link.status == "ABSENT" and later and name in later:
+            checks.append(later[name])
             continue
         ok = link.status == "PASS"
         detail = f"{link.status}: {link.detail}" + \
@@ -354,7 +405,8 @@ def verify_reference(reference: ImageReference, trust: TrustPolicy | Path, *,
                            f"{item.get('signed_at') or 'undated'}, decides"))
             signer = trust.by_fingerprint(item["fingerprint"])
             if uri == PROMOTION_TYPE:
-                checks += check_promotion(item["statement"], served.digest, require, signer)
+                checks += check_promotion(item["statement"], served.digest, require, signer,
+                                          later_links(found, served.digest, trust))
                 for link in require:
                     shown[link].append(CheckResult(name=f"required {link}",
                                                    status=Status.PASS, detail="promotion"))

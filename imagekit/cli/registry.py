@@ -271,7 +271,7 @@ def _image(text: str, what: str, store, *, trust=None, pool=None) -> ImageRefere
 
 def _source(text: str, store, *, trust=None, pool=None) -> ImageReference:  # noqa: ANN001
     """SOURCE as a spec image NAME or a REF."""
-    return _image(text, "SOURCE", store, trust=trust, pool=pool)
+    return _image(text, "REF", store, trust=trust, pool=pool)
 
 
 def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:

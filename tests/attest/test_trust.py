@@ -227,6 +227,47 @@ def test_a_forced_or_linkless_chain_fails_verification(ci, tmp_path):
                for c in out)
 
 
+def _phase_found(ci, verdict="PASS", digest=DIGEST, fingerprint=None):
+    """One verified cluster-probe statement as read_attestations lists it."""
+    predicate = {"phase": "cluster-probe", "digest": str(digest), "reference": "r/x:v1",
+                 "cluster": "https://127.0.0.1:6443", "node": "gpu-1", "status": verdict,
+                 "verdict": verdict, "checks": [], "generated": _time(0)}
+    return {"type": "https://imagekit.dev/attestation/cluster-probe/v1", "referrer": "sha256:"
+            + "ef" * 32, "statement": {"predicate": predicate}, "label": "operator",
+            "fingerprint": fingerprint, "signed_at": _time(0)}
+
+
+def test_a_cluster_link_absent_at_promotion_is_shown_by_a_later_signed_phase(ci, tmp_path):
+    """The chain is signed before the cluster probe runs: its cluster-imageid link is ABSENT
+    then, and the operator's trusted cluster-probe statement about the digest shows it later.
+    Without that statement, or with one whose verdict is FAIL or about another digest, the link
+    FAILs."""
+    from imagekit.attest.verify import later_links
+
+    chain = _promotion(["build", "cluster-imageid"])
+    chain["predicate"]["links"].append({"name": "cluster-imageid", "status": "ABSENT",
+                                        "detail": "no evidence"})
+    trust = load_trust([_public_named(ci, tmp_path, "operator")], env={})
+    fingerprint = trust.keys[0].fingerprint
+
+    def link(found):
+        out = check_promotion(chain, DIGEST, later=later_links(found, DIGEST, trust))
+        return next(c for c in out if c.name == "link cluster-imageid")
+
+    shown = link([_phase_found(ci, fingerprint=fingerprint)])
+    assert shown.status is Status.PASS and "cluster-probe statement signed by operator" in \
+        shown.detail and "on node gpu-1" in shown.detail
+    assert link([]).status is Status.FAIL                                   # no statement
+    assert link([_phase_found(ci, "FAIL", fingerprint=fingerprint)]).status is Status.FAIL
+    assert link([_phase_found(ci, digest=OTHER, fingerprint=fingerprint)]).status is Status.FAIL
+    policy = tmp_path / "p.yaml"                # a key not trusted for the link cannot show it
+    policy.write_text(f"keys:\n  - name: operator\n    key: {ci[1]}\n    links: [hops]\n")
+    scoped = load_trust([], policy, env={})
+    out = check_promotion(chain, DIGEST, later=later_links(
+        [_phase_found(ci, fingerprint=fingerprint)], DIGEST, scoped))
+    assert next(c for c in out if c.name == "link cluster-imageid").status is Status.FAIL
+
+
 # -- the gate from signed facts ---------------------------------------------------------------
 
 def test_gate_allows_from_a_trusted_statement_and_names_its_signer(ci, tmp_path):

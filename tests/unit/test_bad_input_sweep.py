@@ -153,7 +153,7 @@ CASES: list[tuple[str, object, str]] = [
     ("precheck-namespace", lambda F: ["cluster", "precheck", "--namespace", "UP"],
      "--namespace"),
     ("evidence-kind", lambda F: ["evidence", "list", "--kind", "../../x"], "--kind"),
-    ("promote-ref", lambda F: ["promote", "UPPER/Case::x", "--to", REF], "SOURCE"),
+    ("promote-ref", lambda F: ["promote", "UPPER/Case::x", "--to", REF], "REF:"),
     ("promote-to", lambda F: ["promote", REF, "--to", "UP::bad"], "--to"),
     ("verify-copy-ref", lambda F: ["verify-mirror", "UPPER/Case::x", REF], "OFFICIAL"),
     ("probe-ref", lambda F: ["cluster", "probe", "UPPER/Case::x"], "UPPER"),
