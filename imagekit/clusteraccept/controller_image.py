@@ -25,6 +25,8 @@ from imagekit.standins.build import ca_bundle, tree_hash
 from imagekit.standins.rootfs import ensure_rootfs_image, rootfs_key
 
 PACKAGE = Path(__file__).absolute().parents[1]          # imagekit/
+#: the preflight package: imagekit.stats is its stats.py (the evidence models import it)
+PREFLIGHT = packaged.path("preflight")
 DOCKERFILE_DIR = packaged.path("dockerfiles", "controller")
 REPOSITORY = "imagekit/accept-controller"
 LOCAL_REPOSITORY = "imagekit-local/accept-controller"
@@ -45,11 +47,12 @@ class ControllerImage(BaseModel):
 
 
 def cache_key(dockerfile_dir: Path = DOCKERFILE_DIR, package: Path = PACKAGE,
-              mirror: str | None = None) -> str:
+              mirror: str | None = None, preflight: Path = PREFLIGHT) -> str:
     """Everything that goes into the image: the base's key (of `mirror`, default this machine's
-    Debian archive), the Dockerfile and requirements, imagekit's source tree."""
+    Debian archive), the Dockerfile and requirements, imagekit's and the preflight's source."""
     return hashlib.sha256("\0".join([rootfs_key(mirror=mirror), tree_hash(dockerfile_dir),
-                                     tree_hash(package)]).encode()).hexdigest()
+                                     tree_hash(package), tree_hash(preflight)]).encode()
+                          ).hexdigest()
 
 
 def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str | None = None,
@@ -69,8 +72,9 @@ def ensure_controller_image(engine: Engine, registry: str, *, pip_index_url: str
         with tempfile.TemporaryDirectory(prefix="imagekit-controller-") as tmp:
             context = Path(tmp) / "context"
             shutil.copytree(DOCKERFILE_DIR, context)
-            shutil.copytree(PACKAGE, context / "imagekit",
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            for source, name in ((PACKAGE, "imagekit"), (PREFLIGHT, "preflight")):
+                shutil.copytree(source, context / name,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             outcome = engine.build(
                 context, tags=[local],
                 build_args={"BASE_IMAGE": base,

@@ -283,7 +283,7 @@ def test_the_auditor_reports_every_phase_from_an_empty_store(world):
     cluster = page.split("### Cluster phase")[1]
     assert "**cluster-probe** signed by operator " in cluster and "node: 127.0.0.1" in cluster
     gate = page.split("## Promotion gate")[1].split("##")[0]
-    assert "**Allowed**" in gate and "source: test-result PASSED, signed by ci" in gate
+    assert "**Allowed: promoted**" in gate and "source: test-result PASSED, signed by ci" in gate
     # the same page trusting ci alone: the other phases' signers are not trusted
     done = imagekit("report", production, "--trust-key", _pub(world, "ci"),
                     env=_empty(world, "auditor-ci"))
