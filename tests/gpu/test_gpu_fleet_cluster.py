@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
-SCRIPT = ASSETS / "preflight" / "__main__.py"  # ships the package
+SCRIPT = REPO / "gpu_checks" / "preflight" / "__main__.py"  # ships the package
 NODE = "127.0.0.1"
 SMALL = ["--max-bytes=64K", "--check-bytes=64K", "--matmul-n=64", "--iters=5"]
 
