@@ -1,8 +1,8 @@
 """The project speaks of itself only: no file in the tree names how it was developed.
 
-No text names development sessions or stops, issue numbers, the machines lent to run it or the
-tool that lent them: a sample says what hardware and software ran it, a comment says what was
-measured. Raw device outputs kept as samples (`gpu_checks/samples/*.log|txt|json`) may keep what
+No text names development sessions or stops, issue numbers, the machines borrowed to run it or
+the tool that handed them out: a sample says what hardware and software ran it, a comment says
+what was measured. Raw device outputs kept as samples (`gpu_checks/samples/*.log|txt|json`) may keep what
 they printed. The patterns are precise so that the ordinary words stay free: a pytest fixture of
 `scope="session"`, an upload session, "stop the registry", "issue a token".
 """
@@ -26,9 +26,9 @@ FORBIDDEN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("a development session", r"\bsession(?:'s)? (?:start|machine)\b"),
         ("a development stop", r"\bstops? [0-9]+\b"),
         ("an issue number", r"\bissues? #?[0-9]+\b"),
-        ("the tool that lent machines", r"\bdevice[- ]tool\b"),
+        ("the tool that handed out machines", r"\bdevice[- ]tool\b"),
         ("where it was developed", r"\bthis workplace\b"),
-        ("a machine lent to us", r"\blent\b"),
+        ("a borrowed machine", r"\blent\b"),
         ("a machine kind withheld from us", r"\bwithheld\b"),
         ("a development wave", r"\b(?:this|last|next|the) wave\b"),
         ("who developed it", r"\bthe lead(?:'s)?\b"),
