@@ -189,10 +189,15 @@ class SentenceGroup(TyperGroup):
     never click's summary cut off at 45 characters."""
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
-        rows = [(name, summary_of(ctx.command_path, name)) for name in self.list_commands(ctx)
-                if not getattr(self.get_command(ctx, name), "hidden", False)]
+        self._section(ctx, formatter, "Commands", [
+            name for name in self.list_commands(ctx)
+            if not getattr(self.get_command(ctx, name), "hidden", False)])
+
+    def _section(self, ctx: Any, formatter: Any, title: str, names: Sequence[str]) -> None:
+        """One titled list of commands, each with its SUMMARIES sentence (none when empty)."""
+        rows = [(name, summary_of(ctx.command_path, name)) for name in names]
         if rows:
-            with formatter.section("Commands"):
+            with formatter.section(title):
                 formatter.write_dl(rows)
 
 
@@ -244,9 +249,10 @@ def _renamed(group: Any, args: Sequence[str]) -> str | None:
         command = command.commands[arg]
     path = " ".join(words)
     for arg in args:
-        new = RENAMED_OPTIONS.get((path, arg.split("=", 1)[0]))
+        old = arg.split("=", 1)[0]            # `--require=probe` is the same spelling
+        new = RENAMED_OPTIONS.get((path, old))
         if new is not None:
-            return f"{arg.split('=', 1)[0]} is now {new} (imagekit {path})"
+            return f"{old} is now {new} (imagekit {path})"
     return None
 
 
@@ -266,11 +272,7 @@ class OneLineGroup(SentenceGroup):
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         for panel, names in PANELS.items():
-            rows = [(name, summary_of(ctx.command_path, name)) for name in names
-                    if name in self.commands]
-            if rows:
-                with formatter.section(panel):
-                    formatter.write_dl(rows)
+            self._section(ctx, formatter, panel, [n for n in names if n in self.commands])
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         """The examples as written: one command a line, never rewrapped."""
