@@ -1,4 +1,4 @@
-"""`imagekit cluster probe|precheck|gpu-preflight|recreate` (`cluster accept` and
+"""`imagekit cluster probe|precheck|gpu-preflight|recreate|rbac` (`cluster accept` and
 `cluster model-volume`: imagekit.cli.cluster_accept).
 
 The cluster commands talk to the Kubernetes API named by --kubeconfig (default: the one
@@ -202,6 +202,7 @@ def cluster_precheck(
 ) -> None:
     """Before any GPU Pod: node, labels, taints, storage capability, priority admission,
     workloads and free GPUs — each finding a line with its reason. Creates nothing."""
+    from imagekit.cluster import admit
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.podfile import load_pod_file
     from imagekit.cluster.precheck import PodIntent, StorageNeed, non_preempting_of, precheck
@@ -247,7 +248,10 @@ def cluster_precheck(
                            storage=storage, claims=list(model_claim or []),
                            **image_facts(image_cuda, image_arch))
     with Kube(kubeconfig_path(kubeconfig)) as kube:
+        admit.check_permissions(kube, "precheck", intent.namespace)
         checks = precheck(kube, intent)
+        if pod_file is not None:
+            checks.append(admit.pod_security_check(kube, pod, intent.namespace))
     finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)
 
 
@@ -399,6 +403,7 @@ def cluster_recreate(
     """Replace a Pod whose immutable fields (nodeSelector…) change: delete the old one (that
     uid only), watch until it is really gone, then create — 409s are looked at, not retried
     blindly."""
+    from imagekit.cluster import admit
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.podfile import load_pod_file
     from imagekit.cluster.pods import recreate_pod
@@ -407,6 +412,7 @@ def cluster_recreate(
     timeout = positive(timeout, "--delete-timeout", maximum=86400)
     pod = load_pod_file(pod_file, need_name=True)
     with Kube(kubeconfig_path(kubeconfig)) as kube:
+        admit.prepare(kube, "recreate", pod["metadata"].get("namespace", "default"), [pod])
         outcome = recreate_pod(kube, pod, timeout=timeout)
     doc = {"pod": pod["metadata"]["name"],
            "namespace": outcome.pod["metadata"].get("namespace"),
@@ -420,3 +426,32 @@ def cluster_recreate(
         say(f"created {doc['namespace']}/{doc['pod']} uid {doc['uid']} ({replaced})")
         for conflict in outcome.conflicts:
             say(f"  {conflict}")
+
+
+@cluster_app.command("rbac")
+@guarded
+def cluster_rbac(
+    namespace: str = typer.Option("imagekit", help="The namespace the cluster commands run in."),
+    service_account: str = typer.Option("imagekit", help="The ServiceAccount to create and "
+                                        "bind."),
+    command: list[str] = typer.Option(None, help="Grant only what these cluster commands "
+                                      "need (repeatable; default: probe, gpu-preflight, "
+                                      "accept, precheck, recreate)."),
+    pod_security: str = typer.Option("restricted", help="The Pod Security level the Namespace "
+                                     "is labelled to enforce: restricted, baseline or "
+                                     "privileged."),
+    namespace_object: bool = typer.Option(True, "--namespace-object/--no-namespace-object",
+                                          help="Include the Namespace itself (with its Pod "
+                                               "Security label); leave it out for a "
+                                               "namespace someone else manages."),
+) -> None:
+    """Print, as YAML for `kubectl apply -f -`, what the cluster commands need and no more: a
+    ServiceAccount, Role and RoleBinding in the namespace, and a read-only ClusterRole for the
+    nodes, PriorityClasses and PersistentVolumes the GPU prechecks read.
+    docs/reference/rbac.md says which command uses each permission and why."""
+    from imagekit.cluster.permissions import COMMANDS, rbac_objects, rbac_yaml
+
+    objects = rbac_objects(namespace, service_account=service_account,
+                           commands=tuple(command) if command else COMMANDS,
+                           pod_security=pod_security, with_namespace=namespace_object)
+    typer.echo(rbac_yaml(objects), nl=False)

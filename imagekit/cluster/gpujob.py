@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagekit import packaged
-from imagekit.cluster import manifests
+from imagekit.cluster import admit, manifests, podsecurity
 from imagekit.cluster.podrun import CleanupReport, PodRun
 from imagekit.cluster.precheck import GPU, PodIntent, precheck
 from imagekit.cluster.preflight import ship_script
-from imagekit.cluster.probe import ensure_namespace
 from imagekit.errors import ImagekitError, InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GpuJobResult
@@ -168,11 +167,14 @@ def server_shape(kube: Kube, namespace: str) -> ServerShape:
         version += f" (dry run refused: {exc.one_line()})"
     try:
         dns = kube.resource("Service").exists("kube-dns", "kube-system")
+        dns_text = "kube-system/kube-dns" if dns else "absent"
     except ImagekitError:
-        dns = False
+        # a namespaced credential may not read kube-system: the rendezvous then goes by the
+        # Service's ClusterIP, which needs no DNS
+        dns, dns_text = False, "not readable with this credential (rendezvous by ClusterIP)"
     detail = (f"server {version}: Indexed Jobs "
               + ("kept by a dry run" if indexed else "not supported (completionMode dropped)")
-              + "; cluster DNS " + ("kube-system/kube-dns" if dns else "absent"))
+              + "; cluster DNS " + dns_text)
     return ServerShape(version=version, indexed_jobs=indexed, cluster_dns=dns, detail=detail)
 
 
@@ -220,10 +222,12 @@ def _pod_spec(image: str, options: GpuJobOptions, name: str, *, index: int | Non
                 {"name": "OMP_NUM_THREADS", "value": "1"}]
     container: dict = {"name": "preflight", "image": image, "imagePullPolicy": "IfNotPresent",
                        "command": ["sh", "/imagekit/run-gpujob.sh"],
-                       "args": list(options.script_args), "env": env,
+                       "args": list(options.script_args),
+                       "env": [*manifests.SCRATCH_ENV, *env],
+                       "securityContext": manifests.CONTAINER_SECURITY_CONTEXT,
                        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
                        "volumeMounts": [{"name": "scripts", "mountPath": "/imagekit",
-                                         "readOnly": True}]}
+                                         "readOnly": True}, manifests.SCRATCH_MOUNT]}
     if options.gpus_per_pod:
         container["resources"] = {"limits": {GPU: str(options.gpus_per_pod)}}
     match = {"matchLabels": {"imagekit.dev/gpujob": name}}
@@ -237,11 +241,13 @@ def _pod_spec(image: str, options: GpuJobOptions, name: str, *, index: int | Non
              "whenUnsatisfiable": "DoNotSchedule", "labelSelector": match}]}
     spec: dict = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
                   "automountServiceAccountToken": False, "subdomain": name,
+                  "securityContext": manifests.POD_SECURITY_CONTEXT,
                   "nodeSelector": dict(options.node_selector),
                   "tolerations": list(options.tolerations), "containers": [container],
                   "volumes": [{"name": "scripts", "configMap": {
                       "name": configmap, "defaultMode": 0o555,
-                      **({"items": items} if items else {})}}], **placement}
+                      **({"items": items} if items else {})}},
+                      manifests.SCRATCH_VOLUME], **placement}
     if index is not None:
         spec["hostname"] = f"{name}-{index}"
     if options.priority_class_name:
@@ -331,13 +337,15 @@ def run_gpu_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions,
     assert pinned.digest is not None
     options.validate()
     name = f"gpujob-{pinned.digest.hex[:10]}-{_secrets.token_hex(2)}"
-    ensure_namespace(kube, options.namespace)
+    # permissions and the namespace first; the Pod template is judged once rendered
+    enforce = admit.prepare(kube, "gpu-preflight", options.namespace)
     shape = server_shape(kube, options.namespace)
     mode = shape.mode if options.mode == "auto" else options.mode
     if mode == MODE_INDEXED and not (shape.indexed_jobs and shape.cluster_dns):
         raise InvalidInput(f"{MODE_INDEXED} needs Indexed Jobs and cluster DNS; {shape.detail}",
                            where="--mode")
     rendered = render(pinned, options, name, mode)
+    podsecurity.require(rendered.jobs, enforce, options.namespace)
     with store.attempt(pinned.digest, "gpu-job", reference=str(pinned),
                        namespace=options.namespace, job=name, mode=mode,
                        server=shape.version, pods=options.pods, nodes=options.nodes,

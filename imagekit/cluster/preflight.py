@@ -13,11 +13,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagekit.cluster import manifests
+from imagekit.cluster import admit, manifests
 from imagekit.cluster.podrun import PodRun
 from imagekit.cluster.pods import observed
 from imagekit.cluster.precheck import PodIntent, StorageNeed, precheck
-from imagekit.cluster.probe import ensure_namespace
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GpuPreflightResult
 from imagekit.kube import Kube
@@ -112,6 +111,8 @@ def run_preflight(kube: Kube, pinned: ImageReference, options: PreflightOptions,
     assert pinned.digest is not None
     name = f"gpu-preflight-{pinned.digest.hex[:12]}-{_secrets.token_hex(2)}"
     pod, configmap = render_preflight(pinned, options, name)
+    # permissions, the namespace and its Pod Security level: refused before anything exists
+    admit.prepare(kube, "gpu-preflight", options.namespace, [pod])
     intent = PodIntent.from_pod(pod, storage=options.storage)
     with store.attempt(pinned.digest, "gpu-preflight", reference=str(pinned),
                        namespace=options.namespace, pod=name, submit=submit) as attempt:
@@ -137,7 +138,6 @@ def run_preflight(kube: Kube, pinned: ImageReference, options: PreflightOptions,
 def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, attempt
             ) -> list[CheckResult]:
     ns, name = options.namespace, pod["metadata"]["name"]
-    ensure_namespace(kube, ns)
     ref = ImageReference.parse(pod["spec"]["containers"][0]["image"])
     run = PodRun(kube, ns, name)
     secret = run.pull_secret(ref.registry, options.docker_config_dir)  # the run's own

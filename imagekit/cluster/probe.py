@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagekit import packaged
-from imagekit.cluster import manifests
+from imagekit.cluster import admit, manifests
 from imagekit.cluster.imageid import compare_image_id
 from imagekit.cluster.podrun import PodRun
 from imagekit.cluster.pods import PodOutcome, observed
@@ -219,6 +219,16 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
     files = probe_files(options.probes_dir, options.plan, options.manifests_dir)
     suffix = _secrets.token_hex(3)
     name = f"probe-{digest.hex[:12]}-{suffix}"
+    pod = manifests.render("probe-pod.yaml.j2", template_dir=options.manifests_dir,
+                           name=name, namespace=options.namespace,
+                           image=pinned, node_name=None,
+                           node_selector=options.node_selector,
+                           tolerations=options.tolerations, pull_secrets=[],
+                           configmap=f"{name}-probes",
+                           deadline_seconds=int(options.timeout_s) + 60,
+                           memory_limit=options.memory_limit)
+    # permissions, the namespace and its Pod Security level: refused before anything exists
+    admit.prepare(kube, "probe", options.namespace, [pod])
     with store.attempt(digest, "cluster-probe", reference=str(ref), pinned=str(pinned),
                        namespace=options.namespace, pod=name,
                        kubeconfig=str(kube.kubeconfig)) as attempt:
@@ -226,7 +236,6 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         attempt.write_result(ClusterProbeResult(
             reference=str(ref), pinned=str(pinned), namespace=options.namespace, pod=name,
             expected=str(options.expect_digest) if options.expect_digest else None))
-        ensure_namespace(kube, options.namespace)
         run = PodRun(kube, options.namespace, name)
         # the run's own Secret (not one shared per registry): deleted with the run below
         secret = run.pull_secret(ref.registry, options.docker_config_dir)
@@ -237,15 +246,8 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         except BaseException:
             _drop_secret(run, options, checks)
             raise
-        pod = manifests.render("probe-pod.yaml.j2", template_dir=options.manifests_dir,
-                               name=name, namespace=options.namespace,
-                               image=pinned, node_name=None,
-                               node_selector=options.node_selector,
-                               tolerations=options.tolerations,
-                               pull_secrets=[secret] if secret else [],
-                               configmap=cm["metadata"]["name"],
-                               deadline_seconds=int(options.timeout_s) + 60,
-                               memory_limit=options.memory_limit)
+        if secret:
+            pod["spec"]["imagePullSecrets"] = [{"name": secret}]
         attempt.write_json("pod-manifest.json", pod)
         attempt.write_json("probe-files.json", sorted(files))
         started = time.monotonic()

@@ -38,11 +38,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from imagekit.cluster import manifests
+from imagekit.cluster import admit, manifests, podsecurity
 from imagekit.cluster.podrun import PodRun
 from imagekit.cluster.pods import observed
 from imagekit.cluster.precheck import PodIntent, precheck
-from imagekit.cluster.probe import ensure_namespace
 from imagekit.clusteraccept.phases import (
     PhaseTracker,
     container_started,
@@ -395,6 +394,8 @@ class AcceptRun:
     checks: list[CheckResult] = field(default_factory=list)
     #: the Pod templates' folder (default the packaged manifests)
     manifests_dir: Path | None = None
+    #: the namespace's enforced Pod Security level (`admit.prepare`)
+    enforce: str = "privileged"
 
     @property
     def pinned(self) -> ImageReference:
@@ -473,6 +474,14 @@ def precheck_spec(ctx: AcceptRun, spec: Plan) -> list[CheckResult]:
     """Step 2: the exact spec the API will see, prechecked before anything is created."""
     intent = PodIntent.from_pod(spec.engine_pod)
     ctx.hooks.stage("precheck", "the exact engine Pod spec")
+    # the namespace's Pod Security level, judged on the engine Pod and the controller's
+    # (rendered as it will be, but for the Service address known only once it exists)
+    controller = manifests.render(
+        "controller-pod.yaml.j2", template_dir=ctx.manifests_dir, name=f"{ctx.run}-controller",
+        namespace=ctx.options.namespace, image=spec.engine_pod["spec"]["containers"][0]["image"],
+        node_selector=ctx.options.node_selector, tolerations=ctx.options.tolerations,
+        configmap=f"{ctx.run}-scripts", env=[], deadline_seconds=60)
+    podsecurity.require([spec.engine_pod, controller], ctx.enforce, ctx.options.namespace)
     findings = precheck(ctx.kube, intent)
     ctx.checks.extend(findings)
     for finding in findings:
@@ -489,7 +498,6 @@ def submit(ctx: AcceptRun, spec: Plan, pods: PodRun,
     hooks.stage("controller image")
     controller_ref = controller_image()
     hooks.stage("submit", str(ctx.pinned))
-    ensure_namespace(ctx.kube, options.namespace)
     secret = pods.pull_secret(ctx.reference.registry, options.docker_config_dir)
     engine_pod_doc, launch_cm = render(options, ctx.pinned, run, spec.budget,
                                        [secret] if secret else [], spec.prefill_switch)
@@ -636,6 +644,9 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
     hooks = hooks or Hooks()
     started = time.monotonic()
     run = f"accept-{digest.hex[:8]}-{secrets.token_hex(2)}"
+    # permissions and the namespace, refused before anything exists (the Pods are judged
+    # against its Pod Security level once rendered, `precheck_spec`)
+    enforce = admit.prepare(kube, "accept", options.namespace)
     with store.attempt(digest, KIND, subjects=[Subject.of(digest, Role.SUBJECT,
                                                           str(reference))],
                        reference=str(reference), namespace=options.namespace, run=run,
@@ -643,7 +654,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                        model=options.served_model_name) as attempt:
         ctx = AcceptRun(kube=kube, reference=reference, digest=digest, options=options,
                         store=store, hooks=hooks, attempt=attempt, run=run, started=started,
-                        manifests_dir=manifests_dir)
+                        manifests_dir=manifests_dir, enforce=enforce)
         spec = plan(ctx)
         refused = spec.refused
         if refused is not None:

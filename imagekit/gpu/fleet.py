@@ -28,17 +28,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit.cluster import manifests
+from imagekit.cluster import admit, manifests
 from imagekit.cluster.podrun import PodRun
 from imagekit.cluster.pods import wait_for_pod
 from imagekit.cluster.precheck import PodIntent, precheck
 from imagekit.cluster.preflight import PreflightOptions, add_files, render_preflight, ship_script
-from imagekit.cluster.probe import ensure_namespace
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import BandwidthSample, GpuPreflightResult
 from imagekit.gpu.record import PreflightRecord
 from imagekit.kube import Kube
+from imagekit.kube.access import Access
 from imagekit.oci import ImageReference
 from imagekit.results import CheckResult, Status, overall
 from preflight.verdicts import default_baselines
@@ -229,7 +229,12 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
     try:
         if pods:
             assert configmap is not None
-            ensure_namespace(kube, options.namespace)
+            # permissions (marking nodes is an administrator's, asked only when wanted), the
+            # namespace and its Pod Security level: refused before anything exists
+            marking = [Access(verb="patch", resource="nodes")] \
+                if options.cordon_failed or options.taint_failed else []
+            admit.prepare(kube, "gpu-preflight", options.namespace, list(pods.values()),
+                          extra=marking)
             ref = ImageReference.parse(next(iter(pods.values()))["spec"]["containers"][0]
                                        ["image"])
             run = PodRun(kube, options.namespace, configmap["metadata"]["name"])
