@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,3 +94,28 @@ def namespace_objects(admin, namespace: str) -> list[str]:
                 continue
             left.append(f"{kind} {name}")
     return left
+
+
+class PodsSeen:
+    """Every Pod of a namespace as the API server returns it, read while a run goes on (the
+    run deletes its Pods at the end)."""
+
+    def __init__(self, kube, namespace: str) -> None:
+        self.kube, self.namespace, self.pods = kube, namespace, {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        client = self.kube.another()
+        while not self.stop.is_set():
+            for pod in client.resource("Pod").list(self.namespace):
+                self.pods[pod["metadata"]["name"]] = pod
+            time.sleep(0.3)
+
+    def __enter__(self) -> PodsSeen:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)

@@ -38,12 +38,17 @@ TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSche
 
 @pytest.fixture(scope="module")
 def accept_ns(kube):
-    from imagekit.cluster.probe import ensure_namespace
+    """The operator's namespace: labelled enforce restricted, with the ServiceAccount and
+    least-privilege RBAC that `imagekit cluster rbac` prints (applied by the administrator)."""
+    from .operator import grant
 
     name = f"ik-accept-{secrets.token_hex(3)}"
-    ensure_namespace(kube, name)
+    grant(kube, name)
     yield name
     kube.call("DELETE", f"/api/v1/namespaces/{name}")
+    for kind in ("ClusterRoleBinding", "ClusterRole"):
+        kube.resource(kind, "rbac.authorization.k8s.io/v1").delete(
+            f"imagekit-read-{name}-imagekit")
 
 
 @pytest.fixture(scope="module")
@@ -122,16 +127,20 @@ class _Switch(Hooks):
 
 
 @pytest.fixture(scope="module")
-def exec_kube(cluster_state, tmp_path_factory):
+def exec_kube(cluster_state, tmp_path_factory, kube, accept_ns):
     """The accept run goes through the authenticating front (tests/cluster/kube_front.py)
     with a kubeconfig whose exec plugin mints 3-second tokens: a managed cluster's credential,
-    renewed many times during one engine start."""
+    renewed many times during one engine start. Behind the front it is the namespace's
+    ServiceAccount, bound by `cluster rbac`: never the administrator."""
     from imagekit.cluster.kube import Kube
 
     from .kube_front import KubeFront, exec_kubeconfig, plugin_state
+    from .operator import token_kubeconfig
 
     folder = tmp_path_factory.mktemp("accept-front")
-    front = KubeFront(cluster_state.kubeconfig, folder)
+    operator = token_kubeconfig(kube, cluster_state.kubeconfig, accept_ns, "imagekit",
+                                folder / "operator.kubeconfig")
+    front = KubeFront(operator, folder)
     state = plugin_state(folder / "plugin", front.key)
     config = exec_kubeconfig(folder / "kubeconfig", front.url, front.cert, state, ttl=3)
     with Kube(config) as client:
@@ -143,10 +152,20 @@ def exec_kube(cluster_state, tmp_path_factory):
 def accepted(exec_kube, accept_ns, model_claim, vllm_image):
     tag, digest, store = vllm_image
     assert str(_resolve(tag)) == str(digest)
+    from .operator import PodsSeen
+
     hooks = _Switch()
     started = time.monotonic()
-    report = run_accept(exec_kube[0], tag, _resolve(tag), _options(accept_ns, model_claim),
-                        store, controller_image=_controller_image, hooks=hooks)
+    with PodsSeen(exec_kube[0], accept_ns) as seen:
+        report = run_accept(exec_kube[0], tag, _resolve(tag), _options(accept_ns, model_claim),
+                            store, controller_image=_controller_image, hooks=hooks)
+    # every Pod of the run, as the API server stored it, meets restricted
+    from imagekit.cluster import podsecurity
+
+    assert {p["metadata"]["labels"].get("imagekit.dev/role") for p in seen.pods.values()} == \
+        {"engine-server", "acceptance-controller"}
+    for pod in seen.pods.values():
+        assert podsecurity.violations(pod, "restricted") == [], pod["metadata"]["name"]
     return report, hooks, store, digest, time.monotonic() - started
 
 

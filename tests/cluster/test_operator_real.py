@@ -11,7 +11,6 @@ import json
 import secrets
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from imagekit.cluster import podsecurity
 
 from .helpers import BUSYBOX, busybox_pod
-from .operator import grant, namespace_objects, token_kubeconfig, without_verb
+from .operator import PodsSeen, grant, namespace_objects, token_kubeconfig, without_verb
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -43,31 +42,6 @@ def operator_ns(kube):
     for kind in ("ClusterRoleBinding", "ClusterRole"):
         resource = kube.resource(kind, "rbac.authorization.k8s.io/v1")
         resource.delete(f"imagekit-read-{name}-imagekit")
-
-
-class PodsSeen:
-    """Every Pod of a namespace as the API server returns it, read while a run goes on (the
-    run deletes its Pods at the end)."""
-
-    def __init__(self, kube, namespace: str) -> None:
-        self.kube, self.namespace, self.pods = kube, namespace, {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        client = self.kube.another()
-        while not self.stop.is_set():
-            for pod in client.resource("Pod").list(self.namespace):
-                self.pods[pod["metadata"]["name"]] = pod
-            time.sleep(0.3)
-
-    def __enter__(self) -> PodsSeen:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(10)
 
 
 def _probe(image, namespace: str, config: Path, tmp_path: Path, state, *extra: str):
