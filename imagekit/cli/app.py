@@ -409,32 +409,71 @@ def guarded(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            chosen = settings().progress  # IMAGEKIT_DEADLINE=nan: one line, before anything
-            if chosen is None:
-                return func(*args, **kwargs)
-            from imagekit import progress
-
-            # IMAGEKIT_PROGRESS (the rehearsal's children): what operations report into when
-            # the command installs no progress of its own (progress_for installs one over it)
-            with progress.using(progress.make(chosen)):
-                return func(*args, **kwargs)
-        except ImagekitError as exc:
-            if not exc.where:  # every error says where: at least the command that refused
-                exc.where = _command_path()
-            raise fail(exc.one_line(), exc.exit_code) from None
-        except KeyboardInterrupt:
-            raise fail("interrupted", 130) from None
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            # the safety net under the checks of imagekit.inputs: a file that cannot be read or
-            # parsed is one line, never a traceback (IMAGEKIT_DEBUG=1 shows the traceback)
-            if _settings is not None and _settings.debug:
-                raise
-            text = _one_line(exc)
-            raise fail(text if text.endswith(")") else f"{text} ({_command_path()})", 2) \
-                from None
+        with _stop_signals():
+            return _run_guarded(func, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGINT or SIGTERM, by name: a KeyboardInterrupt, so every `finally` runs."""
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM stops a command as SIGINT does: a KeyboardInterrupt, so every `finally` runs
+    (a cluster run deletes its Pods, ConfigMaps, Secrets and Services; an evidence attempt is
+    closed as not passed). A second signal while that cleanup runs is ignored, so one impatient
+    Ctrl-C does not leave objects behind; a third stops at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = 0
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal received
+        received += 1
+        if received != 2:
+            raise StopSignal(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _run_guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The command, its errors mapped to one line and an exit code."""
+    try:
+        chosen = settings().progress  # IMAGEKIT_DEADLINE=nan: one line, before anything
+        if chosen is None:
+            return func(*args, **kwargs)
+        from imagekit import progress
+
+        # IMAGEKIT_PROGRESS (the rehearsal's children): what operations report into when
+        # the command installs no progress of its own (progress_for installs one over it)
+        with progress.using(progress.make(chosen)):
+            return func(*args, **kwargs)
+    except ImagekitError as exc:
+        if not exc.where:  # every error says where: at least the command that refused
+            exc.where = _command_path()
+        raise fail(exc.one_line(), exc.exit_code) from None
+    except KeyboardInterrupt as exc:
+        said = f"interrupted by {exc.args[0]}" if isinstance(exc, StopSignal) else "interrupted"
+        raise fail(f"{said} ({_command_path()})", 130) from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # the safety net under the checks of imagekit.inputs: a file that cannot be read or
+        # parsed is one line, never a traceback (IMAGEKIT_DEBUG=1 shows the traceback)
+        if _settings is not None and _settings.debug:
+            raise
+        text = _one_line(exc)
+        raise fail(text if text.endswith(")") else f"{text} ({_command_path()})", 2) \
+            from None
 
 
 def _command_path() -> str:

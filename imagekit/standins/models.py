@@ -92,6 +92,7 @@ def ensure_model(kind: str, python: Path, *, root: Path | None = None, vocab: in
     root = root or DEFAULT_ROOT
     model = _layout(kind, _key(kind, vocab, max_len, corpus), root, max_len)
     if (model.snapshot / MARKER).is_file():
+        readable_by_all(model.hub)
         return model
     top = model.hub.parent
     top.mkdir(parents=True, exist_ok=True)
@@ -123,4 +124,16 @@ def ensure_model(kind: str, python: Path, *, root: Path | None = None, vocab: in
             {"name": model.name, "kind": kind, "random_weights": True, "key": model.key,
              "max_model_len": max_len, "vocab": vocab, "files": file_digests(model.snapshot)},
             indent=1))
+        readable_by_all(model.hub)
     return model
+
+
+def readable_by_all(folder: Path) -> None:
+    """Files 0644 and folders 0755: a model is read by Pods that run as a non-root user
+    (restricted Pod Security), and a writer such as safetensors may create files 0600."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        wanted = 0o755 if path.is_dir() else 0o644
+        if path.stat().st_mode & 0o777 != wanted:
+            path.chmod(wanted)
