@@ -40,16 +40,39 @@ def kube(cluster_state):
 
 @pytest.fixture(scope="session")
 def test_ns(kube):
-    """A namespace of this session (two sessions at once do not share Pod names); deleted at
-    the end (the namespace controller removes what is left in it)."""
+    """A namespace of this test run (two runs at once do not share Pod names), as an operator
+    has it: labelled `pod-security.kubernetes.io/enforce: restricted`, with the ServiceAccount
+    and least-privilege RBAC that `imagekit cluster rbac` prints, applied by the administrator.
+    Deleted at the end (the namespace controller removes what is left in it)."""
     import secrets
 
-    from imagekit.cluster.probe import ensure_namespace
+    from .operator import grant
 
     name = f"imagekit-test-{secrets.token_hex(3)}"
-    ensure_namespace(kube, name)
+    grant(kube, name)
     yield name
     kube.call("DELETE", f"/api/v1/namespaces/{name}")
+    for kind in ("ClusterRoleBinding", "ClusterRole"):
+        kube.resource(kind, "rbac.authorization.k8s.io/v1").delete(
+            f"imagekit-read-{name}-imagekit")
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(kube, cluster_state, test_ns, tmp_path_factory):
+    """A kubeconfig of `test_ns`'s ServiceAccount (a bound token, as `kubectl create token`
+    makes): what the cluster commands of the tests run with."""
+    from .operator import token_kubeconfig
+
+    return token_kubeconfig(kube, cluster_state.kubeconfig, test_ns, "imagekit",
+                            tmp_path_factory.mktemp("operator") / "kubeconfig", seconds=6 * 3600)
+
+
+@pytest.fixture
+def as_operator(monkeypatch, operator_kubeconfig):
+    """The imagekit processes a test starts authenticate as the ServiceAccount
+    ($KUBECONFIG), never as the administrator; the test's own `kube` stays admin for setup."""
+    monkeypatch.setenv("KUBECONFIG", str(operator_kubeconfig))
+    return operator_kubeconfig
 
 
 @pytest.fixture(scope="session")

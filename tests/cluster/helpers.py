@@ -16,15 +16,20 @@ POD_GONE_S = 150
 
 def busybox_pod(name: str, namespace: str, **spec: object) -> dict:
     """A Pod on the node that needs no registry; exits 0 on SIGTERM after 3 s (so a delete
-    leaves it Terminating for a moment, like a real server shutting down)."""
+    leaves it Terminating for a moment, like a real server shutting down). It meets the
+    restricted Pod Security level, as every Pod imagekit makes does."""
+    from imagekit.cluster.manifests import CONTAINER_SECURITY_CONTEXT, POD_SECURITY_CONTEXT
+
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"nodeSelector": {"nvidia.com/gpu.present": "true"},
+            "spec": {"securityContext": POD_SECURITY_CONTEXT,
+                     "nodeSelector": {"nvidia.com/gpu.present": "true"},
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                                       "effect": "NoSchedule"}],
                      "terminationGracePeriodSeconds": 10,
                      "automountServiceAccountToken": False,
                      "containers": [{"name": "c", "image": BUSYBOX, "imagePullPolicy": "Never",
+                                     "securityContext": CONTAINER_SECURITY_CONTEXT,
                                      "command": ["sh", "-c", "trap 'sleep 3; exit 0' TERM; "
                                                  "while true; do sleep 1; done"]}],
                      **spec}}

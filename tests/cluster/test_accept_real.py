@@ -169,6 +169,48 @@ def accepted(exec_kube, accept_ns, model_claim, vllm_image):
     return report, hooks, store, digest, time.monotonic() - started
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_accept_leaves_nothing_behind(kube, accept_ns, model_claim, vllm_image,
+                                                     cluster_state, tmp_path, signum) -> None:
+    """`cluster accept` as the ServiceAccount, stopped while the engine loads: exit 130 in one
+    line, and no Pod, ConfigMap, Secret or Service is left. The rerun that passes is the next
+    test's run (`accepted`), in the same namespace."""
+    import os
+    import shutil
+    import signal
+
+    from imagekit.clusteraccept.rehearsal import STORAGE_SELECTOR
+
+    from .operator import namespace_objects, token_kubeconfig
+
+    tag, _, store = vllm_image
+    evidence = tmp_path / "evidence"
+    shutil.copytree(store.root, evidence)        # the shared store keeps one accept attempt
+    config = token_kubeconfig(kube, cluster_state.kubeconfig, accept_ns, "imagekit",
+                              tmp_path / "operator.kubeconfig")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "imagekit", "cluster", "accept", str(tag), "--platform", "cpu",
+         "--namespace", accept_ns, "--model-claim", model_claim, "--served-model-name", MODEL,
+         "--selector", STORAGE_SELECTOR, "--max-context", "4096", "--kubeconfig", str(config),
+         "--evidence-dir", str(evidence), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "DOCKER_CONFIG": str(cluster_state.docker_config_dir)})
+    deadline = time.monotonic() + 300
+    running = False
+    while time.monotonic() < deadline and process.poll() is None and not running:
+        pods = kube.resource("Pod").list(accept_ns,
+                                         label_selector="imagekit.dev/role=engine-server")
+        running = any(p.get("status", {}).get("phase") == "Running" for p in pods)
+        time.sleep(0.5)
+    assert running, process.communicate(timeout=60)
+    process.send_signal(getattr(signal, signum))
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == \
+        f"imagekit: error: interrupted by {signum} (imagekit cluster accept)", err
+    assert namespace_objects(kube, accept_ns) == []
+
+
 def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_ns,
                                                          exec_kube) -> None:
     report, hooks, store, digest, seconds = accepted

@@ -23,7 +23,8 @@ from imagekit.results import Status
 
 from .helpers import NODE, POD_GONE_S, busybox_pod, wait_running
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300),
+              pytest.mark.usefixtures("as_operator")]
 
 
 def cli(*args: str, env_extra: dict[str, str] | None = None, timeout: int = 240
@@ -87,9 +88,10 @@ def test_existing_nonpreempting_class_is_used(kube, test_ns) -> None:
 
 # ------------------------------------------------------------------------------ storage, GPUs
 
-def test_node_without_storage_capability_is_reported_as_such(kube, cluster_state) -> None:
+def test_node_without_storage_capability_is_reported_as_such(kube, cluster_state,
+                                                            test_ns) -> None:
     label = "imagekit.dev/cfs-turbo"
-    result = cli("cluster", "precheck", "--node", NODE, "--selector",
+    result = cli("cluster", "precheck", "--namespace", test_ns, "--node", NODE, "--selector",
                  "nvidia.com/gpu.present=true", "--toleration", "nvidia.com/gpu:NoSchedule",
                  "--storage-label", f"{label}=true", "--json")
     assert result.returncode == 1, result.stderr

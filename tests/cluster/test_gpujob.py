@@ -14,7 +14,8 @@ import pytest
 from imagekit.evidence import EvidenceStore
 from imagekit.gpu import PreflightRecord, busbw_factor
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600),
+              pytest.mark.usefixtures("as_operator")]
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL_16K = ["--backend", "gloo", "--max-bytes", "16K", "--check-bytes", "64K", "--matmul-n", "64"]

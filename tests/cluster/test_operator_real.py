@@ -104,7 +104,8 @@ def test_a_pod_the_namespace_level_refuses_is_named_and_nothing_is_submitted(
     grant(kube, operator_ns)
     config = token_kubeconfig(kube, cluster_state.kubeconfig, operator_ns, "imagekit",
                               tmp_path / "operator.kubeconfig")
-    pod = busybox_pod("root-busybox", operator_ns)      # no securityContext at all
+    pod = busybox_pod("root-busybox", operator_ns)
+    del pod["spec"]["securityContext"], pod["spec"]["containers"][0]["securityContext"]
     pod_file = tmp_path / "pod.json"
     pod_file.write_text(json.dumps(pod))
     done = cli("cluster", "recreate", str(pod_file), "--kubeconfig", str(config))
@@ -148,7 +149,7 @@ def test_the_kubelet_refuses_a_root_image_under_run_as_non_root(kube, operator_n
 
     ensure_namespace(kube, operator_ns)
     pod = busybox_pod("non-root-root", operator_ns)
-    pod["spec"]["securityContext"] = {"runAsNonRoot": True}
+    pod["spec"]["securityContext"] = {"runAsNonRoot": True}     # no runAsUser
     assert pod["spec"]["containers"][0]["image"] == BUSYBOX
     kube.create(pod)
     deadline = time.monotonic() + 90

@@ -15,7 +15,8 @@ import pytest
 from .test_cluster_real import by_name, cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
-              pytest.mark.timeout(1500)]
+              pytest.mark.timeout(1500),
+              pytest.mark.usefixtures("as_operator")]
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
