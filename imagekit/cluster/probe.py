@@ -237,19 +237,21 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         except BaseException:
             _drop_secret(run, options, checks)
             raise
-        pod = manifests.render("probe-pod.yaml.j2", template_dir=options.manifests_dir,
-                               name=name, namespace=options.namespace,
-                               image=pinned, node_name=None,
-                               node_selector=options.node_selector,
-                               tolerations=options.tolerations,
-                               pull_secrets=[secret] if secret else [],
-                               configmap=cm["metadata"]["name"],
-                               deadline_seconds=int(options.timeout_s) + 60,
-                               memory_limit=options.memory_limit)
-        attempt.write_json("pod-manifest.json", pod)
-        attempt.write_json("probe-files.json", sorted(files))
         started = time.monotonic()
         try:
+            # inside the cleanup: a template the API would not take (apimodels) is refused
+            # here, and the Secret and ConfigMap created above leave with the run
+            pod = manifests.render("probe-pod.yaml.j2", template_dir=options.manifests_dir,
+                                   name=name, namespace=options.namespace,
+                                   image=pinned, node_name=None,
+                                   node_selector=options.node_selector,
+                                   tolerations=options.tolerations,
+                                   pull_secrets=[secret] if secret else [],
+                                   configmap=cm["metadata"]["name"],
+                                   deadline_seconds=int(options.timeout_s) + 60,
+                                   memory_limit=options.memory_limit)
+            attempt.write_json("pod-manifest.json", pod)
+            attempt.write_json("probe-files.json", sorted(files))
             run.start(pod)
             outcome = run.wait(name, timeout=options.timeout_s)
             checks.extend(_outcome_checks(run, outcome, options, name, pinned, digest, fetch,
