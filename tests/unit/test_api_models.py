@@ -438,3 +438,31 @@ def test_a_users_template_with_a_misspelled_field_is_refused_before_anything(
     assert line.startswith("Pod probe-x does not fit the Kubernetes 1.37 API: "
                            "spec.schedulerNmae: unknown field (did you mean schedulerName?)")
     assert line.endswith(f"({mine / 'probe-pod.yaml.j2'})") and caught.value.exit_code == 2
+
+
+def test_a_users_pod_file_with_a_misspelled_field_is_one_line_exit_2(tmp_path: Path) -> None:
+    """`cluster recreate POD.yaml` (and `precheck --pod-file`) read the user's own Pod: a field
+    the server would drop is refused before any cluster contact (the kubeconfig named here
+    does not exist, so a missing check would fail otherwise, never pass)."""
+    import os
+    import subprocess
+    import sys
+
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: busybox\n"
+                   "    securityContext: {runAsNonRot: true, runAsUser: '1000'}\n")
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "absent")}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "recreate", str(pod)],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "imagekit: error: Pod p does not fit the Kubernetes 1.37 API: "
+        "spec.containers[0].securityContext.runAsNonRot: unknown field (did you mean "
+        "runAsNonRoot?); spec.containers[0].securityContext.runAsUser: expected an integer, "
+        f"got string ('1000') ({pod})"]
+    pod.write_text(pod.read_text().replace("runAsNonRot", "runAsNonRoot").replace("'1000'",
+                                                                                  "1000"))
+    done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "recreate", str(pod)],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert "does not fit" not in done.stderr and "absent" in done.stderr   # on to the cluster
