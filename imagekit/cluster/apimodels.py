@@ -25,7 +25,8 @@ cross-field rules; those are the API server's validation, which every create sti
 When it runs: `manifests.render` checks every Pod template it renders, before that Pod is
 created (`cluster probe`'s Secret and ConfigMap, made before, leave with the run), because the
 templates' folder can be the user's own (`$IMAGEKIT_MANIFESTS_DIR`): a misspelled field there
-is refused with one line naming its path, exit 2. The objects the
+is refused with one line naming its path, exit 2. The user's Pod file (`cluster recreate`,
+`cluster precheck --pod-file`) is checked the same way when it is read (`podfile`). The objects the
 flows build in code (Jobs, Services, ConfigMaps, Secrets, volumes, RBAC) are checked by the
 tests over every render path (tests/unit/test_api_models.py). Cost, measured on a shared
 2-core machine (load 1.5, four runs): importing `kubernetes` on top of what a cluster command
