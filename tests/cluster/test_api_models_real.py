@@ -61,3 +61,37 @@ def test_an_indexed_job_passes_the_check_while_this_server_drops_its_mode(kube, 
     stored = kube.create(job, dry_run=True)
     assert job["spec"]["completionMode"] == "Indexed"
     assert "completionMode" not in stored["spec"]      # 1.21+ (alpha), default on in 1.22
+
+
+def test_a_users_probe_template_that_does_not_fit_leaves_nothing_behind(
+        kube, test_ns, python_image, tmp_path):
+    """`cluster probe` with the user's templates (`$IMAGEKIT_MANIFESTS_DIR`) whose Pod has a
+    misspelled field: one line naming the field, exit 2, and the run's Secret and ConfigMap
+    (created before the Pod is rendered) are gone; no Pod was created."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from imagekit import packaged
+
+    mine = tmp_path / "manifests"
+    shutil.copytree(packaged.path("manifests"), mine)
+    template = mine / "probe-pod.yaml.j2"
+    text = template.read_text()
+    assert "  restartPolicy: Never\n" in text
+    template.write_text(text.replace("  restartPolicy: Never\n",
+                                     "  restartPolicy: Never\n  schedulerNmae: x\n"))
+    env = {**os.environ, "IMAGEKIT_MANIFESTS_DIR": str(mine),
+           "IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")}
+    done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "probe",
+                           str(python_image.reference), "--namespace", test_ns],
+                          capture_output=True, text=True, env=env, timeout=240, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("imagekit: error: Pod probe-") and line.endswith(f"({template})")
+    assert "spec.schedulerNmae: unknown field (did you mean schedulerName?)" in line
+    for kind in ("Pod", "ConfigMap", "Secret"):
+        left = [o["metadata"]["name"] for o in kube.resource(kind).list(test_ns)
+                if o["metadata"]["name"].startswith("probe-")]
+        assert left == [], (kind, left)
