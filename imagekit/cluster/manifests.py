@@ -66,7 +66,7 @@ def render(template: str, *, template_dir: Path | None = None, **values: Any) ->
     if not isinstance(obj, dict) or "kind" not in obj:
         raise InvalidInput("template did not render one Kubernetes object", where=template)
     # the templates' folder may be the user's own: a misspelled or removed field would be
-    # dropped by the server without a word, so it is refused here, before anything is created
+    # dropped by the server without a word, so it is refused here, before the Pod is created
     apimodels.require_valid(obj, where=str(manifests_dir(template_dir) / template))
     return obj
 
