@@ -1,9 +1,10 @@
 """Render the Pod templates under manifests/ into API objects (dicts).
 
 Templates are YAML with Jinja2 placeholders; every value goes through `tojson`, so a value can
-never inject YAML structure. Every image is pinned: a reference without `@sha256:…` is refused,
-and the tag is dropped from what the Pod runs (containerd verifies the manifest against the
-digest; a tag could move between check and run).
+never inject YAML structure. What a template renders is checked against the Kubernetes 1.37
+API's models (`apimodels`) before it is returned. Every image is pinned: a reference without
+`@sha256:…` is refused, and the tag is dropped from what the Pod runs (containerd verifies the
+manifest against the digest; a tag could move between check and run).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import jinja2
 import yaml
 
 from imagekit import packaged
+from imagekit.cluster import apimodels
 from imagekit.errors import InvalidInput
 from imagekit.oci import ImageReference
 
@@ -83,6 +85,9 @@ def render(template: str, *, template_dir: Path | None = None, **values: Any) ->
     obj = yaml.safe_load(text)
     if not isinstance(obj, dict) or "kind" not in obj:
         raise InvalidInput("template did not render one Kubernetes object", where=template)
+    # the templates' folder may be the user's own: a misspelled or removed field would be
+    # dropped by the server without a word, so it is refused here, before the Pod is created
+    apimodels.require_valid(obj, where=str(manifests_dir(template_dir) / template))
     return obj
 
 

@@ -3,7 +3,8 @@
 kubectl refuses an alias bomb in 0.07 s; so do we (aliases are refused outright, see
 imagekit.inputs.load_yaml). The shape is checked as far as imagekit reads it: one Pod, named
 per DNS-1123, `spec.containers` a non-empty list of mappings with names and images, GPU
-requests that are small non-negative integers.
+requests that are small non-negative integers; then every field against the Kubernetes 1.37
+API's models (`apimodels`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from imagekit.cluster import apimodels
 from imagekit.errors import InvalidInput
 from imagekit.inputs import dns_label, dns_subdomain, load_yaml, read_text
 
@@ -76,4 +78,8 @@ def check_pod(pod: Any, where: str, *, need_name: bool = False) -> dict:
 def load_pod_file(path: Path, *, need_name: bool = False) -> dict:
     """The Pod in `path` (UTF-8, at most 4 MiB, YAML without aliases, JSON being YAML)."""
     text = read_text(path, "pod file")
-    return check_pod(load_yaml(text, str(path), what="pod file"), str(path), need_name=need_name)
+    pod = check_pod(load_yaml(text, str(path), what="pod file"), str(path), need_name=need_name)
+    # a field the server does not know would be dropped without a word (a misspelled
+    # runAsNonRoot): refused here, field by field against the 1.37 API's models
+    apimodels.require_valid(pod, where=str(path))
+    return pod

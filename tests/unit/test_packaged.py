@@ -98,7 +98,8 @@ def test_the_manifests_folder_is_an_argument(monkeypatch, tmp_path: Path) -> Non
 
     mine = tmp_path / "mine"
     mine.mkdir()
-    (mine / "x.yaml.j2").write_text("kind: ConfigMap\nmetadata: {name: {{ name | tojson }}}\n")
+    (mine / "x.yaml.j2").write_text("apiVersion: v1\nkind: ConfigMap\n"
+                                    "metadata: {name: {{ name | tojson }}}\n")
     (mine / "s.sh").write_text("echo mine\n")
     monkeypatch.setenv("IMAGEKIT_MANIFESTS_DIR", str(tmp_path / "ignored"))
     assert manifests.manifests_dir() == ASSETS / "manifests"
