@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import stamina
@@ -35,13 +35,18 @@ from imagekit.errors import InfraError, InvalidInput, NotFound, TransportError
 from imagekit.kube.discovery import Discovery, ResourceInfo
 from imagekit.kube.errors import AdmissionRefused, Conflict, Gone, WatchBroken, for_status
 
+if TYPE_CHECKING:
+    from imagekit.kube.incluster import InCluster
+    from imagekit.kube.kubeauth import CredentialSource
+
 __all__ = ["AdmissionRefused", "Conflict", "Gone", "Kube", "Resource", "WatchEvent",
            "default_kubeconfig"]
 
 
 def default_kubeconfig() -> Path:
-    """$KUBECONFIG, else ~/.kube/config. (The CLI prefers the kubeconfig infra recorded; this
-    transport layer does not read infra state.)"""
+    """$KUBECONFIG, else ~/.kube/config: the file client-go reads when none is given (without
+    one, `Kube` then looks for in-cluster credentials: `incluster.choose`). (The CLI prefers
+    the kubeconfig infra recorded; this transport layer does not read infra state.)"""
     env = os.environ.get("KUBECONFIG")
     if env:
         return Path(env.split(os.pathsep)[0])
@@ -151,38 +156,66 @@ class Resource:
 
 
 class Kube:
-    """A connection to one cluster (kubeconfig file).
+    """A connection to one cluster: a kubeconfig file, or in-cluster (a Pod's ServiceAccount).
+
+    Without `kubeconfig` it is found as client-go finds it (`incluster.choose`): $KUBECONFIG,
+    else ~/.kube/config, else in-cluster (KUBERNETES_SERVICE_HOST/PORT and the token mounted
+    at `serviceaccount_dir`, default /var/run/secrets/kubernetes.io/serviceaccount).
 
     The kubeconfig is read as client-go reads it (`kubeconfig.py`: current context, CA,
     client certificates, inline *-data fields); the user's credential is live
     (`kubeauth.py`): an exec plugin is re-run before its token expires and after a 401, a
-    tokenFile is re-read when it changes. Requests go through httpx with that credential on
-    each one, watches and log streams included.
+    tokenFile (and the in-cluster token, which the kubelet rotates) is re-read when it
+    changes. Requests go through httpx with that credential on each one, watches and log
+    streams included.
+
+    `default_namespace` is the kubeconfig context's namespace, or in-cluster the Pod's own
+    (the `namespace` file); "default" when neither names one. Commands keep their own
+    `--namespace` default: this is what the connection says, for callers that ask.
 
     The objects this connection created and has not deleted are remembered (`left()`): when
     the run ends on a credential that cannot be renewed, the error says what stayed behind."""
 
-    def __init__(self, kubeconfig: Path | str | None = None, *, context: str | None = None,
-                 discovery: Discovery | None = None) -> None:
+    def __init__(self, kubeconfig: Path | str | InCluster | None = None, *,
+                 context: str | None = None, discovery: Discovery | None = None,
+                 serviceaccount_dir: Path | None = None) -> None:
         from imagekit.kube import kubeconfig as kubeconfig_file
-        from imagekit.kube.kubeauth import source_for
+        from imagekit.kube.incluster import InCluster, choose
+        from imagekit.kube.kubeauth import TokenFileSource, source_for
 
-        path = Path(kubeconfig) if kubeconfig else default_kubeconfig()
-        if not path.is_file():
-            raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
-                             "--kubeconfig", where=str(path))
-        self.kubeconfig = path
+        source = kubeconfig if isinstance(kubeconfig, InCluster) else choose(
+            Path(kubeconfig) if kubeconfig else None, serviceaccount_dir=serviceaccount_dir)
+        self.source: Path | InCluster = source
         self.context = context
-        target = kubeconfig_file.load(path, context)
-        self.user = target.user_name
-        ssl_context = kubeconfig_file.ssl_context(target)
-        self.credentials = source_for(target, ssl_context)
+        self.in_cluster: InCluster | None = None
+        if isinstance(source, InCluster):
+            #: where the credential came from (evidence names it): here the mounted folder
+            self.kubeconfig = source.folder
+            self.in_cluster = source
+            self.user = source.user()
+            ssl_context = source.ssl_context()
+            self.credentials: CredentialSource = TokenFileSource(
+                self.user, str(source.token), source.token, who="in-cluster ServiceAccount",
+                what="the token file")
+            self.host = source.server
+            self.default_namespace = source.namespace()
+            self._sni: str | None = None
+        else:
+            if not source.is_file():
+                raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
+                                 "--kubeconfig", where=str(source))
+            self.kubeconfig = source
+            target = kubeconfig_file.load(source, context)
+            self.user = target.user_name
+            ssl_context = kubeconfig_file.ssl_context(target)
+            self.credentials = source_for(target, ssl_context)
+            self.host = target.cluster.server.rstrip("/")
+            self.default_namespace = target.namespace or "default"
+            self._sni = target.cluster.tls_server_name
         self.credentials.current()  # a plugin that cannot run fails here, before any change
-        self.host = target.cluster.server.rstrip("/")
         self._created: dict[str, str] = {}
         self.discovery = discovery or Discovery(lambda p: self.call("GET", p))
         self._ssl_context = ssl_context
-        self._sni = target.cluster.tls_server_name
         self._http = self._new_client()
 
     def _new_client(self) -> httpx.Client:
@@ -204,7 +237,7 @@ class Kube:
     def another(self) -> Kube:
         """A second connection to the same cluster (a log follower's own thread), sharing this
         one's discovery."""
-        return Kube(self.kubeconfig, context=self.context, discovery=self.discovery)
+        return Kube(self.source, context=self.context, discovery=self.discovery)
 
     def left(self) -> list[str]:
         """`Kind namespace/name` of what this connection created and did not delete."""
