@@ -1,8 +1,7 @@
 """In-cluster credentials (client-go's rest.InClusterConfig): where a connection comes from,
 the mounted token, CA and namespace read, the token re-read when the kubelet rotates it, and
 bad mounted files refused with one line before any request. The real API server's side is in
-test_incluster_real.py (a ServiceAccount's token from the host) and test_incluster_pod_real.py
-(imagekit inside a Pod)."""
+test_incluster_real.py (a ServiceAccount's token from the host, and imagekit inside a Pod)."""
 
 from __future__ import annotations
 
