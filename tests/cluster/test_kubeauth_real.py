@@ -150,3 +150,35 @@ def test_cluster_probe_passes_through_a_front_that_closes_pooled_connections_una
     assert front.expired == expired_before
     assert len(plugin_runs(state)) >= 3
     assert _objects_of_run(kube, creds_ns) == []
+
+
+def test_cluster_gpu_preflight_passes_through_the_same_front(
+        closing_front, kube, python_image, creds_ns, tmp_path) -> None:
+    """`cluster gpu-preflight` (a CPU run: `--gpus 0`, a stand-in script that outlives several
+    tokens) through the front that closes pooled connections unannounced, on 2-second
+    tokens: PASS, its Pod and pull Secret gone."""
+    front = closing_front
+    state = plugin_state(tmp_path / "plugin", front.key)
+    config = exec_kubeconfig(tmp_path / "kubeconfig", front.url, front.cert, state, ttl=2)
+    script = tmp_path / "preflight_standin.py"
+    script.write_text("import time\ntime.sleep(6)\nprint('PREFLIGHT_STANDIN_OK')\n")
+    expired_before, dropped_before = front.expired, front.dropped
+    result = subprocess.run(
+        [sys.executable, "-m", "imagekit", "cluster", "gpu-preflight",
+         str(python_image.reference), "--namespace", creds_ns, "--selector",
+         "nvidia.com/gpu.present=true", "--gpus", "0", "--script", str(script), "--submit",
+         "--json", "--kubeconfig", str(config), "--evidence-dir", str(tmp_path / "evidence")],
+        capture_output=True, text=True, timeout=240, cwd=REPO,
+        env={**os.environ, "IMAGEKIT_PROGRESS": "plain"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["preflight_pod"]["status"] == "PASS"
+    assert checks["cleanup"]["status"] == "PASS"
+    assert "PREFLIGHT_STANDIN_OK" in (Path(doc["evidence"]) / "pod.log").read_text()
+    assert front.dropped > dropped_before
+    assert front.expired == expired_before
+    assert len(plugin_runs(state)) >= 3
+    left = [s["metadata"]["name"] for s in kube.resource("Secret").list(creds_ns)
+            if s["metadata"]["name"].startswith("gpu-preflight-")]
+    assert left == []
