@@ -220,6 +220,10 @@ class Settings(BaseSettings):
     k8s_bin: OptPath = Field(
         None, description="where the one-node cluster's Kubernetes binaries are built; "
                           "default /opt/k8s/bin")
+    serviceaccount_dir: OptPath = Field(
+        None, description="the ServiceAccount folder (token, ca.crt, namespace) of in-cluster "
+                          "credentials, used when no kubeconfig is found; default "
+                          "/var/run/secrets/kubernetes.io/serviceaccount")
     engines_dir: OptPath = Field(
         None, description="where the real engines' own virtual environments live; default "
                           "/var/lib/imagekit/engines")
@@ -313,6 +317,8 @@ RECEIVERS: dict[str, tuple[str, str]] = {
                   "check_promotable, enforce, image_phase_gate, report_with_trust, "
                   "reports_for_spec, attest_reference, attest_promotion, run_rehearsal"),
     "k8s_bin": ("cli/infra", "manager.up/down/status(k8s_bin=)"),
+    "serviceaccount_dir": ("cli/common", "incluster.choose(serviceaccount_dir=) in "
+                                         "kubeconfig_path, which every cluster command uses"),
     "engines_dir": ("cli/cluster_accept", "standin_text_model(engines_dir, …)"),
     "models_dir": ("cli/cluster_accept", "standin_text_model(…, models_dir)"),
     "cache_dir": ("cli/build, cli/cluster_accept", "cache_dir= of build_standins, "

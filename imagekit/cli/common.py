@@ -18,6 +18,7 @@ from imagekit.errors import InvalidInput
 if TYPE_CHECKING:
     from imagekit.attest.phase import Phase
     from imagekit.cluster.kube import Kube
+    from imagekit.kube.incluster import InCluster
     from imagekit.oci import Digest, ImageReference
     from imagekit.registry import RegistryClient
     from imagekit.results import CheckReport, Status
@@ -107,9 +108,14 @@ def images_spec(given: Path | None = None) -> Path | None:
     return env.absolute() if env is not None else None
 
 
-def kubeconfig_path(explicit: Path | None) -> Path:
-    """--kubeconfig / $KUBECONFIG, else the one `imagekit infra up --cluster` recorded. An
-    explicit one must be a readable YAML mapping (checked before any other work)."""
+def kubeconfig_path(explicit: Path | None) -> Path | InCluster:
+    """Where a cluster command connects, first found wins: --kubeconfig (or $KUBECONFIG, which
+    typer hands in as the same option), the kubeconfig `imagekit infra up --cluster` recorded,
+    ~/.kube/config, then in-cluster: the Pod's ServiceAccount ($IMAGEKIT_SERVICEACCOUNT_DIR
+    moves its folder). An explicit one must be a readable YAML mapping (checked before any
+    other work)."""
+    from imagekit.cli.app import settings
+
     if explicit is not None:
         from imagekit.inputs import load_yaml, read_text
 
@@ -119,7 +125,6 @@ def kubeconfig_path(explicit: Path | None) -> Path:
                                where=str(explicit))
         return explicit
     try:
-        from imagekit.cli.app import settings
         from imagekit.infra.state import load_state
         state = load_state(settings().state_dir)
         if state.kubeconfig is not None and state.kubeconfig.is_file():
@@ -129,8 +134,8 @@ def kubeconfig_path(explicit: Path | None) -> Path:
             return recorded
     except Exception:  # noqa: BLE001 - no infra state: fall back to the client default
         pass
-    from imagekit.cluster.kube import default_kubeconfig
-    return default_kubeconfig()
+    from imagekit.kube.incluster import choose
+    return choose(serviceaccount_dir=settings().serviceaccount_dir)
 
 
 def registry_client(registry: str) -> tuple[RegistryClient, Path | None]:

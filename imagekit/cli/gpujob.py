@@ -20,6 +20,7 @@ from imagekit.cli.common import finish, kubeconfig_path, registry_client
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from imagekit.kube.incluster import InCluster
     from imagekit.oci import ImageReference
 
 COMMAND = "gpu-preflight"
@@ -112,7 +113,7 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
 def each_node_preflight(pinned: ImageReference, *, namespace: str, selector: dict[str, str],
                         tolerations: list[dict], gpus: int, script: Path | None,
                         script_args: list[str], timeout: float, cordon: bool, taint: bool,
-                        docker_config: Path | None, kubeconfig: Path,
+                        docker_config: Path | None, kubeconfig: Path | InCluster,
                         evidence_dir: Path | None, json_output: bool) -> None:
     """`--each-node`: run the fleet preflight and print the node × check table; exit 1 unless
     all PASS (2 when one broke)."""

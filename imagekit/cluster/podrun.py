@@ -83,7 +83,9 @@ class CleanupReport:
 
 class LogFollower(threading.Thread):
     """Follows one container's log on its own connection; retries while the container is not
-    running yet (400 ContainerCreating); hands each line to `on_line`."""
+    running yet (400 ContainerCreating) and after its stream broke off; hands each line to
+    `on_line` once (a log followed again is read from its top: the lines handed on before are
+    skipped)."""
 
     def __init__(self, kube: Kube, namespace: str, pod: str, container: str | None,
                  on_line: Callable[[str], None]) -> None:
@@ -94,10 +96,16 @@ class LogFollower(threading.Thread):
         self.ended = threading.Event()
 
     def run(self) -> None:
+        delivered = 0   # a log followed again (its stream broke off) starts from its top
         with self.kube.another() as kube:
             while not self.stop.is_set():
                 try:
+                    seen = 0
                     for line in kube.follow_logs(self.namespace, self.pod, self.container):
+                        seen += 1
+                        if seen <= delivered:
+                            continue    # handed on before the break
+                        delivered = seen
                         self.on_line(line)
                         if self.stop.is_set():
                             return

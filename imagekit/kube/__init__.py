@@ -5,6 +5,7 @@
 - `watch`: waits as list → watch from its resourceVersion → re-list on 410, with a deadline.
 - `errors`: API statuses as typed errors.
 - `kubeconfig`, `kubeauth`: the kubeconfig as client-go reads it; credentials that renew.
+- `incluster`: where a connection comes from without one (a Pod's ServiceAccount).
 
 Flows (`imagekit.cluster`, `imagekit.clusteraccept`, `imagekit.gpu`) sit above and never build
 an API path (tests/unit/test_kube_layering.py).

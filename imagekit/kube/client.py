@@ -23,8 +23,9 @@ import builtins
 import json
 import os
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import stamina
@@ -32,19 +33,34 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import InfraError, InvalidInput, NotFound, TransportError
 from imagekit.kube.discovery import Discovery, ResourceInfo
-from imagekit.kube.errors import AdmissionRefused, Conflict, Gone, for_status
+from imagekit.kube.errors import AdmissionRefused, Conflict, Gone, WatchBroken, for_status
+
+if TYPE_CHECKING:
+    from imagekit.kube.incluster import InCluster
+    from imagekit.kube.kubeauth import CredentialSource
 
 __all__ = ["AdmissionRefused", "Conflict", "Gone", "Kube", "Resource", "WatchEvent",
            "default_kubeconfig"]
 
 
 def default_kubeconfig() -> Path:
-    """$KUBECONFIG, else ~/.kube/config. (The CLI prefers the kubeconfig infra recorded; this
-    transport layer does not read infra state.)"""
+    """$KUBECONFIG, else ~/.kube/config: the file client-go reads when none is given (without
+    one, `Kube` then looks for in-cluster credentials: `incluster.choose`). (The CLI prefers
+    the kubeconfig infra recorded; this transport layer does not read infra state.)"""
     env = os.environ.get("KUBECONFIG")
     if env:
         return Path(env.split(os.pathsep)[0])
     return Path.home() / ".kube" / "config"
+
+
+#: Requests sent once more, on a new connection, when the pooled connection they went out on
+#: turns out closed. Go's http.Transport does this for client-go (GET, HEAD); DELETE is safe to
+#: repeat too: by uid it removes only that object, and a repeat that finds it gone is "already
+#: gone". POST, PUT and PATCH are never repeated: the first one may have landed.
+REPEATABLE = frozenset({"GET", "HEAD", "DELETE"})
+#: How a connection the server (or a load balancer before it) closed while it sat idle in the
+#: pool shows on the next request: "Server disconnected without sending a response", or a reset.
+CLOSED_UNDER_US = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 def _message(response: httpx.Response) -> str:
@@ -140,50 +156,88 @@ class Resource:
 
 
 class Kube:
-    """A connection to one cluster (kubeconfig file).
+    """A connection to one cluster: a kubeconfig file, or in-cluster (a Pod's ServiceAccount).
+
+    Without `kubeconfig` it is found as client-go finds it (`incluster.choose`): $KUBECONFIG,
+    else ~/.kube/config, else in-cluster (KUBERNETES_SERVICE_HOST/PORT and the token mounted
+    at `serviceaccount_dir`, default /var/run/secrets/kubernetes.io/serviceaccount).
 
     The kubeconfig is read as client-go reads it (`kubeconfig.py`: current context, CA,
     client certificates, inline *-data fields); the user's credential is live
     (`kubeauth.py`): an exec plugin is re-run before its token expires and after a 401, a
-    tokenFile is re-read when it changes. Requests go through httpx with that credential on
-    each one, watches and log streams included.
+    tokenFile (and the in-cluster token, which the kubelet rotates) is re-read when it
+    changes. Requests go through httpx with that credential on each one, watches and log
+    streams included.
+
+    `default_namespace` is the kubeconfig context's namespace, or in-cluster the Pod's own
+    (the `namespace` file); "default" when neither names one. Commands keep their own
+    `--namespace` default: this is what the connection says, for callers that ask.
 
     The objects this connection created and has not deleted are remembered (`left()`): when
     the run ends on a credential that cannot be renewed, the error says what stayed behind."""
 
-    def __init__(self, kubeconfig: Path | str | None = None, *, context: str | None = None,
-                 discovery: Discovery | None = None) -> None:
+    def __init__(self, kubeconfig: Path | str | InCluster | None = None, *,
+                 context: str | None = None, discovery: Discovery | None = None,
+                 serviceaccount_dir: Path | None = None) -> None:
         from imagekit.kube import kubeconfig as kubeconfig_file
-        from imagekit.kube.kubeauth import KubeAuth, source_for
+        from imagekit.kube.incluster import InCluster, choose
+        from imagekit.kube.kubeauth import TokenFileSource, source_for
 
-        path = Path(kubeconfig) if kubeconfig else default_kubeconfig()
-        if not path.is_file():
-            raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
-                             "--kubeconfig", where=str(path))
-        self.kubeconfig = path
+        source = kubeconfig if isinstance(kubeconfig, InCluster) else choose(
+            Path(kubeconfig) if kubeconfig else None, serviceaccount_dir=serviceaccount_dir)
+        self.source: Path | InCluster = source
         self.context = context
-        target = kubeconfig_file.load(path, context)
-        self.user = target.user_name
-        ssl_context = kubeconfig_file.ssl_context(target)
-        self.credentials = source_for(target, ssl_context)
+        self.in_cluster: InCluster | None = None
+        if isinstance(source, InCluster):
+            #: where the credential came from (evidence names it): here the mounted folder
+            self.kubeconfig = source.folder
+            self.in_cluster = source
+            self.user = source.user()
+            ssl_context = source.ssl_context()
+            self.credentials: CredentialSource = TokenFileSource(
+                self.user, str(source.token), source.token, who="in-cluster ServiceAccount",
+                what="the token file")
+            self.host = source.server
+            self.default_namespace = source.namespace()
+            self._sni: str | None = None
+        else:
+            if not source.is_file():
+                raise InfraError("no kubeconfig; run `imagekit infra up --cluster` or pass "
+                                 "--kubeconfig", where=str(source))
+            self.kubeconfig = source
+            target = kubeconfig_file.load(source, context)
+            self.user = target.user_name
+            ssl_context = kubeconfig_file.ssl_context(target)
+            self.credentials = source_for(target, ssl_context)
+            self.host = target.cluster.server.rstrip("/")
+            self.default_namespace = target.namespace or "default"
+            self._sni = target.cluster.tls_server_name
         self.credentials.current()  # a plugin that cannot run fails here, before any change
-        self.host = target.cluster.server.rstrip("/")
         self._created: dict[str, str] = {}
         self.discovery = discovery or Discovery(lambda p: self.call("GET", p))
+        self._ssl_context = ssl_context
+        self._http = self._new_client()
+
+    def _new_client(self) -> httpx.Client:
+        """An httpx client on this connection's server, trust and live credential. Besides the
+        pooled one, a request that met a closed pooled connection is repeated on a client of
+        its own: a new connection for sure, not another pooled one the server closed too."""
+        from imagekit.kube.kubeauth import KubeAuth
+
         hooks: dict[str, list[Callable[..., Any]]] = {}
-        if target.cluster.tls_server_name:  # the name the server's certificate is checked for
-            sni = target.cluster.tls_server_name
+        if self._sni:  # the name the server's certificate is checked for
+            sni = self._sni
             hooks["request"] = [lambda request: request.extensions.setdefault("sni_hostname",
                                                                               sni)]
-        self._http = httpx.Client(base_url=self.host, verify=ssl_context,
-                                  auth=KubeAuth(self.credentials),
-                                  headers={"Accept": "application/json"}, event_hooks=hooks,
-                                  timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
+        return httpx.Client(base_url=self.host, verify=self._ssl_context,
+                            auth=KubeAuth(self.credentials),
+                            headers={"Accept": "application/json"}, event_hooks=hooks,
+                            timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
 
     def another(self) -> Kube:
         """A second connection to the same cluster (a log follower's own thread), sharing this
         one's discovery."""
-        return Kube(self.kubeconfig, context=self.context, discovery=self.discovery)
+        return Kube(self.source, context=self.context, discovery=self.discovery)
 
     def left(self) -> list[str]:
         """`Kind namespace/name` of what this connection created and did not delete."""
@@ -229,8 +283,8 @@ class Kube:
         content_type = "application/merge-patch+json" if method == "PATCH" else \
             "application/json"
 
-        def send() -> httpx.Response:
-            return self._http.request(
+        def send(client: httpx.Client) -> httpx.Response:
+            return client.request(
                 method, path, params=query or None,
                 content=json.dumps(body).encode() if body is not None else None,
                 headers={"Content-Type": content_type} if body is not None else None,
@@ -241,14 +295,44 @@ class Kube:
                 for attempt in stamina.retry_context(on=httpx.TransportError, attempts=3,
                                                      wait_initial=0.2, wait_max=2.0):
                     with attempt:
-                        response = send()
-            else:  # a write is never repeated blindly: the first one may have landed
-                response = send()
+                        response = self._send_once_more(method, send)
+            else:  # DELETE once more on a new connection; a write never (it may have landed)
+                response = self._send_once_more(method, send)
         except httpx.HTTPError as exc:
             raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
                 from None
         self._raise_for(response, where or path)
         return response
+
+    def _send_once_more(self, method: str, send: Callable[[httpx.Client], httpx.Response]
+                        ) -> httpx.Response:
+        """`send` on the pooled connection; when that connection turns out closed under it
+        (and `method` is REPEATABLE), once more on a new connection."""
+        try:
+            return send(self._http)
+        except CLOSED_UNDER_US:
+            if method not in REPEATABLE:
+                raise
+        with self._new_client() as client:
+            return send(client)
+
+    def _open_stream(self, path: str, query: dict[str, Any], timeout: httpx.Timeout
+                     ) -> tuple[ExitStack, httpx.Response]:
+        """A streamed GET (watch, followed log) up to its headers, with what closes it. Opened
+        on a pooled connection that turns out closed, it is opened once more on a new one."""
+        stack = ExitStack()
+        try:
+            return stack, stack.enter_context(
+                self._http.stream("GET", path, params=query, timeout=timeout))
+        except CLOSED_UNDER_US:
+            stack.close()
+        try:
+            client = stack.enter_context(self._new_client())
+            return stack, stack.enter_context(
+                client.stream("GET", path, params=query, timeout=timeout))
+        except BaseException:
+            stack.close()
+            raise
 
     def call(self, method: str, path: str, body: Any = None, query: dict | None = None,
              where: str | None = None) -> dict:
@@ -363,9 +447,9 @@ class Kube:
             query["container"] = container
         path = self.resource("Pod").path(name, namespace, "log")
         try:
-            with self._http.stream("GET", path, params=query,
-                                   timeout=httpx.Timeout(timeout_seconds, connect=10.0,
-                                                         read=timeout_seconds)) as response:
+            stack, response = self._open_stream(path, query, httpx.Timeout(
+                timeout_seconds, connect=10.0, read=timeout_seconds))
+            with stack:
                 if response.status_code >= 400:
                     response.read()
                     self._raise_for(response, path)
@@ -395,16 +479,20 @@ class Kube:
             query["labelSelector"] = label_selector
         if resource_version:
             query["resourceVersion"] = resource_version
+        opened = False
         try:
-            with self._http.stream("GET", path, params=query,
-                                   timeout=httpx.Timeout(timeout_seconds + 15.0,
-                                                         connect=10.0)) as response:
+            stack, response = self._open_stream(path, query, httpx.Timeout(
+                timeout_seconds + 15.0, connect=10.0))
+            with stack:
                 if response.status_code >= 400:
                     response.read()
                     self._raise_for(response, path)
+                opened = True
                 for line in response.iter_lines():
                     if line.strip():
                         yield WatchEvent.model_validate(json.loads(line))
         except httpx.HTTPError as exc:
+            if opened:
+                raise WatchBroken(f"watch broke off: {exc}", where=path) from None
             raise TransportError(f"watch failed: {exc}", where=path) from None
 

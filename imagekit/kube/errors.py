@@ -4,7 +4,9 @@ text, "object is being deleted", a 409).
 
 403 → `AdmissionRefused`, 404 → `NotFound`, 409 → `Conflict`, 410 → `Gone`,
 422 → `InvalidInput`, anything else ≥ 400 → `TransportError`. A wait that ran past its
-deadline is a `WaitTimeout` (a `TransportError`).
+deadline is a `WaitTimeout` (a `TransportError`); a watch whose stream broke off after it had
+started is a `WatchBroken` (a `TransportError`: the waits watch again from their last
+resourceVersion).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from imagekit.errors import ImagekitError, InvalidInput, NotFound, TransportError
 
 __all__ = ["AdmissionRefused", "Conflict", "Gone", "InvalidInput", "NotFound", "TransportError",
-           "UnknownResource", "WaitTimeout", "for_status"]
+           "UnknownResource", "WaitTimeout", "WatchBroken", "for_status"]
 
 
 class AdmissionRefused(ImagekitError):
@@ -28,6 +30,12 @@ class Conflict(ImagekitError):
 class Gone(TransportError):
     """HTTP 410 (or a watch ERROR event of code 410): the resourceVersion is too old; list
     again and watch from the new one."""
+
+
+class WatchBroken(TransportError):
+    """A watch stream that had started broke off (the connection was closed or reset under
+    it): the events up to there arrived; watching again from the last resourceVersion goes
+    on where it stopped."""
 
 
 class UnknownResource(InvalidInput):

@@ -107,8 +107,12 @@ class TokenFileSource(CredentialSource):
 
     renewable = True
 
-    def __init__(self, user: str, where: str, path: Path) -> None:
+    def __init__(self, user: str, where: str, path: Path, *, who: str | None = None,
+                 what: str = "tokenFile") -> None:
+        """`who` and `what` name the credential in messages: a kubeconfig user's tokenFile,
+        or the in-cluster ServiceAccount's token."""
         self.user, self.where, self.path = user, where, path
+        self.who, self.what = who or f"kubeconfig user {user!r}", what
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._credential: Credential | None = None
@@ -118,10 +122,13 @@ class TokenFileSource(CredentialSource):
             stat = self.path.stat()
             token = self.path.read_text().strip()
         except OSError as exc:
-            raise KubeCredentialError(f"kubeconfig user {self.user!r}: cannot read tokenFile: "
-                                      f"{exc.strerror}", where=str(self.path)) from None
+            raise KubeCredentialError(f"{self.who}: cannot read {self.what}: {exc.strerror}",
+                                      where=str(self.path)) from None
+        except UnicodeDecodeError:
+            raise KubeCredentialError(f"{self.who}: {self.what} is not text",
+                                      where=str(self.path)) from None
         if not token:
-            raise KubeCredentialError(f"kubeconfig user {self.user!r}: tokenFile is empty",
+            raise KubeCredentialError(f"{self.who}: {self.what} is empty",
                                       where=str(self.path))
         self._stamp = (stat.st_mtime_ns, stat.st_size)
         self._credential = Credential(header=f"Bearer {token}", obtained_at=time.time())
@@ -146,8 +153,8 @@ class TokenFileSource(CredentialSource):
         return fresh if fresh.header != used.header else None
 
     def refused(self, used: Credential) -> KubeCredentialError | None:
-        return KubeCredentialError(f"kubeconfig user {self.user!r}: the API server refused the "
-                                   "token in tokenFile (401)", where=str(self.path))
+        return KubeCredentialError(f"{self.who}: the API server refused the token in "
+                                   f"{self.what} (401)", where=str(self.path))
 
 
 class ExecSource(CredentialSource):

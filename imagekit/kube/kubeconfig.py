@@ -116,6 +116,7 @@ class Target:
     cluster: ClusterEntry
     user_name: str
     user: UserEntry
+    namespace: str | None = None   # the context's namespace, if it names one
 
     def resolve(self, value: str) -> Path:
         candidate = Path(value).expanduser()
@@ -182,7 +183,7 @@ def load(path: Path, context: str | None = None) -> Target:
             raise InvalidInput(f"kubeconfig user {ctx.user!r}: exec interactiveMode must be "
                                "set for client.authentication.k8s.io/v1", where=str(path))
     return Target(path=path, context=name, cluster_name=ctx.cluster, cluster=cluster,
-                  user_name=ctx.user, user=user)
+                  user_name=ctx.user, user=user, namespace=ctx.namespace)
 
 
 def _decode(data: str, what: str, target: Target) -> bytes:

@@ -1,6 +1,8 @@
 """Waits are watches, as client-go's `tools/watch.UntilWithSync` does them: list (the state
 now and its resourceVersion), watch from that resourceVersion, and on 410 Gone (the version
-fell out of the server's window) list again; the deadline is honoured throughout.
+fell out of the server's window) list again; the deadline is honoured throughout. A watch
+stream that breaks off (`WatchBroken`: the connection closed under it) is watched again from
+its last resourceVersion, once: a second break in a row, with no event between, is the error.
 
 `observe` yields the watched object's state (None while it does not exist) after every change
 and, with `tick`, at least every `tick` seconds (a condition that also depends on time, such as
@@ -15,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 from imagekit.kube.client import WatchEvent
-from imagekit.kube.errors import Gone, TransportError, WaitTimeout
+from imagekit.kube.errors import Gone, TransportError, WaitTimeout, WatchBroken
 
 T = TypeVar("T")
 
@@ -40,7 +42,10 @@ def _stream(resource: Watchable, namespace: str | None, *, deadline: float,
             selectors: dict[str, str]) -> Iterator[tuple[str, object]]:
     """The list-then-watch loop both observers share: ("list", items) after every (re-)list,
     ("event", event) for every change, ("tick", None) when a `tick` window ends without one.
-    Re-lists on 410 Gone; any other watch ERROR is a `TransportError`; ends at `deadline`."""
+    Re-lists on 410 Gone; any other watch ERROR is a `TransportError`; a broken stream is
+    watched again from `version` once (`WatchBroken` when it breaks again before an event);
+    ends at `deadline`."""
+    broken = False   # the last watch broke off: one more from `version`, not a second
     while True:
         items, version = resource.list_with_version(namespace, **selectors)
         yield "list", items
@@ -64,6 +69,7 @@ def _stream(resource: Watchable, namespace: str | None, *, deadline: float,
                                              where=where)
                     meta = event.object.get("metadata") or {}
                     version = meta.get("resourceVersion") or version
+                    broken = False
                     if event.type == "BOOKMARK":
                         continue
                     yield "event", event
@@ -71,6 +77,12 @@ def _stream(resource: Watchable, namespace: str | None, *, deadline: float,
                         return
             except Gone:
                 gone = True
+            except WatchBroken:
+                if broken:
+                    raise
+                broken = True
+                continue    # watch again from the last version seen
+            broken = False
             if gone:
                 break       # list again, watch from the new version
             if tick is not None:

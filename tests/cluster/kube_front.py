@@ -4,9 +4,18 @@ The local cluster authenticates with a static token file (tokens.csv), so it can
 expired token from a good one. This front can: it listens with TLS on 127.0.0.1 (a
 certificate of its own), accepts only tokens minted by `exec_plugin.py` with its key and not
 yet expired, answers 401 (a Kubernetes `Status`, as the API server does) to anything else, and
-forwards the rest upstream with the cluster's real admin token. One request per connection
-(`Connection: close` both ways), so each request is authenticated; response bodies — watch
-events, followed logs — are relayed as they arrive, never buffered.
+forwards the rest upstream with the cluster's real admin token. Each request is authenticated;
+response bodies — watch events, followed logs — are relayed as they arrive, never buffered.
+
+Two ways to treat the client's connection:
+- `close_after_stream=False` (default): one request per connection, `Connection: close` both
+  ways, announced.
+- `close_after_stream=True`: what a load balancer with a short idle timeout does. The client's
+  connection is kept alive (an answer of known length keeps it, without `Connection: close`,
+  so the client pools it); after a streamed answer (chunked: a watch, a followed log, a large
+  list) the front closes it without announcing it. So that the race is met every time and not
+  only when the client is fast, the front first lingers `linger` seconds: a request the client
+  sends on that connection meanwhile is read and dropped unanswered (counted in `dropped`).
 """
 
 from __future__ import annotations
@@ -52,7 +61,8 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 class KubeFront:
-    def __init__(self, admin_kubeconfig: Path, folder: Path) -> None:
+    def __init__(self, admin_kubeconfig: Path, folder: Path, *,
+                 close_after_stream: bool = False, linger: float = 0.5) -> None:
         from imagekit.kube import kubeconfig
 
         target = kubeconfig.load(admin_kubeconfig)
@@ -72,6 +82,10 @@ class KubeFront:
         self.forwarded = 0
         self.expired = 0    # 401: a token of ours that had expired
         self.invalid = 0    # 401: no token, or one we did not mint
+        self.close_after_stream, self.linger = close_after_stream, linger
+        self.streamed = 0   # answers relayed until the upstream closed (chunked)
+        self.dropped = 0    # requests read on a connection closed without an answer
+        self.reused = 0     # requests that came on a connection which had served one before
         self._stopped = False
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -92,16 +106,28 @@ class KubeFront:
         try:
             raw.settimeout(30)
             with self._ssl.wrap_socket(raw, server_side=True) as client:
-                self._relay(client)
+                if not self.close_after_stream:
+                    self._relay(client, b"")
+                    return
+                pending, served = b"", 0
+                while True:
+                    if served:
+                        with self._lock:
+                            self.reused += 1
+                    kept = self._relay(client, pending)
+                    if kept is None:
+                        return
+                    pending, served = kept, served + 1
         except (OSError, ssl.SSLError, ValueError):
             pass
 
-    def _relay(self, client: ssl.SSLSocket) -> None:
-        data = b""
+    def _relay(self, client: ssl.SSLSocket, data: bytes) -> bytes | None:
+        """One request and its answer; the bytes read past the request when the connection
+        stays open for the next one (None: it is closed)."""
         while b"\r\n\r\n" not in data:
             chunk = client.recv(65536)
             if not chunk or len(data) > _HEAD_MAX:
-                return
+                return None
             data += chunk
         head, _, rest = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -124,13 +150,14 @@ class KubeFront:
             client.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
                            b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
                            + b"\r\n\r\n" + body)
-            return
+            return None
         length = int(next((v for n, v in headers if n.lower() == "content-length"), "0"))
         while len(rest) < length:
             chunk = client.recv(65536)
             if not chunk:
-                return
+                return None
             rest += chunk
+        rest, after = rest[:length], rest[length:]
         drop = {"authorization", "connection", "keep-alive", "proxy-connection"}
         kept = [f"{n}: {v}" for n, v in headers if n.lower() not in drop]
         upstream_head = "\r\n".join([lines[0], *kept,
@@ -142,11 +169,62 @@ class KubeFront:
                 self._upstream_ssl.wrap_socket(plain, server_hostname=self._upstream[0]) \
                 as upstream:
             upstream.sendall(upstream_head + rest)
-            while True:          # relayed as it arrives: watch events, followed logs
+            if not self.close_after_stream:
+                while True:          # relayed as it arrives: watch events, followed logs
+                    chunk = upstream.recv(65536)
+                    if not chunk:
+                        return None
+                    client.sendall(chunk)
+            return self._relay_kept(client, upstream, after,
+                                    method=lines[0].split(" ", 1)[0])
+
+    def _relay_kept(self, client: ssl.SSLSocket, upstream: ssl.SSLSocket, after: bytes, *,
+                    method: str) -> bytes | None:
+        """The answer with its `Connection` headers taken out: one of known length keeps the
+        connection; a streamed one is relayed to its end, then the connection is closed
+        (after the linger) without a word."""
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = upstream.recv(65536)
+            if not chunk:
+                client.sendall(answer)
+                return None
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        fields = [(n.strip().lower(), v.strip()) for n, _, v in
+                  (line.partition(":") for line in lines[1:])]
+        kept = [line for line in lines[1:] if line.partition(":")[0].strip().lower()
+                not in ("connection", "keep-alive")]
+        client.sendall("\r\n".join([lines[0], *kept, "", ""]).encode("latin-1"))
+        status = int(lines[0].split(" ", 2)[1])
+        length = next((int(v) for n, v in fields if n == "content-length"), None)
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            length = 0
+        if length is not None:
+            while len(body) < length:
                 chunk = upstream.recv(65536)
                 if not chunk:
-                    return
-                client.sendall(chunk)
+                    break
+                body += chunk
+            client.sendall(body[:length])
+            return after                     # kept alive: the client pools it
+        client.sendall(body)
+        while True:                          # streamed: relayed until the upstream closes
+            chunk = upstream.recv(65536)
+            if not chunk:
+                break
+            client.sendall(chunk)
+        with self._lock:
+            self.streamed += 1
+        client.settimeout(self.linger)
+        try:
+            if after or client.recv(65536):  # the client reused it: dropped unanswered
+                with self._lock:
+                    self.dropped += 1
+        except (TimeoutError, OSError):
+            pass
+        return None
 
 
 PLUGIN = Path(__file__).resolve().with_name("exec_plugin.py")

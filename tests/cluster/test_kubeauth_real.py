@@ -3,8 +3,11 @@ an authenticating front (kube_front.py: TLS on loopback, 401 for an expired toke
 admin token upstream, watch and log bodies streamed through) with a kubeconfig whose exec
 plugin (exec_plugin.py) mints tokens of a few seconds and counts its runs.
 
-The measured failure: with 2-second tokens the probe failed after 3 s with "API 401:
-Unauthorized" and left its Pod and ConfigMap behind."""
+The measured failures: with 2-second tokens the probe failed after 3 s with "API 401:
+Unauthorized" and left its Pod and ConfigMap behind; behind a front that closes the connection
+after each streamed answer without `Connection: close` (a load balancer's idle timeout), it
+failed with "watch failed: Server disconnected without sending a response" (a request sent on
+a pooled connection the front had closed)."""
 
 from __future__ import annotations
 
@@ -44,6 +47,16 @@ def creds_ns(kube):
 @pytest.fixture(scope="module")
 def front(cluster_state, tmp_path_factory):
     server = KubeFront(cluster_state.kubeconfig, tmp_path_factory.mktemp("kube-front"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def closing_front(cluster_state, tmp_path_factory):
+    """The front in its load-balancer mode: connections kept alive, closed unannounced after
+    each streamed answer (a request reusing one meanwhile is dropped unanswered)."""
+    server = KubeFront(cluster_state.kubeconfig, tmp_path_factory.mktemp("kube-front-lb"),
+                       close_after_stream=True)
     yield server
     server.stop()
 
@@ -116,3 +129,56 @@ def test_a_token_the_plugin_cannot_renew_stops_the_run_and_cleanup_still_runs(
             if item.startswith("pods/")]
     assert all(pod is None or pod["metadata"].get("deletionTimestamp") for pod in pods), pods
     assert [item for item in left if not item.startswith("pods/")] == []
+
+
+def test_cluster_probe_passes_through_a_front_that_closes_pooled_connections_unannounced(
+        closing_front, kube, python_image, creds_ns, tmp_path) -> None:
+    """GETs, watches and DELETEs sent on a connection the front closed are sent once more on
+    a new connection, and a watch picks up from its last resourceVersion: the probe passes,
+    on 2-second tokens, with no expired token sent and nothing left behind."""
+    front = closing_front
+    state = plugin_state(tmp_path / "plugin", front.key)
+    config = exec_kubeconfig(tmp_path / "kubeconfig", front.url, front.cert, state, ttl=2)
+    expired_before, dropped_before = front.expired, front.dropped
+    result = _probe(python_image, creds_ns, config, tmp_path, sleep=8)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["probe:slow"]["status"] == "PASS"
+    assert checks["cleanup"]["status"] == "PASS"
+    assert front.reused > 0                   # the client did pool the front's connections
+    assert front.dropped > dropped_before     # and met the closed ones: the case was there
+    assert front.expired == expired_before
+    assert len(plugin_runs(state)) >= 3
+    assert _objects_of_run(kube, creds_ns) == []
+
+
+def test_cluster_gpu_preflight_passes_through_the_same_front(
+        closing_front, kube, python_image, creds_ns, tmp_path) -> None:
+    """`cluster gpu-preflight` (a CPU run: `--gpus 0`, a stand-in script that outlives several
+    tokens) through the front that closes pooled connections unannounced, on 2-second
+    tokens: PASS, its Pod and pull Secret gone."""
+    front = closing_front
+    state = plugin_state(tmp_path / "plugin", front.key)
+    config = exec_kubeconfig(tmp_path / "kubeconfig", front.url, front.cert, state, ttl=2)
+    script = tmp_path / "preflight_standin.py"
+    script.write_text("import time\ntime.sleep(6)\nprint('PREFLIGHT_STANDIN_OK')\n")
+    expired_before, dropped_before = front.expired, front.dropped
+    result = subprocess.run(
+        [sys.executable, "-m", "imagekit", "cluster", "gpu-preflight",
+         str(python_image.reference), "--namespace", creds_ns, "--selector",
+         "nvidia.com/gpu.present=true", "--gpus", "0", "--script", str(script), "--submit",
+         "--json", "--kubeconfig", str(config), "--evidence-dir", str(tmp_path / "evidence")],
+        capture_output=True, text=True, timeout=240, cwd=REPO,
+        env={**os.environ, "IMAGEKIT_PROGRESS": "plain"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["preflight_pod"]["status"] == "PASS"
+    assert checks["cleanup"]["status"] == "PASS"
+    assert "PREFLIGHT_STANDIN_OK" in (Path(doc["evidence"]) / "pod.log").read_text()
+    assert front.dropped > dropped_before
+    assert front.expired == expired_before
+    assert len(plugin_runs(state)) >= 3
+    left = [s["metadata"]["name"] for s in kube.resource("Secret").list(creds_ns)
+            if s["metadata"]["name"].startswith("gpu-preflight-")]
+    assert left == []
