@@ -48,9 +48,14 @@ def check_permissions(kube: Kube, command: str, namespace: str,
     what an option adds) is missing."""
     absent = missing(kube, permissions.needed(command, namespace) + list(extra or []))
     if absent:
+        user = getattr(kube, "user", "") or ""
+        who = f" as {user}" if user else ""
+        # a ServiceAccount's own name goes into the command that grants it
+        account = user.split(":")[3] if user.startswith("system:serviceaccount:") and \
+            user.count(":") == 3 else permissions.SERVICE_ACCOUNT
         raise MissingPermissions(
-            f"cluster {command} may not {_say(absent, namespace)}; nothing was created. "
-            f"Grant them with: {permissions.grant_command(namespace)}")
+            f"cluster {command}{who} may not {_say(absent, namespace)}; nothing was created. "
+            f"Grant them with: {permissions.grant_command(namespace, account)}")
 
 
 def namespace_level(kube: Kube, namespace: str) -> str:

@@ -120,8 +120,10 @@ def needed(command: str, namespace: str) -> list[Access]:
     return out
 
 
-def grant_command(namespace: str) -> str:
-    return f"imagekit cluster rbac --namespace {namespace} | kubectl apply -f -"
+def grant_command(namespace: str, service_account: str = SERVICE_ACCOUNT) -> str:
+    account = f" --service-account {service_account}" \
+        if service_account != SERVICE_ACCOUNT else ""
+    return f"imagekit cluster rbac --namespace {namespace}{account} | kubectl apply -f -"
 
 
 def _rules(rows: list[Permission], namespace: str = "") -> list[dict]:

@@ -215,18 +215,22 @@ class Engine:
     # -- containers ----------------------------------------------------------------------------
     def run(self, image: str, command: Sequence[str], *, entrypoint: str | None = None,
             network: str = "none", volumes: Sequence[tuple[Path, str, str]] = (),
-            envs: Mapping[str, str] | None = None, timeout: float = 600) -> RunOutcome:
+            envs: Mapping[str, str] | None = None, timeout: float = 600,
+            user: str | None = None) -> RunOutcome:
         """`docker run --rm --pull never --network none …`: exit code, stdout and stderr kept
         apart. Never a pull: every container imagekit runs starts from the engine's local copy
         (a probe of a 63-layer image must not fetch tens of GB again, nor a different image
         than the one built); an image that is not local fails with the engine's words.
 
-        A container that outlives `timeout` is killed (by name) and reported as code 124."""
+        A container that outlives `timeout` is killed (by name) and reported as code 124.
+        `user` (`UID:GID`) runs it as that user instead of the image's own."""
         name = f"imagekit-run-{int(time.time() * 1000)}-{id(self) % 100000}"
         argv = [self.binary]
         if self.config_dir:
             argv += ["--config", str(self.config_dir)]
         argv += ["run", "--rm", "--pull", "never", "--name", name, "--network", network]
+        if user is not None:
+            argv += ["--user", user]
         for host, container, mode in volumes:
             argv += ["--volume", f"{host}:{container}:{mode}"]
         for key, value in (envs or {}).items():

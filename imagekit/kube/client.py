@@ -63,6 +63,12 @@ REPEATABLE = frozenset({"GET", "HEAD", "DELETE"})
 CLOSED_UNDER_US = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
+#: the RBAC verb of an HTTP method (a GET of a collection is a list, of a watch a watch: the
+#: path in the message says which)
+VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+         "DELETE": "delete"}
+
+
 def _message(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -271,9 +277,13 @@ class Kube:
         return self.call("GET", "/version")
 
     # ---------------------------------------------------------------- raw calls
-    def _raise_for(self, response: httpx.Response, where: str) -> None:
-        error = for_status(response.status_code, _message(response) if
-                           response.status_code >= 400 else "", where)
+    def _raise_for(self, response: httpx.Response, where: str, method: str = "GET") -> None:
+        message = _message(response) if response.status_code >= 400 else ""
+        if response.status_code == 403:
+            # a refusal no access review foresaw (an admission webhook, a policy): the request
+            # is named with the server's words, so the line says what was refused
+            message = f"{VERBS.get(method, method.lower())} refused by the API server: {message}"
+        error = for_status(response.status_code, message, where)
         if error is not None:
             raise error
 
@@ -301,7 +311,7 @@ class Kube:
         except httpx.HTTPError as exc:
             raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
                 from None
-        self._raise_for(response, where or path)
+        self._raise_for(response, where or path, method)
         return response
 
     def _send_once_more(self, method: str, send: Callable[[httpx.Client], httpx.Response]

@@ -27,6 +27,13 @@ from imagekit.results import CheckResult, Status, overall
 
 PROBES_ENV = "IMAGEKIT_PROBES_DIR"
 MOUNT = "/imagekit-probes"
+#: The probes run as the user the cluster's Pods run as (restricted Pod Security,
+#: imagekit.cluster.manifests.RUN_AS_USER), never as root: an image whose Python only works as
+#: root (caches under /root, files readable by root alone) fails here, not in the cluster.
+#: HOME and temporary files go to /tmp, as the Pods' emptyDir gives them.
+PROBE_USER = "65532:65532"
+PROBE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "TMPDIR": "/tmp",
+             "XDG_CACHE_HOME": "/tmp/.cache"}
 
 
 def probes_dir(given: Path | None = None) -> Path:
@@ -176,13 +183,13 @@ def run_probes(engine: Engine, image: str, plan: ProbePlan, *, attempt=None,
     `probes`: the probes' folder (default the packaged probes; probes_dir)."""
     directory = probes_dir(probes)
     volumes = [(directory, MOUNT, "ro"), (fit_rules().parent, FIT_MOUNT, "ro")]
-    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    env = PROBE_ENV
     checks = []
     step = "probe " + image.rsplit("/", 1)[-1]
     for probe in plan.probes:
         with current_progress().phase(step, probe) as phase:  # one `docker run` each
             outcome = engine.run(image, plan.argv(probe), entrypoint="python3",
-                                 network="none", volumes=volumes, envs=env)
+                                 network="none", volumes=volumes, envs=env, user=PROBE_USER)
             if attempt is not None:
                 attempt.write_text(f"probes/{probe}.stdout", outcome.stdout)
                 attempt.write_text(f"probes/{probe}.stderr", outcome.stderr)
@@ -190,7 +197,7 @@ def run_probes(engine: Engine, image: str, plan: ProbePlan, *, attempt=None,
             phase.done(detail=checks[-1].status.value)
     with current_progress().phase(step, "versions"):
         outcome = engine.run(image, [f"{MOUNT}/versions.py"], entrypoint="python3",
-                             network="none", volumes=volumes, envs=env)
+                             network="none", volumes=volumes, envs=env, user=PROBE_USER)
     if attempt is not None:
         attempt.write_text("probes/versions.stdout", outcome.stdout)
         attempt.write_text("probes/versions.stderr", outcome.stderr)

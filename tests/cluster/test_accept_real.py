@@ -130,7 +130,8 @@ class _Switch(Hooks):
 def exec_kube(cluster_state, tmp_path_factory, kube, accept_ns):
     """The accept run goes through the authenticating front (tests/cluster/kube_front.py)
     with a kubeconfig whose exec plugin mints 3-second tokens: a managed cluster's credential,
-    renewed many times during one engine start. Behind the front it is the namespace's
+    renewed many times during one engine start; the front closes pooled connections after
+    streamed answers without announcing it. Behind the front it is the namespace's
     ServiceAccount, bound by `cluster rbac`: never the administrator."""
     from imagekit.cluster.kube import Kube
 
@@ -140,7 +141,9 @@ def exec_kube(cluster_state, tmp_path_factory, kube, accept_ns):
     folder = tmp_path_factory.mktemp("accept-front")
     operator = token_kubeconfig(kube, cluster_state.kubeconfig, accept_ns, "imagekit",
                                 folder / "operator.kubeconfig")
-    front = KubeFront(operator, folder)
+    # the front also closes a kept-alive connection after each streamed answer without
+    # saying so, as a load balancer may: every watch and followed log meets a closed one
+    front = KubeFront(operator, folder, close_after_stream=True)
     state = plugin_state(folder / "plugin", front.key)
     config = exec_kubeconfig(folder / "kubeconfig", front.url, front.cert, state, ttl=3)
     with Kube(config) as client:
@@ -249,6 +252,7 @@ def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_
     runs = len((plugin_state / "runs").read_text().splitlines())
     assert runs > seconds / 3 * 0.5, (runs, seconds)
     assert front.expired == 0 and front.forwarded > 0
+    assert front.reused > 0 and front.dropped > 0        # pooled, and closed under it
     print(f"\nACCEPT-TIMING engine start {seconds_of['api_ready']:.1f} s, whole run "
           f"{seconds:.1f} s")
 

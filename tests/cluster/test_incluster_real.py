@@ -3,7 +3,8 @@
 - From the host: the token, CA and namespace of a ServiceAccount's token Secret (what the
   kubelet mounts in a Pod) written to a folder, `KUBERNETES_SERVICE_*` pointing at the API
   server, no kubeconfig, no `$KUBECONFIG`, no infra state: `imagekit cluster recreate` is
-  refused (403, naming the ServiceAccount) before its Role is bound, and runs once it is; an
+  refused before anything is created (the access reviews answer for the ServiceAccount, named
+  in the line) until `cluster rbac`'s Role is bound, and runs once it is; an
   unreadable or empty token is one line, exit 2, and nothing is created.
 - Inside a Pod: imagekit installed from its wheel into an image of its own, run in a Pod of
   the local cluster with only its ServiceAccount mounted: `imagekit cluster probe` of a
@@ -41,37 +42,14 @@ PROBE_OK = 'import sys, json\nprint("python", sys.version.split()[0])\n' \
 
 
 def _grant_probe_rbac(kube, namespace: str, account: str) -> list[dict]:
-    """What `cluster probe` uses, granted to `account` in `namespace`: a Role (Pods and their
-    logs, ConfigMaps and Secrets: create, get, list, watch, delete; events: list; the
-    namespace: get; ServiceAccounts: get, list, watch, for the wait until the namespace's
-    `default` one exists) with its RoleBinding, and a read-only ClusterRole for nodes with its
-    binding. Returns the cluster-scoped objects (the caller deletes them; the namespace's go
-    with it)."""
-    verbs = ["create", "get", "list", "watch", "delete"]
-    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
-    rbac = "rbac.authorization.k8s.io/v1"
-    role = {"apiVersion": rbac, "kind": "Role",
-            "metadata": {"name": account, "namespace": namespace},
-            "rules": [{"apiGroups": [""], "verbs": verbs,
-                       "resources": ["pods", "pods/log", "configmaps", "secrets"]},
-                      {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
-                      {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
-                      {"apiGroups": [""], "resources": ["serviceaccounts"],
-                       "verbs": ["get", "list", "watch"]}]}
-    binding = {"apiVersion": rbac, "kind": "RoleBinding",
-               "metadata": {"name": account, "namespace": namespace}, "subjects": subject,
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                           "name": account}}
-    nodes = {"apiVersion": rbac, "kind": "ClusterRole",
-             "metadata": {"name": f"{namespace}-{account}-nodes"},
-             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}
-    node_binding = {"apiVersion": rbac, "kind": "ClusterRoleBinding",
-                    "metadata": {"name": f"{namespace}-{account}-nodes"}, "subjects": subject,
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                "kind": "ClusterRole", "name": nodes["metadata"]["name"]}}
-    for obj in (role, binding, nodes, node_binding):
-        kube.create(obj)
-    return [node_binding, nodes]
+    """What `imagekit cluster rbac --command probe` prints for `account` (the namespace is the
+    test's own, so its object is left out), applied by the administrator. Returns the
+    cluster-scoped objects (the caller deletes them; the namespace's go with it)."""
+    from .operator import grant
+
+    documents = grant(kube, namespace, "--service-account", account, "--command", "probe",
+                      "--no-namespace-object")
+    return [d for d in documents if d["kind"].startswith("Cluster")]
 
 
 def _account_token_secret(kube, namespace: str, account: str) -> dict:
@@ -150,8 +128,11 @@ def test_the_service_account_token_is_used_with_no_kubeconfig(
     pod_file = _pod_file(tmp_path, namespace)
 
     refused = _recreate(pod_file, env)                  # no Role yet: the account, not admin
-    assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert f"system:serviceaccount:{namespace}:{ACCOUNT}" in refused.stderr, refused.stderr
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"cluster recreate as system:serviceaccount:{namespace}:{ACCOUNT} may not " \
+        "get namespaces, create pods" in refused.stderr, refused.stderr
+    assert f"cluster rbac --namespace {namespace} --service-account {ACCOUNT} |" in \
+        refused.stderr
 
     cluster_scoped += _grant_probe_rbac(kube, namespace, ACCOUNT)
     done = _recreate(pod_file, env)
@@ -212,9 +193,13 @@ def _runner_image(registry: str, tmp_path: Path) -> str:
     assert built.returncode == 0, built.stderr[-2000:]
     (own,) = dist.glob("imagekit-*.whl")
     house = wheel.wheelhouse()
+    for stale in house.glob("imagekit-*.whl"):   # pip would take a stale copy's requirements
+        stale.unlink()
     fill = wheel.run([sys.executable, "-m", "pip", "download", "--dest", str(house), str(own)],
                      cwd=tmp_path, timeout=1200)
     assert fill.returncode == 0, fill.stderr[-2000:]
+    for copied in house.glob("imagekit-*.whl"):
+        copied.unlink()
     context = tmp_path / "context"
     (context / "wheels").mkdir(parents=True)
     for found in house.glob("*.whl"):

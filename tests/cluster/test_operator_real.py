@@ -164,3 +164,27 @@ def test_the_kubelet_refuses_a_root_image_under_run_as_non_root(kube, operator_n
     assert waiting.get("reason") == "CreateContainerConfigError", waiting
     assert "runAsNonRoot and image will run as root" in waiting.get("message", "")
     kube.resource("Pod").delete("non-root-root", operator_ns, grace_seconds=0)
+
+
+def test_a_403_no_review_foresaw_names_the_request_and_cleanup_runs(
+        kube, cluster_state, python_image, operator_ns, tmp_path) -> None:
+    """A ResourceQuota of zero Pods: every permission is there (the reviews say yes), and the
+    quota admission refuses the Pod (403) after the run's ConfigMap exists. The line names the
+    request and the server's words; the ConfigMap and pull Secret are deleted all the same."""
+    grant(kube, operator_ns)
+    kube.create({"apiVersion": "v1", "kind": "ResourceQuota",
+                 "metadata": {"name": "no-pods", "namespace": operator_ns},
+                 "spec": {"hard": {"pods": "0"}}})
+    deadline = time.monotonic() + 30      # the quota controller fills in its status first
+    while time.monotonic() < deadline and not kube.resource("ResourceQuota").get(
+            "no-pods", operator_ns).get("status", {}).get("hard"):
+        time.sleep(0.5)
+    config = token_kubeconfig(kube, cluster_state.kubeconfig, operator_ns, "imagekit",
+                              tmp_path / "operator.kubeconfig")
+    done = _probe(python_image, operator_ns, config, tmp_path, cluster_state)
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert "create refused by the API server" in line and "exceeded quota" in line, line
+    assert "Pod/probe-" in line, line
+    assert namespace_objects(kube, operator_ns) == []
