@@ -37,14 +37,26 @@ def _cli(*args: str, timeout: int = 480) -> subprocess.CompletedProcess[str]:
 
 
 def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_image, tmp_path):
+    from imagekit.cluster import podsecurity
+
+    from .operator import PodsSeen
+
     evidence = tmp_path / "evidence"
-    done = _cli("cluster", "gpu-preflight", str(torch_image.reference), "--nodes", "1",
-                "--pods-per-node", "2", "--gpus-per-node", "0", "--namespace", test_ns,
-                "--selector", "nvidia.com/gpu.present=true",
-                "--script", "gpu_checks/preflight/__main__.py",  # the package
-                *[f"--preflight-arg={a}" for a in SMALL_16K],
-                "--pod-timeout", "300", "--submit", "--json", "--evidence-dir", str(evidence))
+    with PodsSeen(kube, test_ns) as seen:
+        done = _cli("cluster", "gpu-preflight", str(torch_image.reference), "--nodes", "1",
+                    "--pods-per-node", "2", "--gpus-per-node", "0", "--namespace", test_ns,
+                    "--selector", "nvidia.com/gpu.present=true",
+                    "--script", "gpu_checks/preflight/__main__.py",  # the package
+                    *[f"--preflight-arg={a}" for a in SMALL_16K],
+                    "--pod-timeout", "300", "--submit", "--json", "--evidence-dir",
+                    str(evidence))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    # the Job's Pods, as the API server stored them: restricted, run as the non-root user
+    job_pods = [p for p in seen.pods.values() if "imagekit.dev/gpujob" in p["metadata"].get(
+        "labels", {})]
+    assert len(job_pods) == 2
+    for pod in job_pods:
+        assert podsecurity.violations(pod, "restricted") == [], pod["metadata"]["name"]
     report = json.loads(done.stdout)
     checks = {c["name"]: c for c in report["checks"]}
     assert report["digest"] == str(torch_image.digest)

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.cluster import podsecurity
+
 from .helpers import NODE
-from .operator import grant, namespace_objects, token_kubeconfig
+from .operator import PodsSeen, grant, namespace_objects, token_kubeconfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -134,9 +136,12 @@ def test_gpu_preflight_interrupted_leaves_nothing_and_a_rerun_passes(
         f"imagekit: error: interrupted by {signum.name} (imagekit cluster gpu-preflight)"]
     assert namespace_objects(kube, namespace) == []
     script.write_text("print('PREFLIGHT_STANDIN_OK')\n")
-    rerun = subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
-                           text=True, timeout=300, env={**os.environ, **env})
+    with PodsSeen(kube, namespace) as seen:
+        rerun = subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
+                               text=True, timeout=300, env={**os.environ, **env})
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    [pod] = seen.pods.values()           # as the API server stored it: restricted
+    assert podsecurity.violations(pod, "restricted") == []
     checks = {c["name"]: c["status"] for c in json.loads(rerun.stdout)["checks"]}
     assert checks["preflight_pod"] == "PASS"
     assert namespace_objects(kube, namespace) == []
