@@ -33,29 +33,42 @@ PROBE_SLOW = ('import json, time\ntime.sleep({sleep})\n'
 
 @pytest.fixture(scope="module")
 def creds_ns(kube):
-    """This file's own namespace (the cluster is shared by other test sessions)."""
+    """This file's own namespace (the cluster is shared by other test sessions), as the
+    operator has it: enforce restricted, its ServiceAccount bound by `cluster rbac`."""
     import secrets
 
-    from imagekit.cluster.probe import ensure_namespace
+    from .operator import grant
 
     name = f"ik-creds-{secrets.token_hex(3)}"
-    ensure_namespace(kube, name)
+    grant(kube, name)
     yield name
     kube.call("DELETE", f"/api/v1/namespaces/{name}")
+    for kind in ("ClusterRoleBinding", "ClusterRole"):
+        kube.resource(kind, "rbac.authorization.k8s.io/v1").delete(
+            f"imagekit-read-{name}-imagekit")
 
 
 @pytest.fixture(scope="module")
-def front(cluster_state, tmp_path_factory):
-    server = KubeFront(cluster_state.kubeconfig, tmp_path_factory.mktemp("kube-front"))
+def upstream(kube, cluster_state, creds_ns, tmp_path_factory):
+    """What the fronts forward as: the namespace's ServiceAccount, never the administrator."""
+    from .operator import token_kubeconfig
+
+    return token_kubeconfig(kube, cluster_state.kubeconfig, creds_ns, "imagekit",
+                            tmp_path_factory.mktemp("operator") / "kubeconfig")
+
+
+@pytest.fixture(scope="module")
+def front(upstream, tmp_path_factory):
+    server = KubeFront(upstream, tmp_path_factory.mktemp("kube-front"))
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def closing_front(cluster_state, tmp_path_factory):
+def closing_front(upstream, tmp_path_factory):
     """The front in its load-balancer mode: connections kept alive, closed unannounced after
     each streamed answer (a request reusing one meanwhile is dropped unanswered)."""
-    server = KubeFront(cluster_state.kubeconfig, tmp_path_factory.mktemp("kube-front-lb"),
+    server = KubeFront(upstream, tmp_path_factory.mktemp("kube-front-lb"),
                        close_after_stream=True)
     yield server
     server.stop()
