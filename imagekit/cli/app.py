@@ -426,11 +426,9 @@ def _stop_signals() -> Iterator[None]:
     closed as not passed). A second signal while that cleanup runs is ignored, so one impatient
     Ctrl-C does not leave objects behind; a third stops at once."""
     import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    from imagekit.registry.interrupt import stop_signals
+
     received = 0
 
     def handler(signum: int, frame: Any) -> None:
@@ -439,12 +437,8 @@ def _stop_signals() -> Iterator[None]:
         if received != 2:
             raise StopSignal(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with stop_signals(handler):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _run_guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from imagekit.errors import ImagekitError
@@ -41,23 +41,32 @@ def request_stop(reason: str) -> None:
 
 
 @contextmanager
-def graceful() -> Iterator[None]:
-    """Within this block SIGINT/SIGTERM stop transfers cleanly (main thread only; elsewhere a
-    no-op). A second signal raises KeyboardInterrupt at once."""
+def stop_signals(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """`handler` for SIGINT and SIGTERM within this block, the previous handlers after it
+    (main thread only: elsewhere signals cannot be handled, and the block runs as it is)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: object) -> None:
-        if STOP.is_set():
-            raise KeyboardInterrupt
-        request_stop(signal.Signals(signum).name)
-
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextmanager
+def graceful() -> Iterator[None]:
+    """Within this block SIGINT/SIGTERM stop transfers cleanly (main thread only; elsewhere a
+    no-op). A second signal raises KeyboardInterrupt at once."""
+    def handler(signum: int, frame: object) -> None:
+        if STOP.is_set():
+            raise KeyboardInterrupt
+        request_stop(signal.Signals(signum).name)
+
+    try:
+        with stop_signals(handler):
+            yield
+    finally:
         STOP.clear()
         _reason.clear()
