@@ -109,7 +109,7 @@ def test_sigint_keeps_what_landed_and_the_rerun_does_not_send_it_again(own_regis
         notes = " ".join(big_hop["notes"])
         assert "resumed the upload at byte" in notes, big_hop
         held = int(notes.split("resumed the upload at byte ")[1].split()[0])
-        assert 0 < held and big_hop["bytes_moved"] <= len(big.layer_blobs[0]) - held + 4096
+        assert held > 0 and big_hop["bytes_moved"] <= len(big.layer_blobs[0]) - held + 4096
     with RegistryClient(own_registry, RegistryOptions()) as client:
         assert client.get_manifest("release/small", "v1").digest == small.digest
         assert client.get_manifest("release/big", "v1").digest == big.digest
