@@ -68,8 +68,10 @@ class ReleaseTarget:
         except InvalidInput as exc:
             raise InvalidInput(f"{flag} {text}: not a REGISTRY[/NAMESPACE] ({exc.message})",
                                where=text) from None
-        if parsed.tag is not None or parsed.digest is not None or \
-                not probe.startswith(parsed.registry + "/"):
+        if not probe.startswith(parsed.registry + "/"):
+            raise InvalidInput(f"{flag} {text}: no registry host (a REGISTRY[/NAMESPACE] such "
+                               "as 127.0.0.1:5002/imagekit)", where=text)
+        if parsed.tag is not None or parsed.digest is not None:
             raise InvalidInput(f"{flag} {text} names one image, but several sources are given: "
                                "give a REGISTRY[/NAMESPACE] (each image lands at "
                                "NAMESPACE/<its repository's last component>:<its tag>)",
@@ -137,7 +139,7 @@ def check_distinct(images: list[ReleaseImage]) -> None:
 class ImageOutcome(BaseModel):
     """One image of a release: its promotion (when it ran) or why it did not land."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     given: str
     source: str
