@@ -536,11 +536,13 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
     store = evidence_store(evidence_dir)
     with ClientPool(options) as reader:
         images: list[ReleaseImage] = []
+        final_gate = None  # every image ends on the same registry: its requirements once
         for given in sources:  # every NAME resolved, every place checked, before any copy
             source_ref = _source(given, store, trust=trust, pool=reader)
             hops, to_ref = place_hops(source_ref, targets, to_target)
             _distinct_hops(source_ref, hops, to_ref)
-            gate = functools.partial(_final_hop_gate(enforce, to_ref), trust=trust,
+            final_gate = final_gate or _final_hop_gate(enforce, to_ref)
+            gate = functools.partial(final_gate, trust=trust,
                                      pull=trustopts.puller(trust, source_ref, reader),
                                      spec_path=images_spec(), state_dir=settings().state_dir)
             if key is not None:
