@@ -113,3 +113,46 @@ def test_sigint_keeps_what_landed_and_the_rerun_does_not_send_it_again(own_regis
     with RegistryClient(own_registry, RegistryOptions()) as client:
         assert client.get_manifest("release/small", "v1").digest == small.digest
         assert client.get_manifest("release/big", "v1").digest == big.digest
+
+
+def test_fail_fast_stops_an_image_in_flight_cleanly(own_registry, sources, tmp_path):
+    """--fail-fast: one image refused by its gate at once, the other streaming its 24 MiB
+    layer: that one stops at a clean boundary, named as stopped, recorded as ERROR (never
+    PASS), and its destination serves no manifest."""
+    from imagekit.errors import CheckFailed
+    from imagekit.evidence import EvidenceStore, kinds
+    from imagekit.oci import ImageReference
+    from imagekit.promote.release import ReleaseImage, run_release
+    from imagekit.results import Status
+
+    small, big = sources
+    store = EvidenceStore(tmp_path / "evidence")
+
+    def refuse(store, digest, **_):
+        raise CheckFailed(f"gate refused {digest.short}")
+
+    def allow(store, digest, **_):
+        return kinds.GateDecision(digest=str(digest), allowed=True)
+
+    started = time.monotonic()
+    with Throttle(own_registry, THROTTLE_PORT + 1, RATE) as throttle:
+        images = [
+            ReleaseImage(given="big", source=ImageReference.parse(
+                f"{throttle.address}/src/big:v1"), via=[], to=ImageReference.parse(
+                f"{own_registry}/fail-fast/big:v1"), gate=allow),
+            ReleaseImage(given="small", source=ImageReference.parse(
+                f"{own_registry}/src/small:v1"), via=[], to=ImageReference.parse(
+                f"{own_registry}/fail-fast/small:v1"), gate=refuse)]
+        outcome = run_release(images, store=store, fail_fast=True,
+                              options=RegistryOptions(upload_journal=tmp_path / "journal",
+                                                      chunk_size=4 << 20))
+    took = time.monotonic() - started
+    print(f"fail-fast stopped the release in {took:.2f}s: {outcome.images}")
+    by_name = {o.given: o for o in outcome.images}
+    assert by_name["small"].status is Status.FAIL and "gate refused" in by_name["small"].error
+    assert by_name["big"].status is not Status.PASS
+    assert "--fail-fast" in (by_name["big"].error or ""), by_name["big"]
+    assert outcome.exit_code == 1 and took < LAYER / RATE, took  # stopped before the copy could end
+    assert all(r.status is not Status.PASS for r in store.attempts(big.digest, "promote"))
+    with RegistryClient(own_registry, RegistryOptions()) as client:
+        assert client.manifest_exists("fail-fast/big", "v1") is None
