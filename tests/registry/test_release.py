@@ -111,6 +111,8 @@ def test_a_refused_image_is_named_the_other_lands_exit_1(infra, reg, release, po
               evidence=evidence, docker_config=infra.docker_config_dir)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "promoted 1 of 2 image(s)" in done.stdout
+    # one progress view: every line names its image
+    assert f"vllm: hop {reg['production']}/{out}/vllm:v1: verified" in done.stderr, done.stderr
     refused = [line for line in done.stdout.splitlines() if "sglang" in line]
     assert refused and refused[0].strip().startswith("FAIL"), done.stdout
     assert "refused by the gate" in refused[0], done.stdout
