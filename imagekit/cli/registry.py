@@ -334,8 +334,12 @@ def _final_hop_gate(enforce, to_ref):
 @guarded
 def promote_cmd(
     ctx: typer.Context,
-    source: str = typer.Argument(..., help="The image to promote: a spec image NAME (its latest "
-                                           "verified build) or a reference (tag or @digest)."),
+    sources: list[str] = typer.Argument(
+        None, metavar="SRC",
+        help="The images to promote: each a spec image NAME (its latest verified build) or a "
+             "reference (tag or @digest). Several sources promote a release at once: --via "
+             "and --to then name a REGISTRY[/NAMESPACE] and each image lands at "
+             "NAMESPACE/<its repository's last component>:<its tag>."),
     via: list[str] = typer.Option([], "--via", metavar="REF",
                                   help="A relay hop imagekit copies to, in order (repeatable)."),
     awaited: list[str] = typer.Option(
@@ -361,6 +365,9 @@ def promote_cmd(
     force: bool = typer.Option(False, "--force", help="Promote despite the evidence gate "
                                                       "(needs --reason; recorded)."),
     reason: str = typer.Option(None, "--reason", help="Why --force (recorded in evidence)."),
+    fail_fast: bool = typer.Option(False, "--fail-fast",
+                                   help="With several sources: stop the other images cleanly "
+                                        "at the first failure."),
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     json_output: bool = JsonOpt,
@@ -370,7 +377,8 @@ def promote_cmd(
     deadline: float | None = DeadlineOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
-    """Copy REF hop by hop (--via … --to), each hop verified by reading the digest back;
+    """Copy REF hop by hop (--via … --to), each hop verified by reading the digest back
+    (several SRC: a release, every image at once, exit status the worst image's);
     --await hops are not copied to but polled until they serve the digest. Where the local
     evidence has nothing about the digest, --trust-key lets the statements signed at the
     source decide the gate (named in its reasons)."""
@@ -393,6 +401,18 @@ def promote_cmd(
     await_deadline = positive(await_deadline, "--await-timeout", maximum=7 * 86400)
     await_interval = positive(await_interval, "--await-interval", maximum=3600)
     order = ctx.meta.get("imagekit.hop_order", [])
+    sources = list(sources or [])
+    if not sources:
+        raise InvalidInput("give at least one SRC to promote (a spec image NAME or a REF)")
+    if len(sources) > 1:
+        _promote_release(sources, via, awaited, order, to, key=key, force=force, reason=reason,
+                         all_platforms=all_platforms, platform=platform,
+                         await_deadline=await_deadline, await_interval=await_interval,
+                         fail_fast=fail_fast, trust_key=trust_key, trust_policy=trust_policy,
+                         json_output=json_output, insecure=insecure, ca_file=ca_file,
+                         evidence_dir=evidence_dir, deadline=deadline, verbose=verbose)
+        return
+    source = sources[0]
     hops = _hops(via, awaited, order)
     if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
@@ -468,3 +488,127 @@ def promote_cmd(
     for line in _rate_limits():
         console.print(f"rate limit: {line}", markup=False, soft_wrap=True)
     console.print(f"evidence: {where}", markup=False, soft_wrap=True)
+
+
+def _release_hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
+    """--via and --await of a release, in command-line order, as REGISTRY[/NAMESPACE]s."""
+    from imagekit.promote.release import ReleaseTarget
+
+    if sorted(v for f, v in order if f == "--via") != sorted(via) or \
+            sorted(v for f, v in order if f == "--await") != sorted(awaited):
+        order = [("--via", v) for v in via] + [("--await", a) for a in awaited]
+    return [("await", ReleaseTarget.parse(value, flag)) if flag == "--await"
+            else ReleaseTarget.parse(value, flag) for flag, value in order]
+
+
+def _promote_release(sources: list[str], via: list[str], awaited: list[str],
+                     order: list[tuple[str, str]], to: str | None, *, key: Path | None,
+                     force: bool, reason: str | None, all_platforms: bool,
+                     platform: str | None, await_deadline: float, await_interval: float,
+                     fail_fast: bool, trust_key: list[Path], trust_policy: Path | None,
+                     json_output: bool, insecure: list[str], ca_file: Path | None,
+                     evidence_dir: Path | None, deadline: float | None, verbose: bool) -> None:
+    """`promote SRC SRC ... --via REG[/NS] --to REG[/NS]`: a release, each image gated,
+    copied, read back (and signed) on its own, all at once; exit status the worst image's."""
+    from imagekit.cli.common import images_spec
+    from imagekit.oci import Platform
+    from imagekit.promote.await_ import AwaitPolicy
+    from imagekit.promote.release import (
+        ImageOutcome,
+        ReleaseImage,
+        ReleaseTarget,
+        check_distinct,
+        place_hops,
+        run_release,
+    )
+    from imagekit.registry import ClientPool
+    from imagekit.report.gate import enforce
+    from imagekit.results import Status
+
+    targets = _release_hops(via, awaited, order)
+    if to is None and not (targets and isinstance(targets[-1], tuple)):
+        raise InvalidInput("give --to REGISTRY[/NAMESPACE] (or end the hops with --await)")
+    to_target = ReleaseTarget.parse(to, "--to") if to is not None else None
+    wanted = Platform.parse(platform) if platform is not None else None
+    options = _options(insecure, ca_file, deadline,
+                       chunk_size=settings().upload_chunk or PROMOTE_CHUNK_BYTES)
+    trust = trustopts.load(trust_key, trust_policy)
+    store = evidence_store(evidence_dir)
+    with ClientPool(options) as reader:
+        images: list[ReleaseImage] = []
+        final_gate = None  # every image ends on the same registry: its requirements once
+        for given in sources:  # every NAME resolved, every place checked, before any copy
+            source_ref = _source(given, store, trust=trust, pool=reader)
+            hops, to_ref = place_hops(source_ref, targets, to_target)
+            _distinct_hops(source_ref, hops, to_ref)
+            final_gate = final_gate or _final_hop_gate(enforce, to_ref)
+            gate = functools.partial(final_gate, trust=trust,
+                                     pull=trustopts.puller(trust, source_ref, reader),
+                                     spec_path=images_spec(), state_dir=settings().state_dir)
+            if key is not None:
+                from imagekit.attest.statements import required_links
+
+                gate = functools.partial(
+                    gate, sign_links=required_links(settings().required_links_list()))
+            images.append(ReleaseImage(given=given, source=source_ref, via=hops, to=to_ref,
+                                       gate=gate))
+        check_distinct(images)
+        attached: dict[str, list] = {}
+
+        def sign(outcome: ImageOutcome) -> ImageOutcome:
+            """The image's promotion chain signed at every endpoint, as for one image."""
+            if key is None or outcome.result is None:
+                return outcome
+            from imagekit.attest.run import attest_promotion
+            from imagekit.errors import ImagekitError
+
+            try:
+                with ClientPool(options) as pool:
+                    attached[outcome.given] = attest_promotion(
+                        outcome.result, key, store=store, pool=pool, evidence=outcome.evidence,
+                        required=settings().required_links_list(), trust=trust,
+                        required_checks=settings().required_checks_list(),
+                        spec_path=images_spec(), state_dir=settings().state_dir)
+            except ImagekitError as exc:
+                return outcome.model_copy(update={
+                    "status": Status.ERROR if exc.exit_code != 1 else Status.FAIL,
+                    "exit_code": exc.exit_code, "error": f"signing: {exc.one_line()}"[:1000]})
+            return outcome
+
+        with progress_sink(json_output, verbose, "promote") as sink:
+            outcome = run_release(
+                images, store=store, options=options, progress=sink,
+                all_platforms=all_platforms, platform=wanted, force=force, reason=reason,
+                await_policy=AwaitPolicy(deadline_s=await_deadline, interval_s=await_interval),
+                fail_fast=fail_fast, after=sign)
+    if json_output:
+        data = outcome.model_dump(mode="json")
+        for image in data["images"]:
+            if key is not None and image["given"] in attached:
+                image["attestations"] = [a.model_dump(mode="json")
+                                         for a in attached[image["given"]]]
+        data["rate_limits"] = _rate_limits()
+        print_json(data)
+    else:
+        landed = sum(o.status is Status.PASS for o in outcome.images)
+        console.print(f"promoted {landed} of {len(outcome.images)} image(s) in "
+                      f"{outcome.seconds:.2f}s", markup=False, soft_wrap=True)
+        for image in outcome.images:
+            if image.result is None or image.status is not Status.PASS:
+                console.print(f"  {image.status.value} {image.given} -> {image.destination}: "
+                              f"{image.error}", markup=False, soft_wrap=True)
+                continue
+            moved = sum(h.bytes_moved for h in image.result.hops)
+            console.print(f"  PASS {image.given} -> {image.destination} {image.digest} "
+                          f"({len(image.result.hops)} hop(s) verified, bytes_moved={moved}, "
+                          f"{image.seconds:.2f}s)", markup=False, soft_wrap=True)
+            for item in attached.get(image.given, []):
+                console.print(f"    attested {item.predicate_type} at {item.repository} "
+                              f"({item.manifest[:19]}, {item.listing})", markup=False,
+                              soft_wrap=True)
+            console.print(f"    evidence: {image.evidence}", markup=False, soft_wrap=True)
+        for line in _rate_limits():
+            console.print(f"rate limit: {line}", markup=False, soft_wrap=True)
+        console.print(f"evidence: {outcome.evidence}", markup=False, soft_wrap=True)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)

@@ -230,6 +230,35 @@ class PromoteEvidence(EvidenceResult):
     error: str | None = None
 
 
+class ReleaseImageLine(BaseModel):
+    """One image of a release promotion: where it went and how it ended."""
+
+    model_config = _FACT
+
+    given: str = Field(description="the SRC as given: a spec NAME or a reference")
+    source: str
+    destination: str = Field(description="the last endpoint it was promoted to")
+    status: Status
+    digest: str | None = Field(None, description="the promoted digest (None: never resolved)")
+    error: str | None = None
+    evidence: str | None = Field(None, description="its own promote attempt (PASS)")
+    bytes_moved: int = 0
+    seconds: float = 0.0
+
+
+@register
+class ReleaseResult(EvidenceResult):
+    """`imagekit promote SRC SRC ...`: one line per image of a release, the worst status.
+    Filed under the name `promote-release`; no subject (each image is judged by its own
+    `promote` attempt, never by this summary)."""
+
+    KIND: ClassVar[str] = "promote-release"
+    kind: Literal["promote-release"] = "promote-release"
+    schema_version: Literal[1] = 1
+    status: Status
+    images: list[ReleaseImageLine] = []
+
+
 @register
 class ClusterProbeResult(EvidenceResult):
     """`imagekit cluster probe`: the probes in a Pod of the pinned image.

@@ -20,7 +20,7 @@ import gc
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from threading import Lock
+from threading import BoundedSemaphore, Event, Lock
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,6 +34,7 @@ from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
 from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord, await_served, expected_tree
 from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
+from imagekit.registry.interrupt import check as check_interrupt
 from imagekit.registry.memory import tune_malloc
 from imagekit.registry.progress import NullProgress, ProgressSink, human_bytes, phase
 from imagekit.registry.referrers import SMALL_BLOB, list_referrers, push_small_blob
@@ -189,13 +190,55 @@ def largest_first(blobs: list[Descriptor]) -> list[Descriptor]:
 JOBS = 4
 
 
+class SharedBlobs:
+    """The blobs of one release, shared by the promotions of its images.
+
+    Two images of a release often share layers (one base). Without this, both promotions see
+    a shared blob absent at the same moment and both upload it. Here a (registry, digest) is
+    moved by one promotion at a time; another that needs it waits, then finds it present (the
+    same repository) or mounts it from the repository it landed in (`POST ...?mount=&from=`,
+    0 bytes): one upload per registry where the registry mounts, one per repository where it
+    does not. `uploads` bounds the uploads of the whole release."""
+
+    def __init__(self, uploads: int = JOBS) -> None:
+        self._lock = Lock()
+        self._moving: dict[tuple[str, Digest], Event] = {}
+        self._landed: dict[tuple[str, Digest], str] = {}
+        self.uploads = BoundedSemaphore(uploads)
+
+    def claim(self, registry: str, digest: Digest) -> Event | None:
+        """None: the caller moves the blob (and calls `release`); else the Event another
+        promotion sets when its move of the same blob ended (then claim again)."""
+        with self._lock:
+            key = (registry, digest)
+            if key in self._moving:
+                return self._moving[key]
+            self._moving[key] = Event()
+            return None
+
+    def release(self, registry: str, repository: str, digest: Digest, landed: bool) -> None:
+        with self._lock:
+            if landed:
+                self._landed.setdefault((registry, digest), repository)
+            event = self._moving.pop((registry, digest), None)
+        if event is not None:
+            event.set()
+
+    def mount_from(self, registry: str, repository: str, digest: Digest) -> str | None:
+        """Another repository of `registry` this release already put `digest` in."""
+        with self._lock:
+            found = self._landed.get((registry, digest))
+        return found if found != repository else None
+
+
 class Promoter:
     """Copies one manifest tree from one location to the next; thread pool for blobs."""
 
-    def __init__(self, progress: ProgressSink | None = None, workers: int | None = None
-                 ) -> None:
+    def __init__(self, progress: ProgressSink | None = None, workers: int | None = None,
+                 shared: SharedBlobs | None = None) -> None:
         self.progress = progress or NullProgress()
         self.workers = workers or JOBS
+        self.shared = shared
 
     # -- the tree ------------------------------------------------------------------------------
     def _children(self, src: _Location, blob: ManifestBlob
@@ -235,6 +278,23 @@ class Promoter:
 
     def _copy_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
                    stats: _Stats) -> None:
+        shared = self.shared
+        if shared is None:
+            self._move_blob(src, dst, descriptor, stats)
+            return
+        registry, digest = dst.client.registry, descriptor.digest
+        while (other := shared.claim(registry, digest)) is not None:
+            while not other.wait(0.2):  # another image of the release moves it
+                check_interrupt(str(dst.reference))
+        landed = False
+        try:
+            self._move_blob(src, dst, descriptor, stats)
+            landed = True
+        finally:
+            shared.release(registry, dst.repository, digest, landed)
+
+    def _move_blob(self, src: _Location, dst: _Location, descriptor: Descriptor,
+                   stats: _Stats) -> None:
         digest = descriptor.digest
         started = time.perf_counter()
         if dst.client.blob_exists(dst.repository, digest):
@@ -243,14 +303,26 @@ class Promoter:
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="skipped"))
             phase(self.progress, f"{dst.client.registry} {digest.short}: present, skipped")
             return
-        if src.client is dst.client and src.repository != dst.repository and \
-                dst.client.mount_blob(dst.repository, digest, src.repository):
+        mount = src.repository if src.client is dst.client and \
+            src.repository != dst.repository else None
+        if mount is None and self.shared is not None:
+            mount = self.shared.mount_from(dst.client.registry, dst.repository, digest)
+        if mount is not None and dst.client.mount_blob(dst.repository, digest, mount):
             stats.add(mounted=1)
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
                                 seconds=round(time.perf_counter() - started, 4)))
             phase(self.progress, f"{dst.client.registry} {digest.short}: mounted from "
-                                 f"{src.repository} (0 bytes)")
+                                 f"{mount} (0 bytes)")
             return
+        if self.shared is not None:
+            with self.shared.uploads:
+                self._upload(src, dst, descriptor, stats, started)
+        else:
+            self._upload(src, dst, descriptor, stats, started)
+
+    def _upload(self, src: _Location, dst: _Location, descriptor: Descriptor, stats: _Stats,
+                started: float) -> None:
+        digest = descriptor.digest
         task = self.progress.add(f"{dst.client.registry} {digest.short}", descriptor.size)
 
         def source():
@@ -446,12 +518,14 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             all_platforms: bool = False, platform: Platform | None = None,
             pool: ClientPool | None = None, progress: ProgressSink | None = None,
             gate=None, on_hop=None, workers: int | None = None,
-            await_policy: AwaitPolicy | None = None) -> PromoteResult:
+            await_policy: AwaitPolicy | None = None,
+            shared: SharedBlobs | None = None) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
     copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands.
     An `AwaitHop` (in `via` or as `to`) is not copied to: it is polled until it serves the
     digest (`await_policy`), and the next hop reads from it. `to` may be None when the last
-    `via` is the final endpoint."""
+    `via` is the final endpoint. `shared`: the blob ledger of a release whose images are
+    promoted at once (`imagekit.promote.release`)."""
     tune_malloc()
     # no cyclic garbage collection while blobs move: the pieces are not cyclic, but every
     # ~700 allocations of the copy loops started a collection that walked the CLI's ~40k
@@ -469,7 +543,7 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
         named = root.digest if chosen is None else src_client.get_manifest(
             source.repository, source.digest or source.identifier).digest
         gate_info = gate(root.digest) if gate is not None else None
-        promoter = Promoter(progress, workers)
+        promoter = Promoter(progress, workers, shared)
         previous = _Location(src_client, source.with_digest(root.digest))
         hops: list[HopRecord] = []
         for hop_target in targets:

@@ -17,7 +17,7 @@ from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
 from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy
 from imagekit.promote.await_ import summary as poll_summary
-from imagekit.promote.copy import HopRecord, PromoteResult, promote
+from imagekit.promote.copy import HopRecord, PromoteResult, SharedBlobs, promote
 from imagekit.promote.live import LiveAttempt
 from imagekit.registry import ClientPool
 from imagekit.registry.interrupt import Interrupted, graceful
@@ -46,12 +46,14 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
                 store: EvidenceStore, all_platforms: bool = False,
                 platform: Platform | None = None, options=None, progress: ProgressSink | None
                 = None, gate: Gate | Literal[False], force: bool = False,
-                reason: str | None = None, await_policy: AwaitPolicy | None = None
+                reason: str | None = None, await_policy: AwaitPolicy | None = None,
+                pool: ClientPool | None = None, shared: SharedBlobs | None = None
                 ) -> tuple[PromoteResult, str]:
     """Promote and record one `promote` attempt keyed by the promoted digest (per-hop records,
     partial ones too when a hop fails). `gate`: the evidence gate (the CLI passes
     `imagekit.report.gate.enforce`), or False to promote ungated. Returns (result, evidence
-    directory)."""
+    directory). `pool`/`shared`: a release's connection pool and blob ledger, shared by the
+    promotions of its images (the caller closes that pool)."""
     if gate is True or (gate is not False and not callable(gate)):
         raise TypeError("run_promote needs the gate itself (e.g. imagekit.report.gate.enforce) "
                         "or gate=False")
@@ -60,7 +62,8 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
         "source": str(source), "via": [str(v) for v in via],
         "to": str(to) if to is not None else None, "all_platforms": all_platforms,
         "awaited": [str(h) for h in [*via, to] if isinstance(h, AwaitHop)]}
-    pool = ClientPool(options)
+    own_pool = pool is None
+    pool = pool or ClientPool(options)
     state: dict[str, Any] = {}
 
     def gate_fn(digest: Digest) -> dict:
@@ -83,7 +86,7 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             with graceful():  # SIGINT/SIGTERM: transfers stop cleanly, the upload is resumable
                 result = promote(source, via, to, all_platforms=all_platforms,
                                  platform=platform, pool=pool, progress=progress, gate=gate_fn,
-                                 on_hop=on_hop, await_policy=await_policy)
+                                 on_hop=on_hop, await_policy=await_policy, shared=shared)
         except AwaitFailed as exc:
             if "live" in state:
                 state["live"].discard()
@@ -107,7 +110,8 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
                 _record_failure(store, state["digest"], context, hops, recorded)
             raise
     finally:
-        pool.close()
+        if own_pool:
+            pool.close()
     state["live"].discard()
     with store.attempt(Digest.parse(result.digest), "promote", **context) as attempt:
         attempt.write_json("result.json", result)

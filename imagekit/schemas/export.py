@@ -35,6 +35,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.kinds.ImagesManifestResult",
     "imagekit.evidence.kinds.VerifyCopyEvidence",
     "imagekit.evidence.kinds.PromoteEvidence",
+    "imagekit.evidence.kinds.ReleaseResult",
     "imagekit.evidence.kinds.ClusterProbeResult",
     "imagekit.evidence.kinds.GpuPreflightResult",
     "imagekit.evidence.kinds.GpuJobResult",

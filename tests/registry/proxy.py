@@ -15,6 +15,8 @@
 - `cut_blobs=(lo, hi)`: every blob GET body (the first and every resumed one) is reset after a
   random lo..hi bytes (a relay that cuts long downloads); `cut_first=N`: only a blob GET without
   a Range header is cut, after N bytes (each blob is resumed exactly once).
+- `uploads`, `mounts`: per digest, the uploads committed and the cross-repository mounts the
+  registry answered 201 (a blob moved once per repository, or mounted).
 - `ranges=`: a relay that lies about ranges (RANGE_LIES): "ignore" answers a Range request with
   200 and the whole body; "shift" answers 206 with a Content-Range that names the offset asked
   for but bytes from `shift` bytes earlier; "shift-honest" the same with a Content-Range that
@@ -105,6 +107,9 @@ class FaultProxy:
         self.patches = 0
         self.hide_committed = hide_committed
         self.hidden: set[str] = set()   # digests committed through here, hidden after
+        #: committed uploads and cross-repository mounts (answered 201), by digest
+        self.uploads: Counter[str] = Counter()
+        self.mounts: Counter[str] = Counter()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -230,9 +235,16 @@ class FaultProxy:
                     "digest=" in handler.path and response.status == 201:
                 with self.lock:
                     self.commits += 1
+                    self.uploads[handler.path.split("digest=", 1)[1].split("&")[0]
+                                 .replace("%3A", ":")] += 1
                     if self.hide_committed:
                         self.hidden.add(handler.path.split("digest=", 1)[1].split("&")[0]
                                         .replace("%3A", ":"))
+            if handler.command == "POST" and "mount=" in handler.path and \
+                    response.status == 201:
+                with self.lock:
+                    self.mounts[handler.path.split("mount=", 1)[1].split("&")[0]
+                                .replace("%3A", ":")] += 1
             if handler.command == "PATCH" and response.status == 202:
                 with self.lock:
                     self.patches += 1
