@@ -181,7 +181,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
         ctx = _suite_context(client, target, config, options, capabilities=caps,
                              required=required)
         context = _context(target, suite=suite, options=_options_dict(options),
-                           standin=target.standin)
+                           standin=target.standin, **options.cases.facts())
         with store.attempt(subject, f"accept-{suite}", **context) as attempt:
             try:
                 found = await SUITES[suite](ctx)
@@ -237,7 +237,8 @@ def _explain(config: EngineConfig, target: Target, check: CheckResult) -> CheckR
 
 
 def _options_dict(options: SuiteOptions) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()
+            if k != "cases"}
 
 
 def _write_exchanges(attempt: Attempt, ctx: SuiteContext) -> None:
