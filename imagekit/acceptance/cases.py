@@ -75,14 +75,15 @@ class _Case(BaseModel):
             return ok, f"{self.expected!r} {'found' if ok else 'not found'} in the answer"
         if self.match == "integer":
             values = _integers(text)
-            want = _integers(self.expected)[0]
-            got = values[-1] if values else None
-            return got == want, f"final integer {got} {'=' if got == want else '!='} {want}"
+            one = _integers(self.expected)[0]
+            last = values[-1] if values else None
+            return last == one, f"final integer {last} {'=' if last == one else '!='} {one}"
         if self.match == "integers":
-            want = _integers(self.expected)
-            got = _integers(text)[:len(want)]
-            return got == want, (f"integers {got} {'begin' if got == want else 'do not begin'}"
-                                 f" with {want}")
+            wanted = _integers(self.expected)
+            begin = _integers(text)[:len(wanted)]
+            return begin == wanted, (f"integers {begin} "
+                                     f"{'begin' if begin == wanted else 'do not begin'} with "
+                                     f"{wanted}")
         ok = re.search(self.expected, text) is not None
         return ok, f"/{self.expected}/ {'matches' if ok else 'does not match'}"
 

@@ -233,7 +233,7 @@ async def check_streaming(ctx: SuiteContext) -> CheckResult:
 async def check_multi_turn(ctx: SuiteContext) -> CheckResult:
     case = ctx.options.cases.multi_turn
     messages: list[dict] = []
-    exchanges = []
+    exchanges: list[Exchange] = []
     for n, turn in enumerate(case.turns, 1):
         if exchanges:
             messages.append({"role": "assistant",

@@ -156,7 +156,8 @@ def cluster_accept(
     if profile is not None:
         from imagekit.spec import load_spec
 
-        chosen = load_spec(spec_path).profile(profile).cases
+        _, chosen_profile = load_spec(spec_path).profile(profile)
+        chosen = chosen_profile.cases
         if cases is None:   # the profile's set; its file is relative to the spec
             cases = chosen if not chosen.endswith(".toml") else str(
                 Path(spec_path).absolute().parent / chosen)

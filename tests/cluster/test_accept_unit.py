@@ -448,3 +448,36 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
     assert accept.endswith("--key /r/actors/keys/operator/imagekit.key")
     assert [(c.name, c.status) for c in runner.checks] == [
         ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]
+
+
+def test_cluster_accept_takes_the_profiles_cases_and_refuses_a_bad_one_before_the_cluster(
+        tmp_path: Path) -> None:
+    """The profile names the cases (a shipped set or a file beside the spec); a missing or
+    invalid one is one line, exit 2, before the gate or any cluster contact."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from imagekit import packaged
+    from imagekit.cli import app
+    from imagekit.spec import load_spec
+
+    _, local = load_spec(packaged.path("dockerfiles", "images.toml")).profile("local")
+    assert local.cases == "stand-in"
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(packaged.path("dockerfiles"), spec_dir)
+    spec = spec_dir / "images.toml"
+    spec.write_text(spec.read_text().replace('cases = "stand-in"', 'cases = "mine.toml"'))
+    argv = ["cluster", "accept", "127.0.0.1:9/x/y:t", "--profile", "local", "--spec", str(spec),
+            "--namespace", "n"]
+    missing = CliRunner().invoke(app, argv)
+    assert missing.exit_code == 2
+    assert f"cases file not found ({spec_dir / 'mine.toml'})" in missing.output
+    text = packaged.path("manifests", "acceptance", "cases", "stand-in.toml").read_text()
+    (spec_dir / "mine.toml").write_text(text.replace('expected = "12"', 'expected = "x"'))
+    bad = CliRunner().invoke(app, argv)
+    assert bad.exit_code == 2 and "cases file field arithmetic: expected 'x'" in bad.output
+    spec.write_text(spec.read_text().replace('cases = "mine.toml"', 'cases = "nonesuch"'))
+    unknown = CliRunner().invoke(app, argv)
+    assert unknown.exit_code == 2
+    assert "profiles.local.cases: cases 'nonesuch' is neither a shipped set" in unknown.output
