@@ -113,18 +113,19 @@ def test_record_cases_on_the_same_model_are_judged_never_deferred(
         checks["mode-disabled"]["detail"]
 
 
-def test_a_context_too_short_for_the_document_is_a_context_limit(smollm: RealEngine) -> None:
-    """The served context as a deployment cut to 1024 tokens reports it: no needle request is
-    sent, and each wrapper's check says context limit, DEFERRED, never FAIL."""
+def test_a_context_too_short_for_the_document_is_a_context_limit() -> None:
+    """The served context as a deployment cut to 1024 tokens reports it (the stand-in cases'
+    document is ~1200 tokens): no needle request is sent (nothing listens on the port), and
+    each wrapper's check says context limit, DEFERRED, never FAIL."""
     from imagekit.acceptance import ChatClient, cases, load_engine_config, needle_retest
     from imagekit.acceptance.capabilities import Capabilities, Capability
     from imagekit.acceptance.suite import SuiteContext, SuiteOptions
 
     async def main() -> tuple[list, int]:
-        async with ChatClient(smollm.url) as client:
+        async with ChatClient(f"http://127.0.0.1:{free_port()}") as client:
             absent = Capability(name="x", present=False)
             ctx = SuiteContext(
-                client=client, model=smollm.model, engine="vllm", engine_version="0.32.0",
+                client=client, model=SERVED, engine="vllm", engine_version="0.32.0",
                 config=load_engine_config(),
                 options=SuiteOptions(max_tokens=48, cases=cases.load("stand-in")[0]),
                 capabilities=Capabilities(image=absent, video=absent, tools=absent,
