@@ -27,8 +27,9 @@ ORIGINAL_TEMPLATE = (
     "only. If the document records no acceptance key, reply {not_found}.\n\n{document}")
 EXPLICIT_TEMPLATE = (
     "<document>\n{document}\n</document>\n\n"
-    "请提取 <document> 中“" + KEY_LABEL + "”之后的完整文本，只输出该值，不要输出其他内容。"
-    "如果 <document> 中没有“" + KEY_LABEL + "”，只输出 {not_found}。")
+    "请提取 <document> 中“{key_label}”之后的完整文本，只输出该值，不要输出其他内容。"
+    "如果 <document> 中没有“{key_label}”，只输出 {not_found}。")
+#: the record's two wrappers (section 10); a cases file carries its own (imagekit.acceptance.cases)
 WRAPPERS = {"original": ORIGINAL_TEMPLATE, "explicit": EXPLICIT_TEMPLATE}
 
 _CITIES = ["上海", "北京", "深圳", "成都", "武汉", "杭州", "西安", "南京", "天津", "重庆"]
@@ -37,6 +38,16 @@ _PEOPLE = ["王磊", "李娜", "张伟", "刘洋", "陈静", "杨帆", "赵敏",
 _NOTES = ["外包装完好", "已抽检合格", "待复核数量", "随货附发票", "已入库上架", "需冷链保存",
           "供应商补发", "批次号清晰", "已完成登记", "按计划交付"]
 _DISTRACTOR_LABELS = ["预发环境密钥:", "验收密钥草稿（已作废，请勿使用）", "测试密钥:"]
+_EN_CITIES = ["Boston", "Denver", "Austin", "Seattle", "Chicago", "Portland", "Atlanta", "Dallas"]
+_EN_GOODS = ["bolts", "bearings", "cables", "screens", "servers", "heat sinks", "power units",
+             "network cards", "disks", "racks"]
+_EN_PEOPLE = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Greta", "Hugo"]
+_EN_NOTES = ["packaging intact", "sample checked", "count to be reviewed", "invoice enclosed",
+             "shelved", "keep cold", "resent by supplier", "batch label clear"]
+_EN_DISTRACTOR_LABELS = ["Staging key:", "Draft acceptance key (void, do not use):", "Test key:"]
+#: per filler: the key line's label and the distractors' labels
+FILLERS = {"zh-records": (KEY_LABEL, _DISTRACTOR_LABELS),
+           "en-records": ("Acceptance key:", _EN_DISTRACTOR_LABELS)}
 _DISTRACTOR_AT = (0.25, 0.65, 0.8)
 _ONES = re.compile(r"[0-9\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
@@ -63,6 +74,8 @@ class NeedleDocument(BaseModel):
     seed: int
     position: float
     key: str | None
+    key_label: str = KEY_LABEL
+    not_found: str = NOT_FOUND
     insertion_paragraph: int | None
     distractors: list[Distractor]
     paragraphs: int
@@ -78,7 +91,11 @@ class NeedleDocument(BaseModel):
         return self.model_dump(exclude={"text"})
 
     def prompt(self, wrapper: str) -> str:
-        return WRAPPERS[wrapper].format(document=self.text, not_found=NOT_FOUND)
+        """The document inside a wrapper: a name of the record's (`WRAPPERS`) or a template
+        with {document}, {not_found} and {key_label}."""
+        template = WRAPPERS.get(wrapper, wrapper)
+        return template.format(document=self.text, not_found=self.not_found,
+                               key_label=self.key_label)
 
     def judge(self, answer: str) -> tuple[bool, str]:
         """Correct when the key (or NOT_FOUND for the control) is given and no distractor."""
@@ -86,10 +103,11 @@ class NeedleDocument(BaseModel):
         if used:
             return False, f"answered a distractor value {used[0]}"
         if self.key is None:
-            return (NOT_FOUND in answer, "" if NOT_FOUND in answer else "control not NOT_FOUND")
+            found = self.not_found in answer
+            return found, "" if found else f"control not {self.not_found}"
         if self.key in answer:
             return True, ""
-        return False, "NOT_FOUND" if NOT_FOUND in answer else "key missing from answer"
+        return False, self.not_found if self.not_found in answer else "key missing from answer"
 
 
 def _key(rng: random.Random) -> str:
@@ -104,42 +122,53 @@ def _paragraph(rng: random.Random, n: int) -> str:
             f"备注：{rng.choice(_NOTES)}。")
 
 
+def _en_paragraph(rng: random.Random, n: int) -> str:
+    return (f"Record {n:04d}: the {rng.choice(_EN_CITIES)} warehouse received "
+            f"{rng.randint(10, 999)} {rng.choice(_EN_GOODS)} on 2024-{rng.randint(1, 12):02d}-"
+            f"{rng.randint(1, 28):02d}, batch B{rng.randint(100000, 999999)}, handled by "
+            f"{rng.choice(_EN_PEOPLE)}; note: {rng.choice(_EN_NOTES)}.")
+
+
 def make_document(seed: int, position: float, *, target_tokens: int = 31_000,
-                  with_key: bool = True) -> NeedleDocument:
+                  with_key: bool = True, filler: str = "zh-records", distractors: bool = True,
+                  not_found: str = NOT_FOUND) -> NeedleDocument:
     """Paragraphs of plausible warehouse records until `target_tokens` (approximate); the key
     line goes in at `position` (0..1 of the paragraphs), distractors at fixed fractions; the
     recorded indices are line numbers of the final text."""
     if not 0.0 <= position <= 1.0:
         raise ValueError(f"position must be within 0..1, not {position}")
+    key_label, labels = FILLERS[filler]
+    paragraph = _paragraph if filler == "zh-records" else _en_paragraph
     rng = random.Random(seed)
     key = _key(rng)
-    distractor_values = [_key(rng) for _ in _DISTRACTOR_LABELS]
+    distractor_values = [_key(rng) for _ in labels]
     paragraphs: list[str] = []
     ones = other = 0
-    budget = target_tokens - 30 * (len(_DISTRACTOR_LABELS) + 1)
+    budget = target_tokens - 30 * (len(labels) + 1)
     while ones + math.ceil(other / 4) < budget:
-        text = _paragraph(rng, len(paragraphs) + 1) + "\n"
+        text = paragraph(rng, len(paragraphs) + 1) + "\n"
         paragraphs.append(text[:-1])
         n = len(_ONES.findall(text))
         ones, other = ones + n, other + len(text) - n
     inserts: list[tuple[int, str, str]] = [
         (round(at * len(paragraphs)), label, value)
-        for label, value, at in zip(_DISTRACTOR_LABELS, distractor_values, _DISTRACTOR_AT,
-                                    strict=True)]
+        for label, value, at in zip(labels, distractor_values, _DISTRACTOR_AT, strict=True)
+    ] if distractors else []
     if with_key:
-        inserts.append((round(position * len(paragraphs)), KEY_LABEL, key))
-    distractors = []
+        inserts.append((round(position * len(paragraphs)), key_label, key))
+    placed = []
     insertion = None
     # ascending, so each final line index is its slot plus the lines inserted before it
     for shift, (index, label, value) in enumerate(sorted(inserts, key=lambda x: x[0])):
         line_index = index + shift
         paragraphs.insert(line_index, f"{label} {value}")
-        if label == KEY_LABEL:
+        if label == key_label:
             insertion = line_index
         else:
-            distractors.append(Distractor(label=label, value=value, paragraph=line_index))
+            placed.append(Distractor(label=label, value=value, paragraph=line_index))
     text = "\n".join(paragraphs)
     return NeedleDocument(seed=seed, position=position, key=key if with_key else None,
-                          insertion_paragraph=insertion, distractors=distractors,
+                          key_label=key_label, not_found=not_found,
+                          insertion_paragraph=insertion, distractors=placed,
                           paragraphs=len(paragraphs), approx_tokens=approx_tokens(text),
                           text=text)

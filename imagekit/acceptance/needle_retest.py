@@ -11,6 +11,10 @@ counted by the REAL tokenizer and the document shrunk until it fits; otherwise t
 (`approx_tokens`) gets a margin and a context-overflow answer shrinks the document and retries.
 An overflow that remains is an ERROR of the harness with the engine's own message, never a
 retrieval failure ("0/9 samples" was the record's misreading).
+
+The cases file says how large the document is (a share of the served context, bounded), its
+wrappers, positions and samples, and the smallest document that still means anything: a served
+context too short for it is named a context limit (DEFERRED), not scored as a miss.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def is_overflow(exchange: Exchange) -> bool:
 
 
 def _answer_budget(ctx: SuiteContext) -> int:
-    return min(ctx.options.max_tokens, 1024)
+    return min(ctx.options.max_tokens, ctx.options.cases.needle.answer_tokens)
 
 
 def _fit(ctx: SuiteContext) -> tuple[int | None, int]:
@@ -61,7 +65,11 @@ def _fit(ctx: SuiteContext) -> tuple[int | None, int]:
 async def _sized(ctx: SuiteContext, seed: int, position: float, with_key: bool,
                  fit: int | None) -> tuple[NeedleDocument, dict]:
     """The document for (seed, position), shrunk until the longest wrapper's prompt fits."""
-    target = ctx.options.needle_tokens
+    case = ctx.options.cases.needle
+    target = ctx.options.needle_tokens or (
+        round(fit * case.size) if fit is not None else case.max_tokens or 31_000)
+    if ctx.options.needle_tokens is None and case.max_tokens is not None:
+        target = min(target, case.max_tokens)
     if fit is not None:
         target = min(target, fit)
     tokenize = ctx.capabilities is not None and ctx.capabilities.tokenize_path is not None
@@ -70,11 +78,11 @@ async def _sized(ctx: SuiteContext, seed: int, position: float, with_key: bool,
     sizing: dict[str, Any] = {"method": "tokenizer" if tokenize else "estimate", "fit": fit,
                               "rounds": []}
     for _ in range(SIZING_ROUNDS):
-        doc = make_document(seed, position, target_tokens=target, with_key=with_key)
+        doc = _document(ctx, seed, position, target, with_key)
         if not tokenize or fit is None:
             break
         counts: list[int | None] = []
-        for wrapper in ctx.options.needle_wrappers:
+        for wrapper in ctx.options.wrappers.values():
             counted = await ctx.client.tokenize(ctx.model, [user(doc.prompt(wrapper))])
             counts.append(counted["count"] if counted else None)
         known = [c for c in counts if c is not None]
@@ -90,31 +98,57 @@ async def _sized(ctx: SuiteContext, seed: int, position: float, with_key: bool,
     return doc, sizing
 
 
+def _document(ctx: SuiteContext, seed: int, position: float, target: int,
+              with_key: bool) -> NeedleDocument:
+    case = ctx.options.cases.needle
+    return make_document(seed, position, target_tokens=target, with_key=with_key,
+                         filler=case.filler, distractors=case.distractors,
+                         not_found=case.not_found)
+
+
+def context_limit(ctx: SuiteContext, wrapper: str, fit: int | None) -> CheckResult:
+    """The served context leaves less room than the smallest document the cases allow: the
+    deployment's limit, named as such; nothing was asked, nothing is scored as a miss."""
+    case = ctx.options.cases.needle
+    max_len = ctx.capabilities.max_model_len if ctx.capabilities else None
+    return CheckResult(
+        name=f"needle-{wrapper}", status=Status.DEFERRED,
+        detail=f"context limit: the served context ({max_len} tokens) leaves {fit} tokens for "
+               f"the document, below the {case.min_tokens} the {ctx.options.cases.name} cases "
+               "need; not scored as a miss",
+        data={"wrapper": wrapper, "context_limit": {"max_model_len": max_len, "fit": fit,
+                                                    "min_tokens": case.min_tokens},
+              "protocol": None, "semantic": {"status": "DEFERRED", "detail": "context limit"}})
+
+
 async def run(ctx: SuiteContext) -> list[CheckResult]:
     opts = ctx.options
     fit, margin = _fit(ctx)
+    if fit is not None and fit < opts.cases.needle.min_tokens:
+        return [context_limit(ctx, wrapper, fit) for wrapper in opts.wrappers]
     docs: list[tuple[NeedleDocument, dict]] = []
-    for p_index, position in enumerate(opts.needle_positions):
-        for sample in range(opts.needle_samples):
-            docs.append(await _sized(ctx, opts.needle_seed + 100 * p_index + sample, position,
+    for p_index, position in enumerate(opts.positions):
+        for sample in range(opts.samples):
+            docs.append(await _sized(ctx, opts.seed_base + 100 * p_index + sample, position,
                                      True, fit))
-    docs.append(await _sized(ctx, opts.needle_seed + 999, 0.5, False, fit))
+    if opts.cases.needle.control:
+        docs.append(await _sized(ctx, opts.seed_base + 999, 0.5, False, fit))
     checks = []
-    for wrapper in opts.needle_wrappers:
+    for wrapper, template in opts.wrappers.items():
         rows, exchanges, overflow = [], [], []
         for doc, sizing in docs:
             label = (f"needle-{wrapper}-p{doc.position:.2f}-seed{doc.seed}" if doc.has_key
                      else f"needle-{wrapper}-control-seed{doc.seed}")
-            exchange = await ctx.ask(label, [user(doc.prompt(wrapper))],
+            exchange = await ctx.ask(label, [user(doc.prompt(template))],
                                      max_tokens=_answer_budget(ctx))
             retries = 0
             while is_overflow(exchange) and sizing["method"] != "tokenizer" and \
                     retries < OVERFLOW_RETRIES:
                 retries += 1
-                doc = make_document(doc.seed, doc.position,
-                                    target_tokens=int(doc.approx_tokens * 0.8),
-                                    with_key=doc.has_key)
-                exchange = await ctx.ask(f"{label}-shrunk{retries}", [user(doc.prompt(wrapper))],
+                doc = _document(ctx, doc.seed, doc.position, int(doc.approx_tokens * 0.8),
+                                doc.has_key)
+                exchange = await ctx.ask(f"{label}-shrunk{retries}",
+                                         [user(doc.prompt(template))],
                                          max_tokens=_answer_budget(ctx))
             exchanges.append(exchange)
             if is_overflow(exchange):
@@ -146,8 +180,8 @@ def _judge(ctx: SuiteContext, wrapper: str, rows: list[dict], exchanges: list[Ex
     if overflow:
         return CheckResult(
             name=f"needle-{wrapper}", status=Status.ERROR,
-            detail=f"harness error, not a retrieval failure: the document did not fit the "
-                   f"context: {'; '.join(overflow)[:400]}{room}",
+            detail=f"harness error, not a retrieval failure: context limit: the document "
+                   f"did not fit the context: {'; '.join(overflow)[:400]}{room}",
             data=dict(data, protocol={"status": "ERROR", "detail": "context overflow"},
                       semantic=None))
     problems = [f"{e.label}: {p}" for e in exchanges for p in response_problems(e)]
@@ -160,12 +194,15 @@ def _judge(ctx: SuiteContext, wrapper: str, rows: list[dict], exchanges: list[Ex
         good_key = sum(r["correct"] for r in with_key)
         good_control = sum(r["correct"] for r in control)
         detail = (f"{wrapper} wrapper: {good_key}/{len(with_key)} samples with the key at "
-                  f"positions {list(ctx.options.needle_positions)}, {good_control}/"
-                  f"{len(control)} no-answer control")
+                  f"positions {list(ctx.options.positions)}, " + (
+                      f"{good_control}/{len(control)} no-answer control" if control else
+                      f"no no-answer control in the {ctx.options.cases.name} cases"))
         wrong = [f"{r['label']}: {r['why']} ({r['answer'][:40]!r})" for r in rows
                  if not r["correct"]]
         if wrong:
             detail += "; wrong: " + "; ".join(wrong)[:500]
+        else:
+            detail += "; answered " + ", ".join(repr(r["answer"][:40]) for r in rows)[:300]
         ok = good_key == len(with_key) and good_control == len(control)
         return Verdict(Status.PASS if ok else Status.FAIL, detail)
 

@@ -146,8 +146,10 @@ def _suite_context(client: ChatClient, target: Target, config: EngineConfig,
 async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                      config: EngineConfig, options: SuiteOptions, store: EvidenceStore,
                      subject: str, required: Requirements | None = None,
-                     on_check: Callable[[str, CheckResult], None] | None = None) -> RunOutcome:
-    """Capabilities first (their own evidence, `accept-capabilities`), then each suite."""
+                     on_check: Callable[[str, CheckResult], None] | None = None,
+                     model_files: dict[str, str] | None = None) -> RunOutcome:
+    """Capabilities first (their own evidence, `accept-capabilities`), then each suite.
+    `model_files`: sha256 by file of the model served, recorded with each suite's result."""
     checks: list[CheckResult] = []
     evidence: dict[str, str] = {}
     required = required or Requirements()
@@ -181,7 +183,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
         ctx = _suite_context(client, target, config, options, capabilities=caps,
                              required=required)
         context = _context(target, suite=suite, options=_options_dict(options),
-                           standin=target.standin)
+                           standin=target.standin, **options.cases.facts())
         with store.attempt(subject, f"accept-{suite}", **context) as attempt:
             try:
                 found = await SUITES[suite](ctx)
@@ -192,7 +194,7 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
                                             f"{exc}"[:300])]
             finally:
                 _write_exchanges(attempt, ctx)
-            attempt.write_result(_accept_result(target, suite))
+            attempt.write_result(_accept_result(target, suite, options, model_files))
             for check in found:
                 attempt.add_check(check)
                 if on_check is not None:
@@ -205,11 +207,16 @@ async def run_suites(client: ChatClient, target: Target, suites: list[str], *,
     return RunOutcome(checks=checks, evidence=evidence, target=target)
 
 
-def _accept_result(target: Target, suite: str) -> AcceptResult:
+def _accept_result(target: Target, suite: str, options: SuiteOptions | None = None,
+                   model_files: dict[str, str] | None = None) -> AcceptResult:
     """The typed result of one accept attempt (the evidence contract)."""
+    cases = options.cases if options is not None and suite != "capabilities" else None
     return AcceptResult(kind=f"accept-{suite}", suite=suite, base_url=target.base_url,
                         model=target.model, engine=target.engine,
-                        engine_version=target.engine_version)
+                        engine_version=target.engine_version,
+                        cases=cases.name if cases else None,
+                        cases_calibrated_on=cases.calibrated_on if cases else None,
+                        model_files=dict(model_files or {}))
 
 
 #: A stand-in's answers are not judged, so it need not talk long: output capped (CPU time).
@@ -237,7 +244,8 @@ def _explain(config: EngineConfig, target: Target, check: CheckResult) -> CheckR
 
 
 def _options_dict(options: SuiteOptions) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()
+            if k != "cases"}
 
 
 def _write_exchanges(attempt: Attempt, ctx: SuiteContext) -> None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imagekit.acceptance.capabilities import Capabilities, Requirements
+from imagekit.acceptance.cases import Cases
+from imagekit.acceptance.cases import default as default_cases
 from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.engines import EngineConfig, EngineProfile
 from imagekit.acceptance.models import Exchange
@@ -17,16 +19,43 @@ from imagekit.acceptance.protocol import STANDIN_REASON, Verdict, deferred
 
 @dataclass
 class SuiteOptions:
-    """Knobs a run may change; defaults follow the record."""
+    """Knobs a run may change. The semantic cases come from a cases file (the record's by
+    default); a knob left None takes the cases file's value."""
 
     max_tokens: int = 2048
-    reproductions: int = 3
-    needle_tokens: int = 31_000
-    needle_samples: int = 3
-    needle_positions: tuple[float, ...] = (0.1, 0.5, 0.9)
-    needle_wrappers: tuple[str, ...] = ("original", "explicit")
-    needle_seed: int = 20240531
+    reproductions: int | None = None
+    #: the needle document's size in tokens; None: the cases' share of the served context
+    needle_tokens: int | None = None
+    needle_samples: int | None = None
+    needle_positions: tuple[float, ...] | None = None
+    needle_wrappers: tuple[str, ...] | None = None
+    needle_seed: int | None = None
     temperature: float = 0.0
+    #: sent with every request, so an engine that samples despite temperature 0 repeats itself
+    seed: int | None = 0
+    cases: Cases = field(default_factory=default_cases)
+
+    @property
+    def repeats(self) -> int:
+        return self.reproductions or self.cases.arithmetic.reproductions
+
+    @property
+    def samples(self) -> int:
+        return self.needle_samples or self.cases.needle.samples
+
+    @property
+    def positions(self) -> tuple[float, ...]:
+        return self.needle_positions or tuple(self.cases.needle.positions)
+
+    @property
+    def wrappers(self) -> dict[str, str]:
+        """Wrapper name -> template, the names asked for in the cases file's order."""
+        chosen = self.needle_wrappers or tuple(self.cases.needle.wrappers)
+        return {name: self.cases.needle.wrappers[name] for name in chosen}
+
+    @property
+    def seed_base(self) -> int:
+        return self.needle_seed if self.needle_seed is not None else self.cases.needle.seed
 
 
 @dataclass
@@ -62,6 +91,8 @@ class SuiteContext:
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "max_tokens": self.options.max_tokens,
                                 "temperature": self.options.temperature}
+        if self.options.seed is not None:
+            body["seed"] = self.options.seed
         body.update(copy.deepcopy(fields))
         return body
 

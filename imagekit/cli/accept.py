@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
     from imagekit.results import CheckResult
 
 SUITE_NAMES = ("functional", "media", "needle")
-SUITE_SIZES = {"functional": 12, "media": 3}
+SUITE_SIZES = {"functional": 13, "media": 3}
 
 BaseUrl = typer.Option(..., "--base-url", help="Server root, e.g. http://127.0.0.1:8000 (/v1 ok).")
 Model = typer.Option(None, "--model", help="Model name; the first of /v1/models when omitted.")
@@ -136,19 +136,26 @@ def accept(
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1,
                                     help="Most tokens the server may answer each request with."),
-    reproductions: int = typer.Option(3, "--reproductions", min=1,
-                                      help="Identical repeats of the arithmetic case."),
-    needle_tokens: int = typer.Option(31_000, "--needle-tokens", min=200,
-                                       help="Size of the needle document, in tokens; keep it "
-                                            "inside the served context."),
+    cases: str = typer.Option(
+        "record", "--cases",
+        help="Semantic cases: a shipped set (record, stand-in) or a cases FILE."),
+    reproductions: int = typer.Option(None, "--reproductions", min=1,
+                                      help="Identical repeats of the arithmetic case (default: "
+                                           "the cases')."),
+    needle_tokens: int = typer.Option(None, "--needle-tokens", min=200,
+                                      help="Size of the needle document, in tokens (default: "
+                                           "the cases' share of the served context)."),
     needle_wrapper: list[str] = typer.Option(
-        ["original", "explicit"], "--needle-wrapper",
-        help="Prompt wrappers the needle is asked under: original, explicit (repeatable)."),
-    needle_samples: int = typer.Option(3, "--needle-samples", min=1,
-                                       help="Documents with the key per position."),
+        [], "--needle-wrapper",
+        help="Prompt wrappers the needle is asked under, by name in the cases (repeatable; "
+             "default: all of them)."),
+    needle_samples: int = typer.Option(None, "--needle-samples", min=1,
+                                       help="Documents with the key per position (default: "
+                                            "the cases')."),
     needle_position: list[float] = typer.Option(
-        [0.1, 0.5, 0.9], "--needle-position", min=0.0, max=1.0,
-        help="Where in the document the key is put, 0.0 (start) to 1.0 (end) (repeatable)."),
+        [], "--needle-position", min=0.0, max=1.0,
+        help="Where in the document the key is put, 0.0 (start) to 1.0 (end) (repeatable; "
+             "default: the cases')."),
     require: list[str] = typer.Option([], "--require-capability",
                                       help="A capability the server must have: image, video, "
                                            "tools or ctx=N (comma-separated or repeatable); "
@@ -158,16 +165,18 @@ def accept(
     """Run acceptance suites against an OpenAI-compatible server and record evidence."""
     from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config  # noqa: PLC0415
     from imagekit.acceptance.capabilities import Requirements  # noqa: PLC0415
-    from imagekit.acceptance.needle import WRAPPERS  # noqa: PLC0415
+    from imagekit.acceptance.cases import load as load_cases  # noqa: PLC0415
     from imagekit.acceptance.runner import evidence_subject, resolve_target, run_suites  # noqa: PLC0415
 
     suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
     for each in suites:
         if each not in SUITE_NAMES:
             raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITE_NAMES)} or all")
+    chosen, _ = load_cases(cases)
     for each in needle_wrapper:
-        if each not in WRAPPERS:
-            raise InvalidInput(f"unknown needle wrapper {each!r}; use {', '.join(WRAPPERS)}")
+        if each not in chosen.needle.wrappers:
+            raise InvalidInput(f"unknown needle wrapper {each!r}; the {chosen.name} cases have "
+                               f"{', '.join(chosen.needle.wrappers)}")
     if engine is not None and engine not in ENGINES:
         raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
     required = Requirements.parse(",".join(require))
@@ -176,9 +185,10 @@ def accept(
     timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
-                           needle_tokens=needle_tokens, needle_wrappers=tuple(needle_wrapper),
+                           needle_tokens=needle_tokens,
+                           needle_wrappers=tuple(needle_wrapper) or None,
                            needle_samples=needle_samples,
-                           needle_positions=tuple(needle_position))
+                           needle_positions=tuple(needle_position) or None, cases=chosen)
     key = _api_key(api_key_file)
     store = evidence_store(evidence_dir)
 
@@ -201,7 +211,7 @@ def accept(
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err_console, transient=True) as bar:
                 tasks = {s: bar.add_task(f"accept {s}", total=SUITE_SIZES.get(
-                    s, len(options.needle_wrappers))) for s in suites}
+                    s, len(options.wrappers))) for s in suites}
                 outcome = await run_suites(
                     client, target, suites, config=config, options=options, store=store,
                     subject=subject, required=required,

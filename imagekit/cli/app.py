@@ -128,7 +128,8 @@ SUMMARIES: dict[str, str] = {
 PLACEHOLDERS: dict[str, str] = {
     "--api-key-file": "FILE", "--await": "REF", "--await-interval": "SECONDS",
     "--await-timeout": "SECONDS", "--base-url": "URL", "--ca-file": "FILE", "--claim": "NAME",
-    "--call-timeout": "SECONDS", "--delete-timeout": "SECONDS", "--digest": "DIGEST",
+    "--call-timeout": "SECONDS", "--cases": "NAME|FILE", "--delete-timeout": "SECONDS",
+    "--digest": "DIGEST",
     "--engine": "ENGINE", "--engine-arg": "ARG", "--engine-config": "FILE",
     "--engine-env": "KEY=VALUE", "--engine-version": "VERSION", "--env": "KEY=VALUE",
     "--command": "COMMAND", "--evidence-dir": "DIR", "--expect-digest": "DIGEST",

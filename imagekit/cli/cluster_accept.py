@@ -47,6 +47,9 @@ def cluster_accept(
                                    help="Name the engine serves the model as."),
     engine_config: Path = typer.Option(None, "--engine-config",
                                        help="Engine profiles TOML for the suites."),
+    cases: str = typer.Option(None, "--cases",
+                              help="Semantic cases: a shipped set (record, stand-in) or a "
+                                   "cases FILE (default: the profile's, else record)."),
     engine: str = typer.Option("vllm", help="sglang or vllm."),
     platform: str = typer.Option("gpu", help="gpu (nvidia.com/gpu = TP) or cpu (vLLM's CPU "
                                              "platform selected explicitly, no GPU)."),
@@ -153,7 +156,14 @@ def cluster_accept(
     if profile is not None:
         from imagekit.spec import load_spec
 
-        load_spec(spec_path).profile(profile)
+        _, chosen_profile = load_spec(spec_path).profile(profile)
+        chosen = chosen_profile.cases
+        if cases is None:   # the profile's set; its file is relative to the spec
+            cases = chosen if not chosen.endswith(".toml") else str(
+                Path(spec_path).absolute().parent / chosen)
+    from imagekit.acceptance.cases import load as load_cases
+
+    _, cases_text = load_cases(cases)
     kube_path = kubeconfig_path(kubeconfig)
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
@@ -177,7 +187,7 @@ def cluster_accept(
         engine_args=args, node_selector=node_selector, tolerations=tolerated,
         priority_class_name=priority_class, startup_seconds=startup_seconds,
         suites=list(dict.fromkeys(suite)), require=list(require), matrix_text=matrix_text,
-        engine_config_text=config_text, max_tokens=max_tokens,
+        engine_config_text=config_text, cases_text=cases_text, max_tokens=max_tokens,
         docker_config_dir=docker_config, timeout_s=timeout, keep=keep,
         force_launch=force_launch.strip() if force_launch else None)
 

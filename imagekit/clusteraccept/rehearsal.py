@@ -1,10 +1,12 @@
 """The rehearsal's acceptance step (`make rehearsal`): the promoted vLLM image accepted on the
-cluster with the stand-in model, judged for what a stand-in can show.
+cluster with the stand-in model, its answers judged by the cases calibrated on it.
 
-A stand-in model (random weights) answers nonsense, so the expectation is exact: the engine
-started (live phases in evidence), the controller ran, every protocol aspect PASSes, every
-semantic aspect is DEFERRED with the stand-in's reason, and the load rounds completed. A
-semantic PASS on a stand-in would be a lie and fails this check like any protocol failure.
+The stand-in model is a real instruct model (SmolLM2-135M-Instruct) and the `local` profile
+names the `stand-in` cases, which its healthy deployment answers right. So the expectation is
+exact: the engine started (live phases in evidence), the controller ran, every protocol aspect
+PASSes, every semantic verdict is judged (the line counts PASS and FAIL; a FAIL is the
+deployment answering wrong), and the load rounds completed. A semantic verdict DEFERRED because
+the model has random weights means nothing was judged, and fails this check.
 """
 
 from __future__ import annotations
@@ -27,12 +29,17 @@ STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
 MATRIX = str(packaged.path("manifests", "acceptance", "matrix-standin.toml"))
 
 
+#: room for the stand-in cases' answers ("1 2 3 4 5 6 7 8 9 10" is 21 tokens)
+MAX_TOKENS = 96
+
+
 def accept_args(reference: str, profile: str, namespace: str = NAMESPACE) -> list[str]:
     """`imagekit cluster accept …` arguments of the rehearsal's step."""
     return ["cluster", "accept", reference, "--platform", "cpu", "--namespace", namespace,
             "--model-claim", CLAIM, "--served-model-name", MODEL, "--selector",
-            STORAGE_SELECTOR, "--suite", "functional", "--matrix", MATRIX, "--max-context",
-            "4096", "--profile", profile, "--json"]
+            STORAGE_SELECTOR, "--suite", "functional", "--suite", "needle", "--matrix", MATRIX,
+            "--max-context", "4096", "--max-tokens", str(MAX_TOKENS), "--profile", profile,
+            "--json"]
 
 
 def volume_args(node: str, namespace: str = NAMESPACE) -> list[str]:
@@ -41,20 +48,23 @@ def volume_args(node: str, namespace: str = NAMESPACE) -> list[str]:
             "--claim", CLAIM, "--label-node", node]
 
 
+from imagekit.acceptance.protocol import STANDIN_REASON  # noqa: E402
+
+
 def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
-    """PASS when the run shows exactly what a stand-in can: started, controller ran, protocol
-    PASS, semantics DEFERRED, at least one load round and every round PASS; FAIL (with what
-    differed) otherwise. Every check of the report is accounted for in `data.accounted`: judged
-    (one of the above), or named — a DEFERRED whose reason is not the stand-in's (a capability
-    the stand-in lacks, media that could not be made here) is listed in the detail, never
-    skipped silently."""
+    """PASS when the run shows what a healthy stand-in deployment must: started, controller
+    ran, protocol PASS, every semantic verdict judged and PASS, at least one load round and
+    every round PASS; FAIL (with what differed, and the semantic PASS/FAIL counts) otherwise.
+    Every check of the report is accounted for in `data.accounted`: judged (one of the above),
+    or named: a DEFERRED that is not a verdict (a capability the model lacks, "not served by
+    this model"; a context limit) is listed in the detail, never skipped silently."""
     if not report or "checks" not in report:
         return CheckResult(name=name, status=Status.ERROR,
                            detail="cluster accept printed no report")
     problems: list[str] = []
     named: list[str] = []
     accounted: dict[str, str] = {}
-    protocol = deferred = rounds = 0
+    protocol = deferred = rounds = passed = failed = 0
     for check in report["checks"]:
         status = check["status"]
         cname = check["name"]
@@ -66,11 +76,18 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
             protocol += aspects.get("protocol") == "PASS"
             if aspects.get("protocol") not in (None, "PASS"):
                 problems.append(f"{cname}: protocol {aspects['protocol']}")
-            if aspects.get("semantic") == "DEFERRED":
+            semantic = aspects.get("semantic")
+            if semantic == "PASS":
+                passed += 1
+            elif semantic == "FAIL":
+                failed += 1
+                problems.append(f"{cname}: semantic FAIL: {detail[-160:]}")
+            elif semantic == "DEFERRED" and STANDIN_REASON in detail:
                 deferred += 1
-            elif aspects.get("semantic") is not None:
-                problems.append(f"{cname}: semantic {aspects['semantic']} on a "
-                                "stand-in model")
+                problems.append(f"{cname}: semantic DEFERRED: the model has random weights, "
+                                "nothing was judged")
+            elif semantic is not None:
+                named.append(f"{cname} (semantic {semantic}: {detail[-100:]})")
             accounted[cname] = (f"judged: protocol {aspects.get('protocol')}, semantic "
                                 f"{aspects.get('semantic')}")
         elif cname.startswith("round-"):
@@ -78,9 +95,6 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
             if status != "PASS":
                 problems.append(f"{cname}: {status}: {detail[:120]}")
             accounted[cname] = f"judged: load round {status}"
-        elif status == "DEFERRED" and "stand-in" in detail:
-            deferred += 1
-            accounted[cname] = "judged: DEFERRED for the stand-in model"
         elif status == "DEFERRED":
             named.append(f"{cname} ({detail[:100] or 'no reason given'})")
             accounted[cname] = f"named: DEFERRED, not a stand-in reason: {detail[:200]}"
@@ -95,21 +109,26 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
             problems.append(f"{required}: {names.get(required, 'missing')}")
     if not protocol:
         problems.append("no protocol check ran")
+    if not passed + failed:
+        problems.append("no semantic verdict was judged")
     if not rounds:
         problems.append("no load round ran (a stand-in run must still complete its load "
                         "rounds)")
     data_out = {"evidence": report.get("evidence"), "accounted": accounted,
-                "rounds": rounds, "protocol_pass": protocol, "semantic_deferred": deferred,
+                "rounds": rounds, "protocol_pass": protocol, "semantic_pass": passed,
+                "semantic_fail": failed, "semantic_deferred": deferred,
                 "named_deferred": named}
+    counts = f"semantic {passed} PASS, {failed} FAIL"
     tail = (f"; not judged here, named: {', '.join(named)}" if named else "")
     if problems:
         return CheckResult(name=name, status=Status.FAIL,
-                           detail=("; ".join(problems) + tail)[:1200], data=data_out)
+                           detail=(f"{counts}; " + "; ".join(problems) + tail)[:1200],
+                           data=data_out)
     return CheckResult(name=name, status=Status.PASS, data=data_out,
                        detail=f"engine started and served; protocol PASS on {protocol} "
-                              f"check(s), {deferred} semantic verdict(s) DEFERRED (stand-in "
-                              f"model: answers are not judged), {rounds} load round(s) PASS; "
-                              f"{len(accounted)} check(s) accounted for" + tail)
+                              f"check(s), {counts} (answers judged by the profile's cases), "
+                              f"{rounds} load round(s) PASS; {len(accounted)} check(s) "
+                              "accounted for" + tail)
 
 
 # ------------------------------------------------------------------ the three actors

@@ -79,6 +79,10 @@ CPU_ENGINE_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
 CPU_ENGINE_ARGS = ("--dtype", "float32", "--enforce-eager")
 
 
+#: where the controller Pod sees the model volume (read-only; its files are hashed)
+CONTROLLER_MODEL_MOUNT = "/models/model"
+
+
 class AcceptOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -102,6 +106,8 @@ class AcceptOptions(BaseModel):
     require: list[str] = Field(default_factory=list)
     matrix_text: str | None = None
     engine_config_text: str | None = None
+    #: the cases file's text (imagekit.acceptance.cases): it travels in the scripts ConfigMap
+    cases_text: str | None = None
     max_tokens: int = 16
     docker_config_dir: Path | None = None
     timeout_s: float = 3600
@@ -333,6 +339,8 @@ def controller_files(options: AcceptOptions, template_dir: Path | None = None
         files["matrix.toml"] = options.matrix_text
     if options.engine_config_text is not None:
         files["engines.toml"] = options.engine_config_text
+    if options.cases_text is not None:
+        files["cases.toml"] = options.cases_text
     return files
 
 
@@ -522,9 +530,14 @@ def submit(ctx: AcceptRun, spec: Plan, pods: PodRun,
         env["MATRIX"] = "matrix.toml"
     if options.engine_config_text is not None:
         env["ENGINE_CONFIG"] = "engines.toml"
+    if options.cases_text is not None:
+        env["CASES"] = "cases.toml"
+    if options.model_claim:
+        env["MODEL_DIR"] = CONTROLLER_MODEL_MOUNT
     controller_doc = manifests.render(
         "controller-pod.yaml.j2", template_dir=ctx.manifests_dir, name=f"{run}-controller",
-        namespace=options.namespace,
+        namespace=options.namespace, model_claim=options.model_claim,
+        model_mount=CONTROLLER_MODEL_MOUNT,
         image=controller_ref, node_selector=options.node_selector,
         tolerations=options.tolerations, pull_secrets=[],
         configmap=scripts["metadata"]["name"],

@@ -422,6 +422,12 @@ class AcceptResult(EvidenceResult):
     engine: str | None = None
     engine_version: str | None = None
     latency: list[Latency] = []
+    #: the semantic cases the answers were judged by, and the model they were calibrated on
+    cases: str | None = None
+    cases_calibrated_on: str | None = None
+    #: sha256 of each file of the served model (by path in its folder), where the run could
+    #: read them (the cluster controller hashes the model volume); empty: not known
+    model_files: dict[str, str] = {}
 
 
 @register

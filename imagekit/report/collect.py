@@ -44,6 +44,7 @@ from imagekit.report.models import (
     GoodputPoint,
     ImageFacts,
     ImageReport,
+    JudgedOn,
     LatencySeries,
     OverrideRecord,
     PreflightSummary,
@@ -371,6 +372,31 @@ def _aspect(data: dict, key: str) -> tuple[Status | None, str]:
     return Status(value["status"]), str(value.get("detail") or "")
 
 
+def _judged(data: dict) -> tuple[str, str]:
+    """(answers, expected) of a check's samples, each distinct value once."""
+    samples = data.get("samples") if isinstance(data, dict) else None
+    if not isinstance(samples, list):
+        return "", ""
+    rows = [s for s in samples if isinstance(s, dict) and "answer" in s]
+    answers = list(dict.fromkeys(" ".join(str(s["answer"]).split())[:80] for s in rows))
+    expected = list(dict.fromkeys(str(s.get("expected", "")) for s in rows
+                                  if s.get("expected") not in (None, "")))
+    return " / ".join(repr(a) for a in answers)[:300], " / ".join(expected)[:120]
+
+
+def judged_on_of(store: EvidenceStore, reads: list[Read]) -> list[JudgedOn]:
+    """The model and cases of the latest attempt per accept-* kind that judged answers."""
+    latest: dict[str, Read] = {}
+    for read in reads:
+        if isinstance(read.result, AcceptResult) and read.result.cases:
+            latest[read.record.kind] = read
+    return [JudgedOn(kind=kind, model=read.result.model, engine=read.result.engine,
+                     cases=read.result.cases, calibrated_on=read.result.cases_calibrated_on,
+                     model_files=read.result.model_files,
+                     evidence=_relpath(store, read.record))
+            for kind, read in latest.items() if isinstance(read.result, AcceptResult)]
+
+
 def acceptance_of(store: EvidenceStore, reads: list[Read]) -> list[AcceptanceVerdict]:
     """Protocol and semantic verdicts of every check of the latest attempt per accept-* kind
     (checks without either aspect, e.g. a suite total, keep both None)."""
@@ -384,10 +410,12 @@ def acceptance_of(store: EvidenceStore, reads: list[Read]) -> list[AcceptanceVer
         for check in read.record.checks:
             protocol, protocol_detail = _aspect(check.data, "protocol")
             semantic, semantic_detail = _aspect(check.data, "semantic")
+            answer, expected = _judged(check.data) if semantic is not None else ("", "")
             found.append(AcceptanceVerdict(
                 kind=kind, name=check.name, status=check.status, protocol=protocol,
                 protocol_detail=protocol_detail[:300], semantic=semantic,
-                semantic_detail=semantic_detail[:300], evidence=where))
+                semantic_detail=semantic_detail[:300], answer=answer, expected=expected,
+                evidence=where))
     return found
 
 
@@ -478,7 +506,8 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         required=outcomes, gate=decide(str(digest), current, outcomes),
         endpoints=endpoints_of(store, reads, state_dir), preflight=preflight_of(store, reads),
         latency=latency_of(store, reads), overrides=overrides_of(store, reads),
-        acceptance=acceptance_of(store, reads), goodput=goodput_of(store, reads),
+        acceptance=acceptance_of(store, reads), judged_on=judged_on_of(store, reads),
+        goodput=goodput_of(store, reads),
         cluster_starts=cluster_starts_of(store, reads))
     if with_previous:  # the difference against the previous build of the same image
         import functools

@@ -266,11 +266,22 @@ def _at_a_glance(report: ImageReport) -> list[str]:
         out.append("\n**Promotion path (in hop order):** " + " → ".join(hops))
     if report.acceptance:
         out.append("\n## Acceptance: protocol and semantic verdicts\n")
-        out.append("| suite | check | status | protocol | semantic |\n|---|---|---|---|---|")
+        for j in report.judged_on:
+            files = ", ".join(f"`{_cell(name)}` sha256:{digest[:12]}…"
+                              for name, digest in sorted(j.model_files.items()))
+            out.append(f"- {_cell(j.kind)}: answers judged on **{_cell(j.model or 'unknown')}**"
+                       f" ({_cell(j.engine or '')}) by the `{_cell(j.cases or '')}` cases "
+                       f"(calibrated on {_cell(j.calibrated_on or 'unknown')}); model files: "
+                       f"{files or 'not hashed by this run'}")
+        if report.judged_on:
+            out.append("")
+        out.append("| suite | check | status | protocol | semantic | answer judged | expected |"
+                   "\n|---|---|---|---|---|---|---|")
         for a in report.acceptance:
             out.append(f"| {_cell(a.kind)} | {_cell(a.name)} | {_MARK[a.status.value]} | "
                        f"{_MARK[a.protocol.value] if a.protocol else 'not judged'} | "
-                       f"{_MARK[a.semantic.value] if a.semantic else 'not judged'} |")
+                       f"{_MARK[a.semantic.value] if a.semantic else 'not judged'} | "
+                       f"{_cell(a.answer) or '—'} | {_cell(a.expected) or '—'} |")
     if report.cluster_starts:
         out.append("\n## Engine starts on the cluster (cluster accept)\n")
         out.append("| engine Pod | outcome | startupProbe budget | phases (s since start) | "

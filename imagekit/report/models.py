@@ -126,6 +126,25 @@ class AcceptanceVerdict(BaseModel):
     protocol_detail: str = ""
     semantic: Status | None = None
     semantic_detail: str = ""
+    #: the answer(s) judged and what was expected (from the check's samples), where it has any
+    answer: str = ""
+    expected: str = ""
+    evidence: str
+
+
+class JudgedOn(BaseModel):
+    """Which model an accept suite's answers were judged on, by which cases: the served name,
+    the cases set and the model it was calibrated on, and the served model's file digests
+    (where the run could read them: the cluster controller hashes the model volume)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    kind: str
+    model: str | None = None
+    engine: str | None = None
+    cases: str | None = None
+    calibrated_on: str | None = None
+    model_files: dict[str, str] = {}
     evidence: str
 
 
@@ -310,6 +329,7 @@ class ImageReport(BaseModel):
     latency: list[LatencySeries] = []
     overrides: list[OverrideRecord] = []
     acceptance: list[AcceptanceVerdict] = []
+    judged_on: list[JudgedOn] = []
     goodput: list[GoodputPoint] = []
     cluster_starts: list[ClusterStart] = []
     chain: list[SignedStatement] = Field(default=[], description="statements trusted keys "

@@ -44,6 +44,21 @@ class Profile(BaseModel):
     #: destination is this profile's last registry: acceptance on the cluster before the final
     #: hop. Added to the gate's usual requirements; empty by default.
     final_hop_requires: list[str] = []
+    #: the semantic cases `cluster accept` judges answers by: a shipped set (`record`,
+    #: `stand-in`) or a cases file relative to the spec (docs/reference/cases.md)
+    cases: str = Field("record", min_length=1)
+
+    @field_validator("cases")
+    @classmethod
+    def _cases(cls, value: str) -> str:
+        from imagekit import packaged
+
+        shipped = packaged.path("manifests", "acceptance", "cases")
+        if not value.endswith(".toml") and not (shipped / f"{value}.toml").is_file():
+            names = ", ".join(sorted(p.stem for p in shipped.glob("*.toml")))
+            raise ValueError(f"cases {value!r} is neither a shipped set ({names}) nor a .toml "
+                             "file")
+        return value
 
     def registry_for(self, role: str) -> str:
         return getattr(self, role)

@@ -14,7 +14,9 @@ Exit codes: 0 the suites ran (whatever the model's verdicts: those are in the at
 model failure or a request error).
 
 Environment: BASE_URL, SUITES (comma-separated), REQUIRE, DIGEST, MODEL, MAX_TOKENS,
-REPRODUCTIONS, MATRIX (file name beside this one), ENGINE_CONFIG (file name beside this one).
+REPRODUCTIONS (default: the cases'), MATRIX, ENGINE_CONFIG and CASES (file names beside this
+one; without CASES the record's cases). MODEL_DIR: the model volume's mount, whose files are
+hashed into the evidence (which model the answers were judged on).
 """
 
 from __future__ import annotations
@@ -59,9 +61,26 @@ def generation() -> str:
     return path.read_text().strip() if path.exists() else "-"
 
 
+def model_files(folder: str | None) -> dict[str, str]:
+    """sha256 of every file of the model volume, by path inside it (empty without one)."""
+    import hashlib
+
+    if not folder or not Path(folder).is_dir():
+        return {}
+    found = {}
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        found[str(path.relative_to(folder))] = digest.hexdigest()
+    return found
+
+
 async def run() -> None:
     from imagekit.acceptance import ChatClient, SuiteOptions, load_engine_config, load_matrix
     from imagekit.acceptance.capabilities import Requirements
+    from imagekit.acceptance.cases import load as load_cases
     from imagekit.acceptance.runner import resolve_target, run_matrix, run_suites
     from imagekit.evidence import EvidenceStore
 
@@ -70,8 +89,12 @@ async def run() -> None:
     config_name = os.environ.get("ENGINE_CONFIG")
     config = load_engine_config(HERE / config_name if config_name else None)
     suites = [s for s in os.environ.get("SUITES", "functional").split(",") if s]
+    cases_name = os.environ.get("CASES")
+    cases, _ = load_cases(HERE / cases_name if cases_name else None)
+    reproductions = os.environ.get("REPRODUCTIONS")
     options = SuiteOptions(max_tokens=int(os.environ.get("MAX_TOKENS", "64")),
-                           reproductions=int(os.environ.get("REPRODUCTIONS", "1")))
+                           reproductions=int(reproductions) if reproductions else None,
+                           cases=cases)
     required = Requirements.parse(os.environ.get("REQUIRE", ""))
     subject = os.environ.get("DIGEST") or "controller"
     async with ChatClient(os.environ["BASE_URL"], timeout=300.0) as client:
@@ -79,9 +102,13 @@ async def run() -> None:
                                       config)
         print(f"accept_suites: {target.engine} {target.engine_version} {target.model} "
               f"stand-in={target.standin}", flush=True)
+        files = model_files(os.environ.get("MODEL_DIR"))
+        print(f"accept_suites: cases {cases.name}; {len(files)} model file(s) hashed",
+              flush=True)
         if suites:
             await run_suites(client, target, suites, config=config, options=options,
-                             store=store, subject=subject, required=required)
+                             store=store, subject=subject, required=required,
+                             model_files=files)
     matrix_name = os.environ.get("MATRIX")
     if matrix_name:
         text = (HERE / matrix_name).read_text()

@@ -18,7 +18,7 @@ from .conftest import Ref, free_port
 DIGEST = "sha256:" + "ab" * 32
 FUNCTIONAL = ["mode-disabled", "mode-adaptive", "mode-enabled", "tool-calling", "streaming",
               "multi-turn", "image-solid-colour", "image-bordered", "image-chart",
-              "video-colour-order", "invalid-parameters", "recovery"]
+              "video-colour-order", "invalid-parameters", "recovery", "mode-comparison"]
 
 
 def accept(tmp_path: Path, *args: str) -> tuple[int, dict, str]:
@@ -47,7 +47,7 @@ def test_functional_suite_passes_twelve_checks_and_keeps_every_exchange(
     assert [e["status_code"] for e in invalid] == [400, 400, 400, 404]
     assert invalid[0]["request"]["max_tokens"] == -5
     record = EvidenceStore(tmp_path / "ev").latest(DIGEST, "accept-functional")
-    assert record is not None and record.status.value == "PASS" and len(record.checks) == 12
+    assert record is not None and record.status.value == "PASS" and len(record.checks) == 13
 
 
 def test_disabled_mode_264_is_a_fail_with_reproductions_tokens_and_latency(
@@ -61,6 +61,14 @@ def test_disabled_mode_264_is_a_fail_with_reproductions_tokens_and_latency(
     assert "0/3" in detail and "'264'" in detail and "output tokens" in detail
     assert "latency" in detail and "reproductions of one problem" in detail
     assert checks["mode-adaptive"]["status"] == checks["mode-enabled"]["status"] == "PASS"
+    # the record's mode comparison: correctness, output tokens and latency together; the
+    # disabled mode's shorter wrong answer is not preferred
+    comparison = checks["mode-comparison"]
+    assert comparison["status"] == "PASS", comparison
+    assert "disabled: 0/3 correct" in comparison["detail"]
+    assert "preferred adaptive" in comparison["detail"] or \
+        "preferred enabled" in comparison["detail"]
+    assert "not preferred although shorter: disabled" in comparison["detail"]
 
 
 def test_solid_colour_failure_is_not_overridden_by_bordered_or_chart(

@@ -294,7 +294,7 @@ def test_the_gate_refuses_an_image_without_image_phase_evidence(tmp_path: Path) 
         image_phase_gate(EvidenceStore(tmp_path), DIGEST)
 
 
-def test_the_rehearsal_step_expects_exactly_what_a_stand_in_shows() -> None:
+def test_the_rehearsal_step_counts_judged_semantic_verdicts() -> None:
     from imagekit.clusteraccept.rehearsal import standin_acceptance_check
 
     def aspect(protocol: str, semantic: str) -> dict:
@@ -302,15 +302,29 @@ def test_the_rehearsal_step_expects_exactly_what_a_stand_in_shows() -> None:
 
     good = {"checks": [
         {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
-        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model: answers are "
-         "not judged", "data": aspect("PASS", "DEFERRED")},
+        {"name": "streaming", "status": "PASS", "detail": "streamed '1 2 3'",
+         "data": aspect("PASS", "PASS")},
+        {"name": "multi-turn", "status": "PASS", "detail": "answered 'BLUE-HERON-42'",
+         "data": aspect("PASS", "PASS")},
         {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}},
         {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
     check = standin_acceptance_check("vllm-cluster-accept", good)
-    assert check.status is Status.PASS and "1 semantic verdict(s) DEFERRED" in check.detail
-    lying = json.loads(json.dumps(good))
-    lying["checks"][1]["data"] = aspect("PASS", "PASS")
-    assert standin_acceptance_check("x", lying).status is Status.FAIL
+    assert check.status is Status.PASS and "semantic 2 PASS, 0 FAIL" in check.detail
+    assert check.data["semantic_pass"] == 2 and check.data["semantic_fail"] == 0
+    wrong = json.loads(json.dumps(good))
+    wrong["checks"][2].update(status="FAIL", detail="semantic FAIL: answered 'OK'",
+                              data=aspect("PASS", "FAIL"))
+    failed = standin_acceptance_check("x", wrong)
+    assert failed.status is Status.FAIL and "semantic 1 PASS, 1 FAIL" in failed.detail
+    assert "multi-turn: semantic FAIL" in failed.detail
+    # random weights: nothing judged, which the rehearsal no longer takes for a pass
+    random = json.loads(json.dumps(good))
+    for n in (1, 2):
+        random["checks"][n].update(status="DEFERRED", detail="stand-in model: answers are "
+                                   "not judged", data=aspect("PASS", "DEFERRED"))
+    unjudged = standin_acceptance_check("x", random)
+    assert unjudged.status is Status.FAIL and "semantic 0 PASS, 0 FAIL" in unjudged.detail
+    assert "no semantic verdict was judged" in unjudged.detail
     broken = json.loads(json.dumps(good))
     broken["checks"][0]["status"] = "FAIL"
     assert "engine_start: FAIL" in standin_acceptance_check("x", broken).detail
@@ -325,17 +339,18 @@ def test_the_rehearsal_step_accounts_for_every_check() -> None:
 
     base = [
         {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
-        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model",
-         "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "DEFERRED"}}},
+        {"name": "streaming", "status": "PASS", "detail": "streamed '1 2 3'",
+         "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "PASS"}}},
         {"name": "controller", "status": "PASS", "detail": "", "data": {}}]
     no_rounds = standin_acceptance_check("x", {"checks": base})
     assert no_rounds.status is Status.FAIL and "no load round ran" in no_rounds.detail
     video = {"name": "video-colour-order", "status": "DEFERRED",
-             "detail": "needs video: the server does not list it", "data": {}}
+             "detail": "not served by this model: needs video: the server does not list it",
+             "data": {}}
     rnd = {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}}
     named = standin_acceptance_check("x", {"checks": [*base, video, rnd]})
     assert named.status is Status.PASS
-    assert "named: video-colour-order (needs video" in named.detail
+    assert "named: video-colour-order (not served by this model" in named.detail
     assert set(named.data["accounted"]) == {c["name"] for c in [*base, video, rnd]}
     assert named.data["accounted"]["video-colour-order"].startswith("named: DEFERRED")
     deferred_round = dict(rnd, status="DEFERRED", detail="left out of the formal load")
@@ -382,7 +397,7 @@ def test_a_profile_may_require_cluster_accept_before_the_final_hop(tmp_path: Pat
 
 def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> None:
     """`accept_step` with a runner that answers like the real commands (model-volume exit 0,
-    cluster accept exit 1 for the stand-in's DEFERRED, its JSON report) and records as the
+    cluster accept exit 1 for the capabilities the model lacks, its JSON report) and records as the
     real StepRunner does: a step run `judged_after` gets no check of its own, the judge's
     verdict is the only one (nothing is added to be taken back)."""
     from imagekit.progress import NullProgress
@@ -391,8 +406,10 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
 
     report = {"checks": [
         {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
-        {"name": "streaming", "status": "DEFERRED", "detail": "stand-in model: answers are not "
-         "judged", "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "DEFERRED"}}},
+        {"name": "streaming", "status": "PASS", "detail": "streamed '1 2 3'",
+         "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "PASS"}}},
+        {"name": "tool-calling", "status": "DEFERRED", "detail": "not served by this model: "
+         "needs tools", "data": {"protocol": None, "semantic": None}},
         {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}},
         {"name": "controller", "status": "PASS", "detail": "", "data": {}}]}
 
@@ -431,3 +448,36 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
     assert accept.endswith("--key /r/actors/keys/operator/imagekit.key")
     assert [(c.name, c.status) for c in runner.checks] == [
         ("model-volume", Status.PASS), ("vllm-cluster-accept", Status.PASS)]
+
+
+def test_cluster_accept_takes_the_profiles_cases_and_refuses_a_bad_one_before_the_cluster(
+        tmp_path: Path) -> None:
+    """The profile names the cases (a shipped set or a file beside the spec); a missing or
+    invalid one is one line, exit 2, before the gate or any cluster contact."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from imagekit import packaged
+    from imagekit.cli import app
+    from imagekit.spec import load_spec
+
+    _, local = load_spec(packaged.path("dockerfiles", "images.toml")).profile("local")
+    assert local.cases == "stand-in"
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(packaged.path("dockerfiles"), spec_dir)
+    spec = spec_dir / "images.toml"
+    spec.write_text(spec.read_text().replace('cases = "stand-in"', 'cases = "mine.toml"'))
+    argv = ["cluster", "accept", "127.0.0.1:9/x/y:t", "--profile", "local", "--spec", str(spec),
+            "--namespace", "n"]
+    missing = CliRunner().invoke(app, argv)
+    assert missing.exit_code == 2
+    assert f"cases file not found ({spec_dir / 'mine.toml'})" in missing.output
+    text = packaged.path("manifests", "acceptance", "cases", "stand-in.toml").read_text()
+    (spec_dir / "mine.toml").write_text(text.replace('expected = "12"', 'expected = "x"'))
+    bad = CliRunner().invoke(app, argv)
+    assert bad.exit_code == 2 and "cases file field arithmetic: expected 'x'" in bad.output
+    spec.write_text(spec.read_text().replace('cases = "mine.toml"', 'cases = "nonesuch"'))
+    unknown = CliRunner().invoke(app, argv)
+    assert unknown.exit_code == 2
+    assert "profiles.local.cases: cases 'nonesuch' is neither a shipped set" in unknown.output

@@ -83,6 +83,26 @@ def test_controller_template_runs_controller_from_configmap() -> None:
     assert container["command"] == ["python3", "/opt/controller/controller.py"]
     source = (manifests.manifests_dir() / "controller" / "controller.py").read_text()
     assert "Path(__file__).absolute().parent" in source
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["scripts", "scratch"]
+
+
+def test_the_controller_mounts_the_model_volume_read_only_and_gets_the_cases() -> None:
+    """With a model claim the controller sees the model read-only (it hashes the files the
+    engine serves); the cases file travels in the scripts ConfigMap, named by $CASES."""
+    from imagekit.acceptance.cases import load
+    from imagekit.clusteraccept.run import AcceptOptions, controller_files
+
+    pod = manifests.render("controller-pod.yaml.j2", name="ctl", namespace="n", image=IMAGE,
+                           node_selector={}, tolerations=[], env=[], configmap="ctl",
+                           deadline_seconds=600, model_claim="model",
+                           model_mount="/models/model")
+    volume = pod["spec"]["volumes"][-1]
+    assert volume["persistentVolumeClaim"] == {"claimName": "model", "readOnly": True}
+    mount = pod["spec"]["containers"][0]["volumeMounts"][-1]
+    assert mount == {"name": "model", "mountPath": "/models/model", "readOnly": True}
+    _, text = load("stand-in")
+    files = controller_files(AcceptOptions(namespace="n", cases_text=text))
+    assert files["cases.toml"] == text
 
 
 def test_image_id_digest_part_only() -> None:

@@ -172,3 +172,36 @@ def test_attestation_count_comes_from_the_typed_hop_field(store) -> None:
     counts = {e.reference: e.referrers for e in build_report(store, r.digest).endpoints}
     assert counts[copied] == 3           # the typed field wins over the text's "0 referrers"
     assert counts[awaited] is None
+
+
+def test_the_report_shows_which_answers_were_judged_and_on_which_model(store) -> None:
+    """The auditor sees each judged answer beside what was expected, and the model they were
+    judged on: its served name, the cases set (and what it was calibrated on), and the digest
+    of each file of the model volume."""
+    r = write_rehearsal(store, preflight=False)
+    files = {"model.safetensors": "ab" * 32, "tokenizer.json": "cd" * 32}
+    sample = {"case": "rep1", "expected": "12", "answer": "7 + 5 = 12.", "correct": True,
+              "output_tokens": 10, "latency_s": 0.8}
+    with store.attempt(r.digest, "accept-functional") as a:
+        a.write_result(kinds.AcceptResult(
+            kind="accept-functional", suite="functional", model="HuggingFaceTB/SmolLM2",
+            engine="vllm", cases="stand-in", cases_calibrated_on="SmolLM2-135M-Instruct",
+            model_files=files))
+        check = combine("mode-disabled", passed("3 answers HTTP 200"),
+                        passed("3/3 reproductions answered 12"))
+        a.add_check(check.model_copy(update={"data": dict(check.data, samples=[sample])}))
+        a.add_check(CheckResult(name="tool-calling", status=Status.DEFERRED,
+                                detail="not served by this model: needs tools"))
+    report = build_report(store, r.digest)
+    [judged] = report.judged_on
+    assert judged.model == "HuggingFaceTB/SmolLM2" and judged.cases == "stand-in"
+    assert judged.model_files == files
+    verdict = next(a for a in report.acceptance if a.name == "mode-disabled")
+    assert verdict.answer == "'7 + 5 = 12.'" and verdict.expected == "12"
+    page = render(report, "md")
+    assert "answers judged on **HuggingFaceTB/SmolLM2** (vllm) by the `stand-in` cases " \
+           "(calibrated on SmolLM2-135M-Instruct)" in page
+    assert "`model.safetensors` sha256:abababababab…" in page
+    assert "| '7 + 5 = 12.' | 12 |" in page
+    html = render(report, "html")
+    assert "<code>tokenizer.json</code> sha256:cdcdcdcdcdcd" in html
