@@ -27,6 +27,9 @@ class SuiteOptions:
     needle_wrappers: tuple[str, ...] = ("original", "explicit")
     needle_seed: int = 20240531
     temperature: float = 0.0
+    #: sampling seed sent with every request: at temperature 0 vLLM and `transformers serve`
+    #: decode greedily, and the seed pins whatever sampling an engine still does
+    seed: int = 0
 
 
 @dataclass
@@ -61,7 +64,8 @@ class SuiteContext:
     def body(self, messages: list[dict], **fields: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "max_tokens": self.options.max_tokens,
-                                "temperature": self.options.temperature}
+                                "temperature": self.options.temperature,
+                                "seed": self.options.seed}
         body.update(copy.deepcopy(fields))
         return body
 

