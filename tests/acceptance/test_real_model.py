@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import INSTRUCT_VLLM_PORT, NO_USER_TURN_TEMPLATE, InstructEngine
+from .conftest import NO_USER_TURN_TEMPLATE, InstructEngine, free_port
 from .test_accept_cli import accept
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -123,7 +123,7 @@ def broken_vllm(request: pytest.FixtureRequest, instruct_model,
         extra = ["--chat-template", str(template)]
     else:
         extra = ["--tokenizer", str(ensure_model("text", python).snapshot)]
-    server = engines.vllm_server(python, str(instruct_model.snapshot), INSTRUCT_VLLM_PORT + 2,
+    server = engines.vllm_server(python, str(instruct_model.snapshot), free_port(),
                                  instruct_model.max_model_len, log_path=tmp_path / "vllm.log",
                                  served_name=instruct_model.name, extra=extra)
     server.start(ready_timeout=420)
@@ -148,3 +148,29 @@ def test_a_broken_deployment_fails_the_checks_the_healthy_one_passes(
     assert "0/1 turns recalled the earlier codename" in checks["multi-turn"]["detail"]
     assert "does not count 1..10" in checks["streaming"]["detail"]
 
+
+
+def test_transformers_serve_judges_the_real_model_and_a_dropped_user_turn_fails(
+        transformers_instruct: InstructEngine, tmp_path: Path) -> None:
+    """One `transformers serve` start serves the healthy model and its broken copy side by
+    side (conftest `broken_hub`): multi-turn recall PASSes on the healthy one and FAILs when
+    the template drops the user's turn; streaming's content is judged on both (its protocol
+    FAILs on this engine: no data: [DONE])."""
+    from .conftest import BROKEN
+
+    runs = {}
+    for label, model in (("healthy", transformers_instruct.model),
+                         ("no-user-turn", BROKEN["no-user-turn"])):
+        code, out, err = accept(tmp_path / label, "--base-url", transformers_instruct.url,
+                                "--model", model, "--engine-version", "5.17.0", "--suite",
+                                "functional", *SHORT)
+        assert out, err
+        runs[label] = by_name(out)
+    healthy, broken = runs["healthy"], runs["no-user-turn"]
+    assert healthy["multi-turn"]["status"] == "PASS", healthy["multi-turn"]
+    assert broken["multi-turn"]["status"] == "FAIL", broken["multi-turn"]
+    assert healthy["streaming"]["semantic"] == "PASS", healthy["streaming"]
+    assert broken["streaming"]["semantic"] == "FAIL", broken["streaming"]
+    for checks in (healthy, broken):
+        assert checks["streaming"]["protocol"] == "FAIL"
+        assert "stream ended without data: [DONE]" in checks["streaming"]["detail"]
