@@ -228,7 +228,8 @@ class Settings(BaseSettings):
         None, description="where the real engines' own virtual environments live; default "
                           "/var/lib/imagekit/engines")
     models_dir: OptPath = Field(
-        None, description="where the stand-in models are built and cached; default "
+        None, description="where the stand-in models and the instruct model are built "
+                          "and cached; default "
                           "/var/lib/imagekit/models")
     cache_dir: OptPath = Field(
         None, description="the stand-in rootfs cache (debootstrap tarballs); default "
@@ -319,8 +320,10 @@ RECEIVERS: dict[str, tuple[str, str]] = {
     "k8s_bin": ("cli/infra", "manager.up/down/status(k8s_bin=)"),
     "serviceaccount_dir": ("cli/common", "incluster.choose(serviceaccount_dir=) in "
                                          "kubeconfig_path, which every cluster command uses"),
-    "engines_dir": ("cli/cluster_accept", "standin_text_model(engines_dir, …)"),
-    "models_dir": ("cli/cluster_accept", "standin_text_model(…, models_dir)"),
+    "engines_dir": ("cli/build, cli/cluster_accept", "ensure_instruct_model(engines_dir=), "
+                                                     "standin_text_model(engines_dir, …)"),
+    "models_dir": ("cli/build, cli/cluster_accept", "ensure_instruct_model(root), "
+                                                    "standin_text_model(…, models_dir)"),
     "cache_dir": ("cli/build, cli/cluster_accept", "cache_dir= of build_standins, "
                                                    "ensure_controller_image"),
     "debian_mirror": ("cli/build, cli/cluster_accept, cli/infra",

