@@ -218,8 +218,8 @@ def cluster_accept(
 @cluster_app.command("model-volume")
 @guarded
 def cluster_model_volume(
-    path: Path = typer.Option(None, help="Model directory on the node (default: the stand-in "
-                                         "text model's snapshot)."),
+    path: Path = typer.Option(None, help="Model directory on the node (default: the real "
+                                         "instruct model, SmolLM2-135M-Instruct, built offline)."),
     volume: str = typer.Option("imagekit-model", help="PersistentVolume name."),
     claim: str = typer.Option("imagekit-model", help="PersistentVolumeClaim name."),
     namespace: str = typer.Option("imagekit", help="Namespace of the claim."),
@@ -272,6 +272,6 @@ def _deleted_line(gone, volume: str, claim: str, namespace: str) -> str:
 
 
 def _standin_snapshot() -> Path:
-    from imagekit.clusteraccept.model import standin_text_model
+    from imagekit.clusteraccept.model import instruct_model
 
-    return standin_text_model(settings().engines_dir, settings().models_dir)
+    return instruct_model(settings().engines_dir, settings().models_dir)[0]

