@@ -38,6 +38,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from imagekit.acceptance.cases import load as load_cases
 from imagekit.cluster import admit, manifests, podsecurity
 from imagekit.cluster.podrun import PodRun
 from imagekit.cluster.pods import observed
@@ -339,8 +340,10 @@ def controller_files(options: AcceptOptions, template_dir: Path | None = None
         files["matrix.toml"] = options.matrix_text
     if options.engine_config_text is not None:
         files["engines.toml"] = options.engine_config_text
-    if options.cases_text is not None:
-        files["cases.toml"] = options.cases_text
+    # the cases always travel with the scripts (the controller image holds imagekit's code,
+    # not its package data): the chosen set's text, else the default set's
+    files["cases.toml"] = options.cases_text if options.cases_text is not None else \
+        load_cases()[1]
     return files
 
 
@@ -530,8 +533,7 @@ def submit(ctx: AcceptRun, spec: Plan, pods: PodRun,
         env["MATRIX"] = "matrix.toml"
     if options.engine_config_text is not None:
         env["ENGINE_CONFIG"] = "engines.toml"
-    if options.cases_text is not None:
-        env["CASES"] = "cases.toml"
+    env["CASES"] = "cases.toml"
     if options.model_claim:
         env["MODEL_DIR"] = CONTROLLER_MODEL_MOUNT
     controller_doc = manifests.render(

@@ -289,7 +289,9 @@ class Kube:
 
     def request(self, method: str, path: str, *, body: Any = None,
                 query: dict | None = None, where: str | None = None,
-                timeout: float | None = None) -> httpx.Response:
+                timeout: float | None = None, resent: dict | None = None) -> httpx.Response:
+        """One request. `resent` (a create's): a write met by a closed connection is sent once
+        more as well, and `resent["again"]` says so (the caller reads a 409 then)."""
         content_type = "application/merge-patch+json" if method == "PATCH" else \
             "application/json"
 
@@ -306,43 +308,52 @@ class Kube:
                                                      wait_initial=0.2, wait_max=2.0):
                     with attempt:
                         response = self._send_once_more(method, send)
-            else:  # DELETE once more on a new connection; a write never (it may have landed)
-                response = self._send_once_more(method, send)
+            else:  # DELETE once more on a new connection; a write only when the caller can
+                # tell a repeat that landed twice (a create by name: 409, then read back)
+                response = self._send_once_more(method, send, resent)
         except httpx.HTTPError as exc:
             raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
                 from None
         self._raise_for(response, where or path, method)
         return response
 
-    def _send_once_more(self, method: str, send: Callable[[httpx.Client], httpx.Response]
-                        ) -> httpx.Response:
+    def _send_once_more(self, method: str, send: Callable[[httpx.Client], httpx.Response],
+                        resent: dict | None = None) -> httpx.Response:
         """`send` on the pooled connection; when that connection turns out closed under it
-        (and `method` is REPEATABLE), once more on a new connection."""
+        (and `method` is REPEATABLE, or the caller passed `resent`), once more on a new
+        connection."""
         try:
             return send(self._http)
         except CLOSED_UNDER_US:
-            if method not in REPEATABLE:
+            if method not in REPEATABLE and resent is None:
                 raise
+            if resent is not None:
+                resent["again"] = True
         with self._new_client() as client:
             return send(client)
 
     def _open_stream(self, path: str, query: dict[str, Any], timeout: httpx.Timeout
                      ) -> tuple[ExitStack, httpx.Response]:
-        """A streamed GET (watch, followed log) up to its headers, with what closes it. Opened
-        on a pooled connection that turns out closed, it is opened once more on a new one."""
-        stack = ExitStack()
-        try:
-            return stack, stack.enter_context(
-                self._http.stream("GET", path, params=query, timeout=timeout))
-        except CLOSED_UNDER_US:
-            stack.close()
-        try:
-            client = stack.enter_context(self._new_client())
-            return stack, stack.enter_context(
-                client.stream("GET", path, params=query, timeout=timeout))
-        except BaseException:
-            stack.close()
-            raise
+        """A streamed GET (watch, followed log) up to its headers, with what closes it.
+
+        A stream has a connection of its own, closed with it, never one of the pool: a load
+        balancer may close a connection once a long answer ends without saying so, and a write
+        sent on it then is lost unanswered (a write is never repeated). Opened on a connection
+        that turns out closed, it is opened once more on a new one."""
+        for attempt in (1, 2):
+            stack = ExitStack()
+            try:
+                client = stack.enter_context(self._new_client())
+                return stack, stack.enter_context(
+                    client.stream("GET", path, params=query, timeout=timeout))
+            except CLOSED_UNDER_US:
+                stack.close()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                stack.close()
+                raise
+        raise AssertionError("unreachable")
 
     def call(self, method: str, path: str, body: Any = None, query: dict | None = None,
              where: str | None = None) -> dict:
@@ -399,9 +410,19 @@ class Kube:
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
         """Create an object from its manifest dict (any kind the server discovers); with
         `dry_run` the server only says what it would have stored (`dryRun=All`)."""
-        created = self.call("POST", self.collection_path(obj), body=obj,
-                            query={"dryRun": "All"} if dry_run else None,
-                            where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+        resent: dict = {}
+        try:
+            response = self.request("POST", self.collection_path(obj), body=obj,
+                                    query={"dryRun": "All"} if dry_run else None,
+                                    where=f"{obj.get('kind')}/{obj['metadata'].get('name')}",
+                                    resent=resent)
+            created = response.json() if response.content else {}
+        except Conflict:
+            if not resent.get("again") or dry_run:
+                raise
+            # the first send landed before its connection was closed under it: a create is by
+            # name (each run names its own objects), so the 409 of the repeat is that object
+            created = self.get(self.object_path(obj))
         if not dry_run:
             self._remember(obj)
         return created
@@ -413,8 +434,24 @@ class Kube:
             self._created[self.object_path(obj)] = f"{kind} {where}{meta['name']}"
 
     def replace(self, obj: dict) -> dict:
-        return self.call("PUT", self.object_path(obj), body=obj,
-                         where=f"{obj.get('kind')}/{obj['metadata'].get('name')}")
+        """PUT the object. With its `metadata.resourceVersion` a replace is safe to repeat over
+        a connection closed under it: a repeat after the first landed is a 409 (the version
+        moved on), and the object read back then must hold what was sent."""
+        resent: dict = {}
+        where = f"{obj.get('kind')}/{obj['metadata'].get('name')}"
+        guarded = bool(obj["metadata"].get("resourceVersion"))
+        try:
+            response = self.request("PUT", self.object_path(obj), body=obj, where=where,
+                                    resent=resent if guarded else None)
+            return response.json() if response.content else {}
+        except Conflict:
+            if not resent.get("again"):
+                raise
+            current = self.get(self.object_path(obj))
+            if any(current.get(key) != value for key, value in obj.items()
+                   if key not in ("metadata", "status")):
+                raise
+            return current
 
     def apply(self, obj: dict) -> dict:
         """Create, or replace an existing object of the same name (ConfigMap, Secret)."""

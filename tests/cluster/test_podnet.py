@@ -28,8 +28,8 @@ def get(host: str, port: str | int = 8080) -> str:
             'echo "$out"; case "$out" in *"pod "*) true;; *) false;; esac')
 
 
-SERVER = ("mkdir -p /www && echo \"pod $(hostname)\" > /www/id && "
-          "exec httpd -f -p 8080 -h /www")
+SERVER = ("mkdir -p /tmp/www && echo \"pod $(hostname)\" > /tmp/www/id && "
+          "exec httpd -f -p 8080 -h /tmp/www")   # /tmp: the Pod runs as a non-root user
 
 
 def _server(name: str, ns: str) -> dict:
