@@ -125,7 +125,7 @@ def _start_engine(kind: str, tmp: Path) -> RealEngine:
     return RealEngine(url=server.base_url, model=model.name, server=server, log=log)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def vllm_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
     engine = _start("vllm", tmp_path_factory.mktemp("vllm"))
     try:
@@ -134,7 +134,7 @@ def vllm_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
         engine.server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def transformers_llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
     engine = _start("transformers", tmp_path_factory.mktemp("transformers"))
     try:
@@ -205,10 +205,11 @@ def instruct_model():
     return ensure_instruct_model()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[InstructEngine]:
-    """vLLM 0.32 CPU serving the healthy instruct model (one start for the session)."""
+    """vLLM 0.32 CPU serving the healthy instruct model (one start for tests/acceptance, stopped
+    after it: an idle engine still takes CPU from the rest of the suite)."""
     from imagekit.infra import engines
     from imagekit.launch.startup_log import startup_stage
 
@@ -224,7 +225,7 @@ def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def transformers_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
                           ) -> Iterator[InstructEngine]:
     """`transformers serve` 5.17 over an HF cache with the healthy model and its broken

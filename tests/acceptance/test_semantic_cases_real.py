@@ -33,7 +33,7 @@ NOT_SERVED = ("tool-calling", "image-solid-colour", "image-bordered", "image-cha
 @pytest.fixture(scope="module")
 def smollm(vllm_instruct) -> RealEngine:
     """The session's one vLLM start on the instruct model (tests/acceptance/conftest.py
-    `vllm_instruct`), shared with test_real_model.py."""
+    `vllm_instruct`, one start for tests/acceptance), shared with test_real_model.py."""
     return RealEngine(url=vllm_instruct.url, model=vllm_instruct.model,
                       server=vllm_instruct.server, log=vllm_instruct.log)
 
