@@ -59,6 +59,10 @@ def stop_signals(handler: Callable[[int, object], None]) -> Iterator[None]:
 def graceful() -> Iterator[None]:
     """Within this block SIGINT/SIGTERM stop transfers cleanly (main thread only; elsewhere a
     no-op). A second signal raises KeyboardInterrupt at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield        # a worker's block: the main thread's stop request is not its to clear
+        return
+
     def handler(signum: int, frame: object) -> None:
         if STOP.is_set():
             raise KeyboardInterrupt
