@@ -156,6 +156,21 @@ def client_budget(cpu: dict[str, float], crane_s: float, cpus: int) -> dict:
                     "crane_cpu_s"}
 
 
+def cli_process(cache: Path) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of the CLI as a process, its bytecode compiled and cached under `cache` as
+    an installed imagekit has it (a first run's compilation is not timed)."""
+    ik = [sys.executable, "-m", "imagekit"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1])]
+        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        "PYTHONPYCACHEPREFIX": str(cache / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([*ik, "--help"], env=env, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve()
+                    .parents[1] / "imagekit")], env=env, stdout=subprocess.DEVNULL, check=False)
+    return ik, env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -172,15 +187,7 @@ def main() -> int:
     CACHE.mkdir(parents=True, exist_ok=True)
     tools = peer_tools(["crane"] if args.no_skopeo else ["crane", "skopeo"])
     versions = versions_of(tools)
-    ik = [sys.executable, "-m", "imagekit"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1])]
-        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
-        "PYTHONPYCACHEPREFIX": str(CACHE / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([*ik, "--help"], env=env, stdout=subprocess.DEVNULL, check=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve()
-                    .parents[1] / "imagekit")], env=env, stdout=subprocess.DEVNULL, check=False)
+    ik, env = cli_process(CACHE)
     load_before = os.getloadavg()
     source = ScratchRegistry(CACHE / "promote-src", args.port_base,
                              binary=REGISTRY_BIN).start()

@@ -30,12 +30,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_promote import cli_process  # noqa: E402  (bench/ is on sys.path: the script's folder)
 
 from imagekit.registry import RegistryClient  # noqa: E402
 from tests.registry import record  # noqa: E402
@@ -119,16 +120,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     CACHE.mkdir(parents=True, exist_ok=True)
     tool = crane()
-    ik = [sys.executable, "-m", "imagekit"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1])]
-        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
-        # bytecode cached as an installed imagekit has it (see bench_promote.py)
-        "PYTHONPYCACHEPREFIX": str(CACHE / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([*ik, "--help"], env=env, stdout=subprocess.DEVNULL, check=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve()
-                    .parents[1] / "imagekit")], env=env, stdout=subprocess.DEVNULL, check=False)
+    ik, env = cli_process(CACHE)     # bytecode cached as an installed imagekit has it
     source = ScratchRegistry(CACHE / "release-src", args.port_base, binary=REGISTRY_BIN).start()
     dest_root = Path(tempfile.mkdtemp(prefix="imagekit-release-dst-"))
     dest = f"127.0.0.1:{args.port_base + 1}"
