@@ -66,7 +66,8 @@ def cluster_accept(
     toleration: list[str] = typer.Option(None, "--toleration", help="key[=value]:Effect "
                                          "(default: tolerate nvidia.com/gpu)."),
     priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
-    max_tokens: int = typer.Option(16, help="Output cap of the suites' requests."),
+    max_tokens: int = typer.Option(96, help="Output cap of the suites' requests (a "
+                                   "random-weight stand-in is capped at 16)."),
     timeout: float = typer.Option(1800, "--run-timeout",
                                   help="Longest the whole run may take, in seconds."),
     keep: bool = typer.Option(False, "--keep", help="Leave the Pods, Service and ConfigMaps."),

@@ -109,7 +109,9 @@ class AcceptOptions(BaseModel):
     engine_config_text: str | None = None
     #: the cases file's text (imagekit.acceptance.cases): it travels in the scripts ConfigMap
     cases_text: str | None = None
-    max_tokens: int = 16
+    #: room for the shipped cases' answers (a random-weight stand-in is capped lower by the
+    #: runner: its answers are not judged)
+    max_tokens: int = 96
     docker_config_dir: Path | None = None
     timeout_s: float = 3600
     keep: bool = False

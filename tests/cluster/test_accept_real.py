@@ -1,5 +1,6 @@
 """`imagekit cluster accept` on the real cluster with the real vLLM (CPU platform) serving the
-stand-in text model from a read-only PVC. Each vLLM start costs about a minute on two shared
+real instruct model (SmolLM2-135M-Instruct) from a read-only PVC, its answers judged by the
+`stand-in` cases. Each vLLM start costs about a minute on two shared
 cores, so one ready start serves the by-tag flow, the ConfigMap switch under the waiting
 controller (section 9) and, from its recorded start, the budget finding; the broken engine is
 a second (short) start. Findings made before submission start nothing."""
@@ -31,7 +32,7 @@ from imagekit.results import Status
 pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.engine, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL = "imagekit-standin/llama-text-32k"
+MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"     # the name images.toml's serve command parsed
 SELECTOR = {"imagekit.dev/model-storage": "local"}
 TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -53,24 +54,27 @@ def accept_ns(kube):
 
 @pytest.fixture(scope="module")
 def model_claim(kube, accept_ns):
-    """The stand-in model on a local PV only nodes labelled imagekit.dev/model-storage=local
+    """The instruct model on a local PV only nodes labelled imagekit.dev/model-storage=local
     can mount, and its read-only claim; the node gets the label (it is left: others use it)."""
     from imagekit.cluster.modelvolume import delete_model_volume, ensure_model_volume, label_node
-    from imagekit.clusteraccept.model import standin_text_model as _standin_snapshot
+    from imagekit.standins.instruct import ensure_instruct_model
 
     from .helpers import NODE
 
     label_node(kube, NODE)
     volume = f"{accept_ns}-model"
-    made = ensure_model_volume(kube, volume, "model", accept_ns, str(_standin_snapshot()))
+    made = ensure_model_volume(kube, volume, "model", accept_ns,
+                               str(ensure_instruct_model().snapshot))
     yield made.claim
     delete_model_volume(kube, volume, "model", accept_ns)
 
 
 def _options(ns: str, claim: str, **extra) -> AcceptOptions:
+    from imagekit.acceptance.cases import load as load_cases
     from imagekit.infra.state import registry_trust
 
     return AcceptOptions(namespace=ns, model_claim=claim, served_model_name=MODEL,
+                         cases_text=load_cases("stand-in")[1],
                          engine_env=CPU_ENGINE_ENV,
                          engine_args=[*CPU_ENGINE_ARGS, *extra.pop("engine_args", [])],
                          node_selector=SELECTOR, tolerations=TOLERATIONS, max_context=4096,
@@ -194,7 +198,8 @@ def test_an_interrupted_accept_leaves_nothing_behind(kube, accept_ns, model_clai
     process = subprocess.Popen(
         [sys.executable, "-m", "imagekit", "cluster", "accept", str(tag), "--platform", "cpu",
          "--namespace", accept_ns, "--model-claim", model_claim, "--served-model-name", MODEL,
-         "--selector", STORAGE_SELECTOR, "--max-context", "4096", "--kubeconfig", str(config),
+         "--selector", STORAGE_SELECTOR, "--max-context", "4096", "--cases", "stand-in",
+         "--kubeconfig", str(config),
          "--evidence-dir", str(evidence), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "DOCKER_CONFIG": str(cluster_state.docker_config_dir)})
@@ -242,7 +247,8 @@ def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_
     by_name = {c.name: c for c in functional.checks}
     stream = by_name["streaming"]
     assert stream.data["protocol"]["status"] == "PASS", stream
-    assert stream.data["semantic"]["status"] == "DEFERRED"          # stand-in model
+    # a real model's answers, judged by the stand-in cases: streamed equals non-streamed
+    assert stream.data["semantic"]["status"] == "PASS", stream
     assert store.attempts(str(digest), "engine-startup")               # the next budget
     # both Pods (and the Service, the ConfigMaps) are gone
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
