@@ -33,8 +33,10 @@ from imagekit.errors import InvalidInput
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
     from rich.progress import Progress
 
-    from imagekit.oci import ImageReference
+    from imagekit.evidence import EvidenceStore
+    from imagekit.oci import ImageReference, Platform
     from imagekit.registry import RegistryOptions
+    from imagekit.trust import TrustPolicy
 
 Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
                         help="Allow plain HTTP / unverified TLS for this registry (host:port); "
@@ -330,6 +332,20 @@ def _final_hop_gate(enforce, to_ref):
     return functools.partial(enforce, required=required)
 
 
+def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | None,
+                   deadline: float | None, trust_key: list[Path] | None,
+                   trust_policy: Path | None, evidence_dir: Path | None
+                   ) -> tuple[Platform | None, RegistryOptions, TrustPolicy, EvidenceStore]:
+    """What one image's promote and a release's share: the platform asked for, the registry
+    options (promote's upload chunk), the trust to gate on and the evidence store."""
+    from imagekit.oci import Platform
+
+    wanted = Platform.parse(platform) if platform is not None else None
+    options = _options(insecure, ca_file, deadline,
+                       chunk_size=settings().upload_chunk or PROMOTE_CHUNK_BYTES)
+    return wanted, options, trustopts.load(trust_key, trust_policy), evidence_store(evidence_dir)
+
+
 @app.command("promote", cls=_HopOrderCommand)
 @guarded
 def promote_cmd(
@@ -384,7 +400,6 @@ def promote_cmd(
     source decide the gate (named in its reasons)."""
     from imagekit.cli.common import images_spec
     from imagekit.inputs import positive
-    from imagekit.oci import Platform
     from imagekit.promote import run_promote
     from imagekit.promote.await_ import AwaitHop, AwaitPolicy
     from imagekit.report.gate import enforce  # the gate, handed to promotion
@@ -417,11 +432,8 @@ def promote_cmd(
     if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
-    wanted = Platform.parse(platform) if platform is not None else None
-    options = _options(insecure, ca_file, deadline,
-                       chunk_size=settings().upload_chunk or PROMOTE_CHUNK_BYTES)
-    trust = trustopts.load(trust_key, trust_policy)
-    store = evidence_store(evidence_dir)
+    wanted, options, trust, store = _promote_setup(platform, insecure, ca_file, deadline,
+                                                   trust_key, trust_policy, evidence_dir)
     from imagekit.registry import ClientPool
 
     with ClientPool(options) as reader:
@@ -511,7 +523,6 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
     """`promote SRC SRC ... --via REG[/NS] --to REG[/NS]`: a release, each image gated,
     copied, read back (and signed) on its own, all at once; exit status the worst image's."""
     from imagekit.cli.common import images_spec
-    from imagekit.oci import Platform
     from imagekit.promote.await_ import AwaitPolicy
     from imagekit.promote.release import (
         ImageOutcome,
@@ -529,11 +540,8 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
     if to is None and not (targets and isinstance(targets[-1], tuple)):
         raise InvalidInput("give --to REGISTRY[/NAMESPACE] (or end the hops with --await)")
     to_target = ReleaseTarget.parse(to, "--to") if to is not None else None
-    wanted = Platform.parse(platform) if platform is not None else None
-    options = _options(insecure, ca_file, deadline,
-                       chunk_size=settings().upload_chunk or PROMOTE_CHUNK_BYTES)
-    trust = trustopts.load(trust_key, trust_policy)
-    store = evidence_store(evidence_dir)
+    wanted, options, trust, store = _promote_setup(platform, insecure, ca_file, deadline,
+                                                   trust_key, trust_policy, evidence_dir)
     with ClientPool(options) as reader:
         images: list[ReleaseImage] = []
         final_gate = None  # every image ends on the same registry: its requirements once
