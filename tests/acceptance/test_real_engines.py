@@ -2,7 +2,12 @@
 stand-in text Llama (32K context), and `transformers serve` 5.17.0 on the stand-in tiny LLaVA.
 Each engine is installed into its own venv and started once per session (conftest), so these
 tests assert what each engine really does; the reference server stays for what a real engine
-cannot be made to do (dropped connections, slow answers)."""
+cannot be made to do (dropped connections, slow answers).
+
+These tests keep the random-weight stand-ins on purpose: they assert the protocol, the load
+rounds and the 32K context, and they need a model whose answers cannot be judged (every
+semantic verdict DEFERRED, never a PASS by luck). Judged answers on the real instruct model
+are test_real_model.py's and test_semantic_cases_real.py's."""
 
 from __future__ import annotations
 

