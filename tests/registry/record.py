@@ -13,10 +13,18 @@ Generated once per (GENERATOR, scale) and kept under `cache_root()` (IMAGEKIT_RE
 else /var/lib/imagekit/bench/record when writable, else $TMPDIR): blobs by digest plus
 `layout.json`; a half-written cache is never used (built in a temporary folder, renamed).
 `push_record` uploads it into a registry once (blobs and manifests already there are skipped).
+
+A large image (`plan_large(total_bytes)`, `generate(total_bytes=N)`): 63 layers of random
+(incompressible) shared objects, three of them 1/8 of the total each (1 GB at 8 GB), the rest
+spread over the other 60; an official copy only, at gzip -1. It is generated STREAMED: each
+layer's tar is written, compressed and hashed (diffID and blob digest) in chunks of
+`STREAM_CHUNK`, never held whole in memory, straight into its blob file; cached by content
+like the record image (`large-<key>` under `cache_root()`). Disk: about the image's size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -24,11 +32,12 @@ import json
 import os
 import random
 import shutil
-import tarfile
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +49,7 @@ GENERATOR = 1  # bump when the content changes: the cache key includes it
 LAYERS = 63
 MB = 1_000_000
 BIG = 150 * MB
-_WORDS = [w.encode() for w in (
+_WORDS = [w.encode() for w in (  # noqa: SIM905 - one string reads as the vocabulary
     "static inline const void int char return if else for while struct union enum typedef "
     "unsigned size_t uint8_t uint32_t uint64_t float double half bfloat16 cuda kernel "
     "__global__ __device__ threadIdx blockIdx blockDim gridDim warp shfl sync atomicAdd "
@@ -97,6 +106,101 @@ def layer_tar(layer: LayerPlan) -> bytes:
     return buffer.getvalue()
 
 
+GENERATOR_LARGE = 1  # bump when the large image's content changes: its cache key includes it
+STREAM_CHUNK = 1 << 20  # bytes generated, tarred, compressed and hashed at a time
+LARGE_FILE = 256 * MB  # a large layer's content is split into files of at most this size
+
+
+def plan_large(total_bytes: int) -> list[LayerPlan]:
+    """63 layers of random content adding up to exactly `total_bytes`: three of
+    `total_bytes // 8` each (1 GB or more at 8 GB), the other 60 sharing the rest (sizes drawn
+    between 0.5x and 1.5x of their mean), in a fixed shuffled order."""
+    big = total_bytes // 8
+    rest = total_bytes - 3 * big
+    others = LAYERS - 3
+    if rest < others * 4096:
+        raise ValueError(f"a large image of {total_bytes} bytes is too small for "
+                         f"{LAYERS} layers")
+    rng = random.Random(8_000_063)
+    weights = [rng.uniform(0.5, 1.5) for _ in range(others)]
+    scale = (rest - others * 4096) / sum(weights)
+    sizes = [4096 + int(w * scale) for w in weights]
+    sizes[-1] += rest - sum(sizes)  # exact total
+    layers = [big] * 3 + sizes
+    rng.shuffle(layers)
+    return [LayerPlan(i, "so", size) for i, size in enumerate(layers)]
+
+
+class _RandomReader:
+    """`size` random bytes (seeded by the layer) read in pieces: never all in memory."""
+
+    def __init__(self, seed: int, size: int) -> None:
+        self.rng, self.left = random.Random(seed), size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n is None or n < 0 else min(n, self.left)
+        self.left -= n
+        return self.rng.randbytes(n) if n else b""
+
+
+class _BlobWriter:
+    """The sink of a layer's tar: hashes the tar (diffID), gzips it at `level` and writes the
+    compressed bytes to `path`, hashing them too (the blob digest). Chunk by chunk."""
+
+    def __init__(self, path: Path, level: int) -> None:
+        self.file = path.open("wb")
+        self.diff = hashlib.sha256()
+        self.blob = hashlib.sha256()
+        self.tar_bytes = self.blob_bytes = 0
+        self.zlib = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip framing
+
+    def _out(self, data: bytes) -> None:
+        if data:
+            self.blob.update(data)
+            self.blob_bytes += len(data)
+            self.file.write(data)
+
+    def write(self, data: bytes) -> int:
+        self.diff.update(data)
+        self.tar_bytes += len(data)
+        self._out(self.zlib.compress(data))
+        return len(data)
+
+    def tell(self) -> int:
+        return self.tar_bytes
+
+    def close(self) -> None:
+        self._out(self.zlib.flush())
+        self.file.close()
+
+
+def stream_layer(layer: LayerPlan, folder: Path, level: int = 1) -> tuple[dict, str, int]:
+    """Write `layer` (random content, `lib<i>-<n>.so` files of at most LARGE_FILE) as a gzip'ed
+    tar blob under `folder`, streamed: (descriptor, diffID, tar bytes)."""
+    files = max(1, -(-layer.size // LARGE_FILE))
+    step = -(-layer.size // files)
+    partial = folder / f".layer-{layer.index}.partial"
+    sink = _BlobWriter(partial, level)
+    try:
+        with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT,
+                          copybufsize=STREAM_CHUNK) as tar:
+            for n in range(files):
+                size = min(step, layer.size - n * step)
+                info = tarfile.TarInfo(f"usr/lib/x86_64-linux-gnu/lib{layer.index}-{n}.so")
+                info.size, info.mtime, info.mode = size, 1700000000, 0o644
+                seed = 1_000_003 * (layer.index + 1) + 7919 * n + 8_000_000_000
+                tar.addfile(info, _RandomReader(seed, size))
+        sink.close()
+    except BaseException:
+        sink.file.close()
+        partial.unlink(missing_ok=True)
+        raise
+    digest = "sha256:" + sink.blob.hexdigest()
+    partial.rename(folder / digest.replace(":", "-"))
+    return ({"mediaType": mt.OCI_LAYER_GZIP, "digest": digest, "size": sink.blob_bytes},
+            "sha256:" + sink.diff.hexdigest(), sink.tar_bytes)
+
+
 def cache_root() -> Path:
     explicit = os.environ.get("IMAGEKIT_RECORD_CACHE")
     if explicit:
@@ -115,6 +219,13 @@ def cache_key(scale: float) -> str:
     spec = json.dumps({"generator": GENERATOR, "scale": scale,
                        "plan": [(p.kind, p.size) for p in plan(scale)]}, sort_keys=True)
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+
+def cache_key_large(total_bytes: int) -> str:
+    spec = json.dumps({"generator": GENERATOR_LARGE, "large": total_bytes,
+                       "file_max": LARGE_FILE, "level": 1,
+                       "plan": [p.size for p in plan_large(total_bytes)]}, sort_keys=True)
+    return "large-" + hashlib.sha256(spec.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -144,7 +255,7 @@ class RecordImage:
 
     @property
     def repository(self) -> str:
-        return f"record/r{self.layout['key']}"
+        return self.layout.get("repository") or f"record/r{self.layout['key']}"
 
 
 def _compress_to(tar: bytes, level: int, folder: Path) -> dict:
@@ -154,8 +265,65 @@ def _compress_to(tar: bytes, level: int, folder: Path) -> dict:
     return {"mediaType": mt.OCI_LAYER_GZIP, "digest": digest, "size": len(data)}
 
 
-def generate(scale: float = 1.0, log=None) -> RecordImage:
-    """The record image at `scale`, from the cache when it is there (built once otherwise)."""
+def _config(diff_ids: list[str]) -> bytes:
+    return json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/local/cuda/bin:/usr/bin"], "Cmd": ["/bin/true"]},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        "history": [{"created_by": f"record layer {i}"} for i in range(LAYERS)],
+    }, sort_keys=True).encode()
+
+
+def _generate_large(total_bytes: int, log=None) -> RecordImage:
+    """The large image (official copy only, gzip -1), every layer streamed to its blob file."""
+    key = cache_key_large(total_bytes)
+    final = cache_root() / key
+    if (final / "layout.json").exists():
+        return RecordImage(final, json.loads((final / "layout.json").read_text()))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    try:
+        blobs = work / "blobs"
+        blobs.mkdir()
+        layers, diff_ids, uncompressed = [], [], 0
+        for layer in plan_large(total_bytes):
+            descriptor, diff_id, tar_bytes = stream_layer(layer, blobs, level=1)
+            layers.append(descriptor)
+            diff_ids.append(diff_id)
+            uncompressed += tar_bytes
+            if log:
+                log(f"large image: layer {layer.index + 1}/{LAYERS} ({layer.size / MB:.1f} MB, "
+                    f"{time.monotonic() - started:.0f} s)")
+        config = _config(diff_ids)
+        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        (blobs / config_digest.replace(":", "-")).write_bytes(config)
+        body = {"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
+                "config": {"mediaType": mt.OCI_CONFIG, "digest": config_digest,
+                           "size": len(config)},
+                "layers": layers}
+        (work / "manifest-official.json").write_bytes(json.dumps(body, indent=2).encode())
+        layout = {"key": key, "total_bytes": total_bytes, "generator": GENERATOR_LARGE,
+                  "layers": LAYERS, "copies": ["official"], "repository": f"record/{key}",
+                  "uncompressed_bytes": uncompressed,
+                  "generated_s": round(time.monotonic() - started, 1)}
+        (work / "layout.json").write_text(json.dumps(layout, indent=2))
+        try:
+            work.rename(final)
+        except OSError:  # another process finished first: use theirs
+            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return RecordImage(final, json.loads((final / "layout.json").read_text()))
+
+
+def generate(scale: float = 1.0, log=None, *, total_bytes: int | None = None) -> RecordImage:
+    """The record image at `scale`, from the cache when it is there (built once otherwise).
+    With `total_bytes`: the large image of that many content bytes instead (`plan_large`,
+    streamed, official copy only; `scale` is not used)."""
+    if total_bytes is not None:
+        return _generate_large(total_bytes, log)
     key = cache_key(scale)
     final = cache_root() / key
     if (final / "layout.json").exists():
@@ -177,12 +345,7 @@ def generate(scale: float = 1.0, log=None) -> RecordImage:
             if log:
                 log(f"record image: layer {layer.index + 1}/{LAYERS} ({layer.kind}, "
                     f"{layer.size / MB:.1f} MB)")
-        config = json.dumps({
-            "architecture": "amd64", "os": "linux",
-            "config": {"Env": ["PATH=/usr/local/cuda/bin:/usr/bin"], "Cmd": ["/bin/true"]},
-            "rootfs": {"type": "layers", "diff_ids": diff_ids},
-            "history": [{"created_by": f"record layer {i}"} for i in range(LAYERS)],
-        }, sort_keys=True).encode()
+        config = _config(diff_ids)
         config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
         (blobs / config_digest.replace(":", "-")).write_bytes(config)
         for which, layers in (("official", official), ("mirror", mirror)):
@@ -272,10 +435,8 @@ def run_measured(argv: list[str], timeout: float = 600, env: dict | None = None)
         cpu = 0.0
         if wrapped[0] == GNU_TIME:
             fields = Path(report.name).read_text().split()[-3:]
-            try:
+            with contextlib.suppress(IndexError, ValueError):
                 peak_kb, cpu = int(fields[0]), float(fields[1]) + float(fields[2])
-            except (IndexError, ValueError):
-                pass
     return Measured(child.returncode, out.decode(errors="replace"),
                     err.decode(errors="replace"), seconds, peak_kb / 1024, cpu)
 
