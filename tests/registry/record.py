@@ -274,9 +274,10 @@ def _config(diff_ids: list[str]) -> bytes:
     }, sort_keys=True).encode()
 
 
-def _generate_large(total_bytes: int, log=None) -> RecordImage:
-    """The large image (official copy only, gzip -1), every layer streamed to its blob file."""
-    key = cache_key_large(total_bytes)
+def _cached(key: str, build) -> RecordImage:
+    """The image cached under `key`, or `build(work)` run once into a fresh folder that is
+    renamed into place only when complete (a failed or killed build leaves nothing cached).
+    `build` writes the blobs and manifests and returns the layout's own fields."""
     final = cache_root() / key
     if (final / "layout.json").exists():
         return RecordImage(final, json.loads((final / "layout.json").read_text()))
@@ -284,28 +285,8 @@ def _generate_large(total_bytes: int, log=None) -> RecordImage:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
     try:
-        blobs = work / "blobs"
-        blobs.mkdir()
-        layers, diff_ids, uncompressed = [], [], 0
-        for layer in plan_large(total_bytes):
-            descriptor, diff_id, tar_bytes = stream_layer(layer, blobs, level=1)
-            layers.append(descriptor)
-            diff_ids.append(diff_id)
-            uncompressed += tar_bytes
-            if log:
-                log(f"large image: layer {layer.index + 1}/{LAYERS} ({layer.size / MB:.1f} MB, "
-                    f"{time.monotonic() - started:.0f} s)")
-        config = _config(diff_ids)
-        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-        (blobs / config_digest.replace(":", "-")).write_bytes(config)
-        body = {"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
-                "config": {"mediaType": mt.OCI_CONFIG, "digest": config_digest,
-                           "size": len(config)},
-                "layers": layers}
-        (work / "manifest-official.json").write_bytes(json.dumps(body, indent=2).encode())
-        layout = {"key": key, "total_bytes": total_bytes, "generator": GENERATOR_LARGE,
-                  "layers": LAYERS, "copies": ["official"], "repository": f"record/{key}",
-                  "uncompressed_bytes": uncompressed,
+        (work / "blobs").mkdir()
+        layout = {"key": key, **build(work), "layers": LAYERS,
                   "generated_s": round(time.monotonic() - started, 1)}
         (work / "layout.json").write_text(json.dumps(layout, indent=2))
         try:
@@ -318,22 +299,51 @@ def _generate_large(total_bytes: int, log=None) -> RecordImage:
     return RecordImage(final, json.loads((final / "layout.json").read_text()))
 
 
+def _write_manifests(work: Path, diff_ids: list[str], copies: dict[str, list[dict]]) -> None:
+    """The shared config blob and one `manifest-<copy>.json` per copy of the layers."""
+    config = _config(diff_ids)
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    (work / "blobs" / config_digest.replace(":", "-")).write_bytes(config)
+    for which, layers in copies.items():
+        body = {"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
+                "config": {"mediaType": mt.OCI_CONFIG, "digest": config_digest,
+                           "size": len(config)},
+                "layers": layers}
+        (work / f"manifest-{which}.json").write_bytes(json.dumps(body, indent=2).encode())
+
+
+def _generate_large(total_bytes: int, log=None) -> RecordImage:
+    """The large image (official copy only, gzip -1), every layer streamed to its blob file."""
+    key = cache_key_large(total_bytes)
+
+    def build(work: Path) -> dict:
+        started = time.monotonic()
+        layers, diff_ids, uncompressed = [], [], 0
+        for layer in plan_large(total_bytes):
+            descriptor, diff_id, tar_bytes = stream_layer(layer, work / "blobs", level=1)
+            layers.append(descriptor)
+            diff_ids.append(diff_id)
+            uncompressed += tar_bytes
+            if log:
+                log(f"large image: layer {layer.index + 1}/{LAYERS} ({layer.size / MB:.1f} MB, "
+                    f"{time.monotonic() - started:.0f} s)")
+        _write_manifests(work, diff_ids, {"official": layers})
+        return {"total_bytes": total_bytes, "generator": GENERATOR_LARGE,
+                "copies": ["official"], "repository": f"record/{key}",
+                "uncompressed_bytes": uncompressed}
+
+    return _cached(key, build)
+
+
 def generate(scale: float = 1.0, log=None, *, total_bytes: int | None = None) -> RecordImage:
     """The record image at `scale`, from the cache when it is there (built once otherwise).
     With `total_bytes`: the large image of that many content bytes instead (`plan_large`,
     streamed, official copy only; `scale` is not used)."""
     if total_bytes is not None:
         return _generate_large(total_bytes, log)
-    key = cache_key(scale)
-    final = cache_root() / key
-    if (final / "layout.json").exists():
-        return RecordImage(final, json.loads((final / "layout.json").read_text()))
-    final.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
-    try:
+
+    def build(work: Path) -> dict:
         blobs = work / "blobs"
-        blobs.mkdir()
         official, mirror, diff_ids, uncompressed = [], [], [], 0
         for layer in plan(scale):
             tar = layer_tar(layer)
@@ -345,27 +355,10 @@ def generate(scale: float = 1.0, log=None, *, total_bytes: int | None = None) ->
             if log:
                 log(f"record image: layer {layer.index + 1}/{LAYERS} ({layer.kind}, "
                     f"{layer.size / MB:.1f} MB)")
-        config = _config(diff_ids)
-        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-        (blobs / config_digest.replace(":", "-")).write_bytes(config)
-        for which, layers in (("official", official), ("mirror", mirror)):
-            body = {"schemaVersion": 2, "mediaType": mt.OCI_MANIFEST,
-                    "config": {"mediaType": mt.OCI_CONFIG, "digest": config_digest,
-                               "size": len(config)},
-                    "layers": layers}
-            (work / f"manifest-{which}.json").write_bytes(json.dumps(body, indent=2).encode())
-        layout = {"key": key, "scale": scale, "generator": GENERATOR, "layers": LAYERS,
-                  "uncompressed_bytes": uncompressed,
-                  "generated_s": round(time.monotonic() - started, 1)}
-        (work / "layout.json").write_text(json.dumps(layout, indent=2))
-        try:
-            work.rename(final)
-        except OSError:  # another process finished first: use theirs
-            shutil.rmtree(work, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    return RecordImage(final, json.loads((final / "layout.json").read_text()))
+        _write_manifests(work, diff_ids, {"official": official, "mirror": mirror})
+        return {"scale": scale, "generator": GENERATOR, "uncompressed_bytes": uncompressed}
+
+    return _cached(cache_key(scale), build)
 
 
 def _file_source(path: Path):
