@@ -69,3 +69,11 @@ class CheckFailed(ImagekitError):
     """A check ran to completion and its verdict is FAIL."""
 
     exit_code = 1
+
+
+class RegistryBehaviour(ImagekitError):
+    """A registry behaved in a way imagekit bounds rather than follows: an upload past its byte
+    budget or its deadline, an offset that cannot be trusted and a commit it then refused, a tag
+    it will not move, a quota a promote cannot fit. The destination failed the check."""
+
+    exit_code = 1

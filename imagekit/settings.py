@@ -165,6 +165,10 @@ class Settings(BaseSettings):
     upload_chunk: Annotated[int | None, BeforeValidator(_chunk)] = Field(
         None, **_test_only("bytes per upload PATCH (tests make it tiny to interrupt an "
                            "upload mid-blob); default 128 MiB, promote 16 MiB"))
+    registries: OptPath = Field(
+        None, description="a TOML file of `[registries.\"HOST[:PORT]\"]` tables: each "
+                          "registry's upload shape (chunk_size, max_body, monolithic, "
+                          "immutable_tags); images.toml may hold the same tables")
     lean_http: Annotated[bool, BeforeValidator(_switch_on)] = Field(
         True, **_test_only("0/false/no/off turns the http.client fast path for blob bodies "
                            "off (A/B measurement, or a registry it misjudges)"))
@@ -286,6 +290,7 @@ RECEIVERS: dict[str, tuple[str, str]] = {
     "upload_journal": (_REGISTRY, "RegistryOptions.upload_journal"),
     "docker_certs_d": (_REGISTRY, "RegistryOptions.certs_d"),
     "upload_chunk": (_REGISTRY, "RegistryOptions.chunk_size"),
+    "registries": (_REGISTRY, "RegistryOptions.shapes"),
     "lean_http": (_REGISTRY, "RegistryOptions.lean_http"),
     "docker_config": (_REGISTRY, "RegistryOptions.docker_config"),
     "trust_keys": ("cli/trustopts", "the TrustPolicy (`trustopts.load`) the gate, report, "

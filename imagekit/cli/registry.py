@@ -332,6 +332,23 @@ def _final_hop_gate(enforce, to_ref):
     return functools.partial(enforce, required=required)
 
 
+def _spec_registries() -> dict:
+    """The `[registries."HOST"]` upload shapes of the images spec, when there is a spec here
+    (a promote by reference needs none; a spec that does not load is the other commands'
+    business, not a reason to refuse a promote by reference)."""
+    from imagekit.cli.common import images_spec
+    from imagekit.spec import load_spec
+    from imagekit.spec.loader import default_spec_path
+
+    path = images_spec() or default_spec_path()
+    if path is None or not Path(path).is_file():
+        return {}
+    try:
+        return dict(load_spec(path).registries)
+    except InvalidInput:
+        return {}
+
+
 def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | None,
                    deadline: float | None, trust_key: list[Path] | None,
                    trust_policy: Path | None, evidence_dir: Path | None
@@ -343,6 +360,9 @@ def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | No
     wanted = Platform.parse(platform) if platform is not None else None
     options = _options(insecure, ca_file, deadline,
                        chunk_size=settings().upload_chunk or PROMOTE_CHUNK_BYTES)
+    spec_shapes = _spec_registries()
+    if spec_shapes:  # the registries file (IMAGEKIT_REGISTRIES) wins for the hosts it names
+        options = options.model_copy(update={"shapes": {**spec_shapes, **options.shapes}})
     return wanted, options, trustopts.load(trust_key, trust_policy), evidence_store(evidence_dir)
 
 

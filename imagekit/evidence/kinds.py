@@ -212,6 +212,15 @@ class HopEvidence(BaseModel):
     referrers: list[str] | None = Field(
         None, description="referrers (attestations, SBOM) carried and read back at this "
         "endpoint; None when the hop did not copy them (awaited) or predates them")
+    image_bytes: int | None = Field(
+        None, description="the size of every blob of the promoted tree: bytes_moved beside "
+        "it says what the registry's faults cost (resends) and what skips and mounts saved")
+    upload_shape: str | None = Field(
+        None, description="how blobs were uploaded at this endpoint (chunk size or monolithic "
+        "PUT) and what the registry taught during the run (a 413, a refused PATCH)")
+    mount_fallbacks: list[str] = Field(
+        [], description="blobs whose cross-repository mount the registry did not do "
+        "(202, 401, or a 201 for a blob it then did not serve): uploaded instead")
 
 
 @register
@@ -228,6 +237,9 @@ class PromoteEvidence(EvidenceResult):
     to: str | None = None
     hops: list[HopEvidence] = []
     error: str | None = None
+    copied: str | None = Field(
+        None, description="what was promoted: 'index' (every platform of an index), "
+        "'platform OS/ARCH' (one manifest of an index) or 'manifest' (a single-platform image)")
 
 
 class ReleaseImageLine(BaseModel):

@@ -24,7 +24,7 @@ from threading import BoundedSemaphore, Event, Lock
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.errors import DigestMismatch, InvalidInput, NotFound
+from imagekit.errors import DigestMismatch, InvalidInput, NotFound, RegistryBehaviour
 from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
@@ -85,6 +85,13 @@ class HopRecord(BaseModel):
     notes: list[str] = []
     #: Each blob of the hop: copied, skipped or mounted, with its bytes and seconds.
     blobs: list[BlobMove] = []
+    #: Every blob of the promoted tree, in bytes: `bytes_moved` beside it is what was sent
+    #: (resends included), what skips and mounts saved.
+    image_bytes: int = 0
+    #: The upload shape used at this endpoint and what the registry taught (registry/shape.py).
+    upload_shape: str = ""
+    #: Blobs whose mount the registry did not do (202, 401, a 201 without the blob): uploaded.
+    mount_fallbacks: list[str] = []
 
 
 class PromoteResult(BaseModel):
@@ -93,8 +100,14 @@ class PromoteResult(BaseModel):
     source: str
     digest: str
     media_type: str
+    #: True when every platform of an index was copied (the default for an index), False
+    #: for one platform of it or a single-platform image: what was done, not what was asked
     all_platforms: bool
     platform: str | None
+    #: "index" (N platforms), "platform OS/ARCH" or "manifest"
+    copied: str = ""
+    #: the platforms the promoted digest carries
+    platforms: list[str] = []
     hops: list[HopRecord]
     gate: dict | None = None
     source_digest: str | None = None
@@ -125,6 +138,9 @@ class _Stats:
     #: blobs this hop saw served at the endpoint as they landed (a HEAD after the commit, or
     #: the HEAD that found them present): the read-back does not ask again
     served: set[Digest] = field(default_factory=set)
+    mount_fallbacks: list[str] = field(default_factory=list)
+    #: every blob of the tree and its size, as the read-back walked it
+    sizes: dict[Digest, int] = field(default_factory=dict)
     lock: Lock = field(default_factory=Lock)
 
     def saw_served(self, digest: Digest) -> None:
@@ -307,7 +323,13 @@ class Promoter:
             src.repository != dst.repository else None
         if mount is None and self.shared is not None:
             mount = self.shared.mount_from(dst.client.registry, dst.repository, digest)
-        if mount is not None and dst.client.mount_blob(dst.repository, digest, mount):
+        def fell_back(text: str) -> None:
+            stats.note(text)
+            with stats.lock:
+                stats.mount_fallbacks.append(str(digest))
+
+        if mount is not None and dst.client.mount_blob(dst.repository, digest, mount,
+                                                       on_note=fell_back):
             stats.add(mounted=1)
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
                                 seconds=round(time.perf_counter() - started, 4)))
@@ -429,7 +451,8 @@ class Promoter:
 
     # -- read back -----------------------------------------------------------------------------
     def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor,
-                   seen: set[Digest] | None = None) -> str:
+                   seen: set[Digest] | None = None,
+                   sizes: dict[Digest, int] | None = None) -> str:
         """Prove the endpoint serves the digest: manifest by digest (GET, hashed), the tag (HEAD)
         names it, every blob present (HEADs, in parallel; those in `seen` were HEADed at this
         endpoint during the hop, as they landed, and are not asked again)."""
@@ -446,6 +469,8 @@ class Promoter:
                                      f"{root.digest}", where=str(dst.reference))
             notes.append(f"tag {dst.reference.tag} -> {root.digest.short}")
         blobs = self._all_blobs(dst, root)
+        if sizes is not None:
+            sizes.update(blobs)
         ask = [d for d in blobs if d not in (seen or set())]
         present = list(pool.map(lambda d: dst.client.blob_exists(dst.repository, d), ask))
         missing = [str(d) for d, ok in zip(ask, present, strict=True) if not ok]
@@ -457,15 +482,16 @@ class Promoter:
             f" ({early} read back as they landed)" if early else ""))
         return "; ".join(notes)
 
-    def _all_blobs(self, dst: _Location, root: ManifestBlob) -> list[Digest]:
+    def _all_blobs(self, dst: _Location, root: ManifestBlob) -> dict[Digest, int]:
+        """Every blob of the tree (each once) and its size."""
         parsed = parse_manifest(root.data, root.media_type)
         if isinstance(parsed, ImageManifest):
-            return list(dict.fromkeys(d.digest for d in parsed.blobs()))
-        found: list[Digest] = []
+            return {d.digest: d.size for d in parsed.blobs()}
+        found: dict[Digest, int] = {}
         for entry in parsed.manifests:
             child = dst.client.get_manifest(dst.repository, entry.digest)
-            found += self._all_blobs(dst, child)
-        return list(dict.fromkeys(found))
+            found.update(self._all_blobs(dst, child))
+        return found
 
     # -- one hop -------------------------------------------------------------------------------
     def hop(self, src: _Location, dst: _Location, root: ManifestBlob) -> HopRecord:
@@ -475,7 +501,11 @@ class Promoter:
         referrers = self._source_referrers(src, root.digest)  # read and parsed first
         phase(self.progress, f"hop {dst.reference}: copying from {src.client.registry}")
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
-            if self._served(dst, root.digest):
+            served = self._served(dst, root.digest)
+            # the read-back GETs the manifest and every child at the destination
+            check_quota(dst.client, 1 + manifest_gets(root),
+                        "manifest GETs at the destination (the read-back)")
+            if served:
                 stats.add(skipped=len(self._all_blobs(dst, root)))
                 if tag and dst.client.manifest_exists(dst.repository, tag) != root.digest:
                     dst.client.put_manifest(dst.repository, tag, root)
@@ -487,16 +517,73 @@ class Promoter:
                                  f"({stats.copied} copied, {stats.skipped} skipped, "
                                  f"{stats.mounted} mounted) in "
                                  f"{time.perf_counter() - started:.2f}s; reading back")
-            read_back = self._read_back(dst, root, pool, stats.served)
+            read_back = self._read_back(dst, root, pool, stats.served, stats.sizes)
             read_back += "; " + self._read_back_referrers(dst, root.digest, stats.referrers)
         phase(self.progress, f"hop {dst.reference}: verified ({read_back})")
+        image_bytes = sum(stats.sizes.values())
         return HopRecord(
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
             verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
             manifests_pushed=stats.manifests, companions=stats.companions,
             referrers=stats.referrers, notes=stats.notes, blobs=stats.blobs,
-            seconds=round(time.perf_counter() - started, 4), read_back=read_back)
+            seconds=round(time.perf_counter() - started, 4), read_back=read_back,
+            image_bytes=image_bytes, upload_shape=dst.client.upload_shape(),
+            mount_fallbacks=stats.mount_fallbacks)
+
+
+
+def what_is_copied(root: ManifestBlob, chosen: Platform | None) -> tuple[str, list[str]]:
+    """What the promoted digest is, in words, and its platforms: the whole index, one
+    platform of an index, or a single-platform manifest."""
+    parsed = parse_manifest(root.data, root.media_type)
+    if isinstance(parsed, ImageIndex):
+        platforms = [str(e.platform) for e in parsed.manifests if e.platform is not None]
+        return f"index ({len(parsed.manifests)} manifests)", platforms
+    if chosen is not None:
+        return f"platform {chosen}", [str(chosen)]
+    return "manifest", []
+
+
+def check_destination_tags(pool: ClientPool, targets: list, digest: Digest) -> None:
+    """Before any blob moves: a destination tag that already names another digest at a
+    registry that keeps tags immutable (configured, or learned this run from a refused PUT)
+    refuses the promote with one line. The same digest is success; a registry that moves
+    tags is not asked (its tag moves as `crane copy` moves it)."""
+    for target in targets:
+        reference = target.reference if isinstance(target, AwaitHop) else target
+        if reference.tag is None:
+            continue
+        client = pool.get(reference.registry)
+        if not client.immutable_tags():
+            continue
+        there = client.manifest_exists(reference.repository, reference.tag)
+        if there is not None and there != digest:
+            raise RegistryBehaviour(
+                f"tag {reference.tag} already names {there} and the registry keeps tags "
+                f"immutable: {digest} cannot land there (nothing was sent; promote to another "
+                "tag)", where=str(reference))
+
+
+def manifest_gets(root: ManifestBlob) -> int:
+    """Manifest GETs a copy of `root` still makes where it reads: one per child of an index
+    (the root itself was read already)."""
+    parsed = parse_manifest(root.data, root.media_type)
+    return len(parsed.manifests) if isinstance(parsed, ImageIndex) else 0
+
+
+def check_quota(client: RegistryClient, needed: int, what: str) -> None:
+    """A registry that counts requests (Docker Hub's `ratelimit-remaining`) and has fewer
+    left than this promote needs there is refused before anything is copied. Manifest GETs
+    are what such registries count (HEADs are free and are what tags resolve with)."""
+    limit = client.rate_limit()
+    if limit is None:
+        return
+    if limit.remaining < needed:
+        raise RegistryBehaviour(
+            f"rate limit: {limit}, and this promote needs {needed} {what} (nothing was "
+            "copied; wait for the window to pass or promote from a mirror)",
+            where=client.registry)
 
 
 def await_hop(src: _Location, dst: _Location, root: ManifestBlob,
@@ -542,6 +629,9 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
         root, chosen = resolve_source(src_client, source, all_platforms, platform)
         named = root.digest if chosen is None else src_client.get_manifest(
             source.repository, source.digest or source.identifier).digest
+        copied, platforms = what_is_copied(root, chosen)
+        check_destination_tags(pool, targets, root.digest)
+        check_quota(src_client, manifest_gets(root), "more manifest GETs at the source")
         gate_info = gate(root.digest) if gate is not None else None
         promoter = Promoter(progress, workers, shared)
         previous = _Location(src_client, source.with_digest(root.digest))
@@ -561,7 +651,8 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
                 on_hop(record)
             previous = _Location(here.client, target.with_digest(root.digest))
         return PromoteResult(source=str(source), digest=str(root.digest),
-                             media_type=root.media_type, all_platforms=all_platforms,
+                             media_type=root.media_type, all_platforms=chosen is None,
+                             copied=copied, platforms=platforms,
                              platform=str(chosen) if chosen else None, hops=hops,
                              gate=gate_info, source_digest=str(named),
                              digest_changed=digest_note(named, root.digest, chosen))

@@ -115,7 +115,8 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
     state["live"].discard()
     with store.attempt(Digest.parse(result.digest), "promote", **context) as attempt:
         attempt.write_json("result.json", result)
-        attempt.write_result(_evidence(result.source, result.digest, context, result.hops))
+        attempt.write_result(_evidence(result.source, result.digest, context, result.hops,
+                                       copied=result.copied))
         for index, hop in enumerate(result.hops):
             attempt.add_check(CheckResult(
                 name=f"hop-{index + 1}", status=Status.PASS if hop.verified else Status.FAIL,
@@ -165,10 +166,14 @@ def _record_await_failure(store: EvidenceStore, digest: Digest, context: dict,
 
 
 def _evidence(source: str, digest: str, context: dict, hops: list[HopRecord],
-              error: str | None = None) -> PromoteEvidence:
+              error: str | None = None, copied: str | None = None) -> PromoteEvidence:
     return PromoteEvidence(
         source=source, digest=digest, via=list(context["via"]), to=context["to"], error=error,
+        copied=copied,
         hops=[HopEvidence(endpoint=h.endpoint, registry=h.registry, digest=h.digest,
                           verified=h.verified, bytes_moved=h.bytes_moved, read_back=h.read_back,
-                          referrers=list(h.referrers) if h.mode == "copy" else None)
+                          referrers=list(h.referrers) if h.mode == "copy" else None,
+                          image_bytes=h.image_bytes or None,
+                          upload_shape=h.upload_shape or None,
+                          mount_fallbacks=list(h.mount_fallbacks))
               for h in hops])

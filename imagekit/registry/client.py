@@ -25,10 +25,11 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.oci.digest import Digest
-from imagekit.registry import fetch, lean, push
+from imagekit.registry import fetch, lean, push, ratelimit
 from imagekit.registry.fetch import MAX_MANIFEST_BYTES, MIB, ManifestBlob
 from imagekit.registry.journal import UploadJournal
 from imagekit.registry.retry import RetryPolicy
+from imagekit.registry.shape import UploadShape, load_shapes
 from imagekit.registry.transport import Transport
 
 if TYPE_CHECKING:
@@ -57,6 +58,12 @@ class RegistryOptions(BaseModel):
     certs_d: Path | None = None
     #: The http.client fast path for blob bodies (lean.py); off for A/B measurements.
     lean_http: bool = True
+    #: Each registry's upload shape (`[registries."HOST"]` of a registries file or images.toml):
+    #: chunk size, largest body, monolithic uploads, immutable tags (shape.py).
+    shapes: dict[str, UploadShape] = {}
+    #: The slowest transfer (bytes/s) a blob upload is given time for: its deadline is the
+    #: call deadline plus its size at this rate, whatever the registry acknowledges.
+    upload_min_rate: float = Field(float(1 << 20), gt=0)
     #: Seconds one whole referrers listing may take (referrers.py).
     referrers_deadline_s: float = Field(3.0, gt=0)  # = referrers.LISTING_DEADLINE_S
 
@@ -73,6 +80,8 @@ class RegistryOptions(BaseModel):
             values["docker_config"] = settings.docker_config
         if settings.upload_chunk is not None:
             values["chunk_size"] = settings.upload_chunk
+        if settings.registries is not None:
+            values["shapes"] = load_shapes(settings.registries)
         if settings.referrers_deadline is not None:
             values["referrers_deadline_s"] = settings.referrers_deadline
         return cls(**{**values, **given})
@@ -171,11 +180,31 @@ class RegistryClient:
         content is not `digest` (so a consumer commits nothing before the stream ends).
         `piece`: bytes per piece on the lean path (`lean.READ_SIZE` by default)."""
         return fetch.blob_chunks(self.transport, repository, digest, size,
-                                 self.options.read_size, piece or lean.READ_SIZE)
+                                 self.options.read_size, piece or lean.READ_SIZE,
+                                 self.options.upload_min_rate)
 
-    def mount_blob(self, repository: str, digest: Digest, from_repository: str) -> bool:
-        """Cross-repository mount inside this registry: True when mounted (0 bytes moved)."""
-        return push.mount_blob(self.transport, repository, digest, from_repository)
+    def mount_blob(self, repository: str, digest: Digest, from_repository: str,
+                   on_note: Callable[[str], None] | None = None) -> bool:
+        """Cross-repository mount inside this registry: True when mounted and served (0 bytes
+        moved); `on_note` hears why a mount fell back to an upload."""
+        return push.mount_blob(self.transport, repository, digest, from_repository, on_note)
+
+    @property
+    def shape(self) -> UploadShape:
+        """This registry's configured upload shape."""
+        return self.transport.plan.shape
+
+    def immutable_tags(self) -> bool:
+        """Tags here are never moved: configured, or a refused tag PUT taught it this run."""
+        return self.transport.plan.immutable_tags
+
+    def rate_limit(self) -> ratelimit.RateLimit | None:
+        """The last `RateLimit-Remaining` this registry sent in this process, if any."""
+        return ratelimit.last(self.registry)
+
+    def upload_shape(self) -> str:
+        """The upload shape in use now, and what the registry taught this run."""
+        return self.transport.plan.describe()
 
     def upload_blob(self, repository: str, digest: Digest,
                     open_source: Callable[[], Iterator[bytes]],
@@ -185,5 +214,5 @@ class RegistryClient:
         """Upload a blob from a verified source stream (resumable, see `push`); returns the
         bytes sent. `on_note` hears of resumes and restarts."""
         return push.upload_blob(self.transport, self._journal, repository, digest,
-                                open_source, size=size, chunk_size=self.options.chunk_size,
-                                on_bytes=on_bytes, on_note=on_note)
+                                open_source, size=size, on_bytes=on_bytes, on_note=on_note,
+                                min_rate=self.options.upload_min_rate)

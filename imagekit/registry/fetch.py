@@ -14,12 +14,19 @@ referrers, blobs. Every byte returned was hashed and matched its digest.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 
-from imagekit.errors import DigestMismatch, InvalidInput, NotFound, TransportError
+from imagekit.errors import (
+    DigestMismatch,
+    InvalidInput,
+    NotFound,
+    RegistryBehaviour,
+    TransportError,
+)
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
 from imagekit.registry import lean
@@ -206,8 +213,8 @@ def _resumed(resumes: list[str]) -> str:
 
 
 def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None = None,
-                read_size: int = 64 * 1024, lean_read_size: int = lean.READ_SIZE
-                ) -> Iterator[bytes]:
+                read_size: int = 64 * 1024, lean_read_size: int = lean.READ_SIZE,
+                min_rate: float = float(1 << 20)) -> Iterator[bytes]:
     """Stream a blob, hashing as it goes; raises DigestMismatch after the last byte if the
     content is not `digest` (so a consumer commits nothing before the stream ends).
 
@@ -221,16 +228,29 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
     - more bytes than the descriptor's `size`: stops at byte size+1 (a Content-Length that
       announces more fails before the body is read);
     - fewer: asked again from where it ended; a blob that has no more bytes fails naming it.
+
+    Bounded as an upload is: the bytes received are at most the size plus one chunk (the
+    registry's upload chunk) per answer that had to be asked again, and the download ends by
+    a deadline of the call deadline plus the size at `min_rate`; past either, one
+    `RegistryBehaviour` line (a relay that restarts whole bodies forever never ends otherwise).
     """
     where = f"{t.registry}/{repository}@{digest}"
     hasher = digest.hasher()
     position = 0          # bytes passed on to the consumer (and hashed)
     resumes: list[str] = []
     short_endings = 0     # clean endings before `size`, in a row without new bytes
+    received = 0          # bytes read off the wire, re-sent prefixes included
+    allowance = size      # what may be received: size + one chunk per answer asked again
+    asked = 0
+    deadline_s = t.policy.budget_s + (size or 0) / min_rate
+    deadline_at = time.monotonic() + deadline_s
     budget = t.policy.budget(where)
     with t.errors(where, budget):
         for attempt in budget.attempts():
             with attempt:
+                asked += 1
+                if asked > 1 and allowance is not None:
+                    allowance += t.plan.chunk
                 headers = {"Range": f"bytes={position}-"} if position else {}
                 path, scopes = f"/v2/{repository}/blobs/{digest}", pull_scope(repository)
                 response = t.send_body("GET", path, scopes=scopes, budget=budget,
@@ -288,6 +308,19 @@ def blob_chunks(t: Transport, repository: str, digest: Digest, size: int | None 
                     for data in chunks:
                         check_stop(where)
                         got += len(data)
+                        received += len(data)
+                        if size is not None and allowance is not None and \
+                                received > allowance + len(data) and \
+                                position + len(data) <= size:  # a longer body: said below
+                            raise RegistryBehaviour(
+                                f"download stopped at its byte budget: {received} bytes "
+                                f"received for a blob of {size} after {asked - 1} answer(s) "
+                                "asked again" + _resumed(resumes), where=where)
+                        if time.monotonic() > deadline_at:
+                            raise RegistryBehaviour(
+                                f"download past its deadline of {deadline_s:.0f} s "
+                                f"({position} of {size} bytes)" + _resumed(resumes),
+                                where=where)
                         if skip:
                             head, data = data[:skip], data[skip:]
                             check.update(head)

@@ -20,18 +20,27 @@ A blob upload is one call under the retry policy, with its state kept across att
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 
 import httpx
 
-from imagekit.errors import DigestMismatch, ImagekitError, TransportError
+from imagekit.errors import (
+    DigestMismatch,
+    ImagekitError,
+    RegistryBehaviour,
+    TransportError,
+    Unauthorized,
+)
 from imagekit.oci.digest import Digest
+from imagekit.registry import fetch
 from imagekit.registry.auth import merge_scopes
 from imagekit.registry.fetch import ManifestBlob, pull_scope, push_scope
 from imagekit.registry.interrupt import STOP, Interrupted
 from imagekit.registry.interrupt import check as check_stop
 from imagekit.registry.journal import UploadJournal
-from imagekit.registry.retry import Budget
+from imagekit.registry.retry import Budget, RetryableStatus
+from imagekit.registry.shape import UploadPlan
 from imagekit.registry.transport import Transport
 
 
@@ -42,7 +51,17 @@ def put_manifest(t: Transport, repository: str, reference: str | Digest,
                          scopes=push_scope(repository), content=manifest.data,
                          headers={"Content-Type": manifest.media_type})
     if response.status_code not in (200, 201, 202):
-        detail = response.text[:300].replace("\n", " ")
+        detail = " ".join(response.text[:300].split())
+        code = _error_code(response.text)
+        if not isinstance(reference, Digest) and response.status_code in (400, 409) and (
+                code in IMMUTABLE_TAG_CODES or "immutable" in detail.lower()) and \
+                fetch.manifest_exists(t, repository, reference) not in (None, manifest.digest):
+            t.plan.tags_refused = True  # the rest of the run asks before moving any blob
+            raise RegistryBehaviour(
+                f"the registry refused to move tag {reference} (HTTP {response.status_code} "
+                f"{code or 'refused'}): it keeps tags immutable; promote to another tag, or mark "
+                f"the registry `immutable_tags = true` (IMAGEKIT_REGISTRIES) to be told before "
+                "any blob moves", where=where)
         raise TransportError(f"manifest PUT answered HTTP {response.status_code}: {detail}",
                              where=where)
     claimed = response.headers.get("docker-content-digest")
@@ -52,19 +71,39 @@ def put_manifest(t: Transport, repository: str, reference: str | Digest,
     return manifest.digest
 
 
-def mount_blob(t: Transport, repository: str, digest: Digest, from_repository: str) -> bool:
-    """Cross-repository mount inside this registry: True when mounted (0 bytes moved)."""
+def mount_blob(t: Transport, repository: str, digest: Digest, from_repository: str,
+               on_note: Callable[[str], None] | None = None) -> bool:
+    """Cross-repository mount inside this registry: True when mounted (0 bytes moved) and the
+    blob is then served. Anything else falls back to an upload, and `on_note` hears why: a 202
+    (not mounted, as ECR answers; the spec allows it), a 401/403 (Harbor refuses a mount across
+    projects; a token without pull on the source), or a 201 whose blob is then absent (a
+    registry that claims a mount it did not do)."""
+    note = on_note or (lambda text: None)
     scopes = merge_scopes(push_scope(repository), pull_scope(from_repository))
-    response = t.request("POST", f"/v2/{repository}/blobs/uploads/", scopes=scopes,
-                         params={"mount": str(digest), "from": from_repository},
-                         where=f"{t.registry}/{repository}@{digest}")
+    where = f"{t.registry}/{repository}@{digest}"
+    try:
+        response = t.request("POST", f"/v2/{repository}/blobs/uploads/", scopes=scopes,
+                             params={"mount": str(digest), "from": from_repository},
+                             where=where)
+    except Unauthorized:
+        note(f"{digest.short}: mount from {from_repository} refused (HTTP 401); uploaded")
+        return False
     if response.status_code == 201:
-        return True
+        if fetch.blob_exists(t, repository, digest):
+            return True
+        note(f"{digest.short}: mount from {from_repository} answered 201 but the blob is not "
+             "served; uploaded")
+        return False
     if response.status_code == 202:  # not mountable; an upload session was opened: drop it
         location = response.headers.get("location")
         if location:
             with contextlib.suppress(ImagekitError):
                 t.request("DELETE", location, scopes=push_scope(repository))
+        note(f"{digest.short}: mount from {from_repository} answered 202 (not mounted); "
+             "uploaded")
+        return False
+    note(f"{digest.short}: mount from {from_repository} answered HTTP "
+         f"{response.status_code}; uploaded")
     return False
 
 
@@ -86,24 +125,95 @@ def _range_end(value: str | None, floor: int) -> int | None:
     return end + 1
 
 
+#: Error codes of a manifest PUT refused because the tag may not move (ECR answers 400
+#: TAG_INVALID for an immutable tag, Harbor 409/400 with "immutable" in the message); taken as
+#: such only while the tag names another digest (distribution's TAG_INVALID also means "the
+#: tag in the URL does not match the manifest").
+IMMUTABLE_TAG_CODES = ("TAG_INVALID", "MANIFEST_TAG_IMMUTABLE", "TAG_IMMUTABLE")
+#: Answers to a PATCH that mean "this registry takes no chunked uploads" (GHCR answered PATCH
+#: with 405 for years; a 501 says the same): the rest goes as one monolithic PUT.
+PATCH_REFUSED = frozenset({405, 501})
+#: Error codes of a refused commit that say the registry did not keep what it acknowledged.
+LOST_BYTES_CODES = ("DIGEST_INVALID", "BLOB_UPLOAD_INVALID", "SIZE_INVALID")
+
+
+def _error_code(text: str) -> str:
+    """The first `errors[].code` of a distribution error body, '' when there is none."""
+    marker = '"code"'
+    at = text.find(marker)
+    if at < 0:
+        return ""
+    rest = text[at + len(marker):].lstrip(" :\t")
+    return rest[1:].split('"', 1)[0] if rest.startswith('"') else ""
+
+
 class _Upload:
-    """One blob's upload, its state surviving the retry attempts of the call."""
+    """One blob's upload, its state surviving the retry attempts of the call.
+
+    Bounded whatever the registry answers: progress is an offset the registry confirms beyond
+    the highest it confirmed before (never "a PATCH was accepted"); the bytes sent are at most
+    the blob's size plus what each fault the registry caused cost (the body it broke, refused
+    or lost: at most one chunk); and the whole upload ends by a deadline scaled to the size.
+    Past either bound, one `RegistryBehaviour` names what the registry did."""
 
     def __init__(self, t: Transport, journal: UploadJournal, repository: str, digest: Digest,
-                 size: int, open_source: Callable[[], Iterator[bytes]], chunk_size: int,
-                 count: Callable[[int], None], on_note: Callable[[str], None]) -> None:
+                 size: int, open_source: Callable[[], Iterator[bytes]],
+                 count: Callable[[int], None], on_note: Callable[[str], None],
+                 plan: UploadPlan, min_rate: float) -> None:
         self.t, self.journal, self.repository, self.digest = t, journal, repository, digest
-        self.size, self.open_source, self.chunk_size = size, open_source, chunk_size
-        self.count, self.on_note = count, on_note
+        self.size, self.open_source, self.plan = size, open_source, plan
+        self.on_bytes, self.on_note = count, on_note
         self.where = f"{t.registry}/{repository}@{digest}"
         self.scopes = push_scope(repository)
         self.location: str | None = None
-        self.offset = 0                  # bytes the registry acknowledged
-        self.streamed = 0                # bytes of the source passed to the current PATCH body
+        self.offset = 0                  # bytes the upload holds (the registry's word, or ours)
+        self.streamed = 0                # bytes of the source passed to the current body
         self.pending: list[bytes] = []   # read from the source past `streamed`, not yet sent
         self.source: Iterator[bytes] | None = None
         self.failed = False              # the last attempt broke: ask the registry first
         self.drained = False
+        # -- the bounds ---------------------------------------------------------------------
+        self.sent = 0                    # bytes put on the wire, resends included
+        self.request_sent = 0            # `sent` when the current body request began
+        self.allowance = size            # bytes it may send: size + what the faults cost
+        self.faults: list[str] = []      # what the registry did, one entry per fault
+        self.high = 0                    # the highest confirmed offset: progress is beyond it
+        self.tracking: str | None = None  # why the offset is imagekit's own count
+        self.last_range: int | None = None
+        self.deadline_s = t.policy.budget_s + size / min_rate
+        self.deadline_at = time.monotonic() + self.deadline_s
+
+    # -- the bounds -----------------------------------------------------------------------
+    def count(self, n: int) -> None:
+        self.sent += n
+        self.on_bytes(n)
+
+    def _fault(self, what: str) -> None:
+        """The registry caused a resend: the body of the request it broke, refused or lost
+        (at most one chunk) is added to what the upload may send."""
+        lost = max(0, self.sent - self.request_sent)
+        self.allowance += lost
+        self.request_sent = self.sent
+        self.faults.append(what)
+
+    def _behaviour(self) -> str:
+        said = [*([self.tracking] if self.tracking else []), *self.faults[-3:]]
+        return "; ".join(dict.fromkeys(said)) or "no fault seen"
+
+    def _spend(self, n: int) -> None:
+        """Before a body of `n` bytes: within the byte budget and the deadline, or one line."""
+        if self.sent + n > self.allowance:
+            raise RegistryBehaviour(
+                f"upload stopped at its byte budget: {self.sent} bytes sent for a blob of "
+                f"{self.size}, {len(self.faults)} fault(s) caused by the registry; the next "
+                f"{n} bytes would pass size plus what the faults cost (what the registry did: "
+                f"{self._behaviour()})", where=self.where)
+        if time.monotonic() > self.deadline_at:
+            raise RegistryBehaviour(
+                f"upload past its deadline of {self.deadline_s:.0f} s ({self.offset} of "
+                f"{self.size} bytes held, {self.sent} sent; what the registry did: "
+                f"{self._behaviour()})", where=self.where)
+        self.request_sent = self.sent
 
     # -- registry state -------------------------------------------------------------------
     def _status(self, budget: Budget, location: str) -> tuple[str | None, int, str]:
@@ -118,10 +228,14 @@ class _Upload:
             return None, -1, f"unreadable Range {response.headers.get('range')!r}"
         return self.t.url(response.headers.get("location") or location), have, ""
 
-    def _exists(self, budget: Budget) -> bool:
+    def _exists(self, budget: Budget) -> int | None:
+        """The size the registry serves the blob at (HEAD), None when absent."""
         response = self.t.send_small("HEAD", f"/v2/{self.repository}/blobs/{self.digest}",
                                      scopes=pull_scope(self.repository), budget=budget)
-        return response.status_code == 200
+        if response.status_code != 200:
+            return None
+        length = response.headers.get("content-length") or ""
+        return int(length) if length.isdigit() else self.size
 
     def _start_session(self, budget: Budget) -> None:
         response = self.t.send_small("POST", f"/v2/{self.repository}/blobs/uploads/",
@@ -138,6 +252,7 @@ class _Upload:
         from byte 0, the bytes the registry holds hashed but not sent."""
         self._close_source()
         self.location, self.offset, self.pending, self.drained = None, 0, [], False
+        self.tracking, self.last_range = None, None
         remembered = self.journal.get(self.t.registry, self.repository, self.digest)
         if remembered is not None:
             location, have, why = self._status(budget, self.t.url(remembered[0]))
@@ -172,18 +287,22 @@ class _Upload:
             skipped += len(data)
 
     def _recover(self, budget: Budget) -> None:
-        """After a failure: where does the upload stand?"""
-        if self.drained and self._exists(budget):
+        """After a failure or a refused body: where does the upload stand?"""
+        if self.drained and self._exists(budget) is not None:
             self.location = "committed"  # the commit landed, its answer was lost
             return
         location, have, why = self._status(budget, self._at())
-        if location is not None and self.offset <= have <= self.streamed:
+        trusted = self.tracking is None or have in (self.offset, self.streamed)
+        if location is not None and self.offset <= have <= self.streamed and trusted:
             self._acknowledge(location, have)
             return
+        if location is not None and not trusted:
+            why = f"its Range says {have}, which cannot be trusted after a broken request"
         self.journal.drop(self.t.registry, self.repository, self.digest)
         self.on_note(f"{self.digest.short}: the registry dropped the upload at byte "
                      f"{self.offset} ({why or f'it holds {have} bytes'}); sent the blob from "
                      "byte 0")
+        self.faults.append(f"upload dropped at byte {self.offset}")
         self._open(budget)
 
     def _acknowledge(self, location: str, have: int) -> None:
@@ -194,6 +313,41 @@ class _Upload:
             self.on_note(f"{self.digest.short}: the registry holds {have} of the {self.streamed} "
                          "bytes sent; the source was read again to go on from there")
             self._skip_to(have)
+
+    def _confirm(self, location: str, have: int | None, budget: Budget) -> None:
+        """A PATCH was accepted: its Range says where the upload stands. A Range that
+        contradicts what was sent (stuck at an earlier chunk, running backwards, past the end:
+        ECR's stuck Range, aws/containers-roadmap#2831) is not followed: imagekit counts the
+        offset itself for the rest of this upload, and the committed digest and size decide."""
+        if have is None or self.tracking is not None:
+            have = self.streamed
+        elif have != self.streamed:
+            if have < self.streamed and have == self.last_range:
+                kind = "stuck"
+            elif have < self.offset:
+                kind = "running backwards"
+            elif have < self.streamed:
+                kind = "short of the bytes it accepted"
+            else:
+                kind = "past the bytes sent"
+            self.tracking = (f"the registry's Range said byte {have} after {self.streamed} "
+                             f"were sent ({kind})")
+            self.on_note(f"{self.digest.short}: {self.tracking}; its Range is not followed for "
+                         "the rest of this upload (the offset is counted here, the committed "
+                         "digest and size decide)")
+            self.journal.drop(self.t.registry, self.repository, self.digest)
+            self.last_range = have
+            have = self.streamed
+        else:
+            self.last_range = have
+        self.location, self.offset = location, have
+        self.request_sent = self.sent
+        if self.offset > self.high:  # progress: only bytes beyond the highest confirmed
+            self.high = self.offset
+            budget.progress()
+        if self.offset < self.size and self.tracking is None:
+            self.journal.put(self.t.registry, self.repository, self.digest, self._at(),
+                             self.offset)
 
     # -- sending --------------------------------------------------------------------------
     def _at(self) -> str:
@@ -209,32 +363,76 @@ class _Upload:
                                  where=self.where)
         return data
 
+    def _body(self, end: int, *, last: bool) -> Iterator[bytes]:
+        """The source from `offset` to `end`: the pending bytes first. Each piece is let go
+        once sent (no retention of the chunk; a broken body re-reads the source, see
+        `_acknowledge`). `last`: the body ends the blob, so the source must end there and its
+        digest is proven before the body's end is sent (a bad source voids the request)."""
+        kept = self.pending
+        position = self.offset
+        while position < end and not STOP.is_set():
+            if kept:
+                data = kept.pop(0)
+            else:
+                try:
+                    data = self._pull()
+                except Interrupted:  # the source stopped: end this body cleanly
+                    if last:
+                        raise
+                    return
+            if len(data) > end - position:
+                kept.insert(0, data[end - position:])
+                data = data[:end - position]
+            position += len(data)
+            self.streamed = position
+            yield data
+            self.count(len(data))
+        if last:  # a short last body would be committed short: void the request instead
+            if position < end:
+                check_stop(self.where)
+            self._drain()
+
+    def _send(self, method: str, budget: Budget, headers: dict[str, str], body,
+              params: dict[str, str] | None = None):
+        response = self.t.send_body(method, self._at(), scopes=self.scopes, budget=budget,
+                                    headers=headers, body=body, params=params)
+        if response is None:  # the lean path is off here (a proxy, IMAGEKIT_LEAN_HTTP=0)
+            response = self.t.send(method, self._at(), scopes=self.scopes, budget=budget,
+                                   headers=headers, content=body, params=params)
+        return response
+
+    def _ask_first(self, budget: Budget) -> None:
+        """A body to this registry was refused with 429: a small request goes first (the
+        upload's status), so the next large body is not sent into a quota still spent."""
+        self._status(budget, self._at())
+        self.plan.quota_refused.clear()
+
+    def _refused(self, response, length: int, budget: Budget) -> bool:
+        """A PATCH the registry would not take whole: a 413 makes the chunks smaller (then
+        one monolithic PUT), a refused PATCH makes the rest monolithic; the upload then goes
+        on from where the registry stands. False: not such a refusal."""
+        status = response.status_code
+        code = _error_code(response.text) if status >= 400 else ""
+        if status == 413:
+            self._fault(f"HTTP 413 to a {length}-byte PATCH")
+            if not self.plan.smaller(length, status):
+                self.plan.go_monolithic(f"HTTP 413 to a {length}-byte PATCH")
+        elif status in PATCH_REFUSED or code == "UNSUPPORTED":
+            self._fault(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")
+            self.plan.go_monolithic(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")
+        else:
+            return False
+        self.on_note(f"{self.digest.short}: {self.faults[-1]}; now {self.plan.describe()}")
+        self._recover(budget)
+        return True
+
     def _patch(self, budget: Budget) -> None:
         """One streamed chunk from `offset`: the pending bytes first, then the source."""
-        end = min(self.size, self.offset + self.chunk_size)
-        kept = self.pending
+        if self.plan.quota_refused.is_set():
+            self._ask_first(budget)
+        end = min(self.size, self.offset + self.plan.chunk)
+        self._spend(end - self.offset)
         self.streamed = self.offset
-
-        def body() -> Iterator[bytes]:
-            # each piece is let go once sent: the next read reuses its memory (no retention
-            # of the chunk; a broken PATCH re-reads the source, see `_acknowledge`)
-            position = self.offset
-            while position < end and not STOP.is_set():
-                if kept:
-                    data = kept.pop(0)
-                else:
-                    try:
-                        data = self._pull()
-                    except Interrupted:  # the source stopped: end this body cleanly
-                        return
-                if len(data) > end - position:
-                    kept.insert(0, data[end - position:])
-                    data = data[:end - position]
-                position += len(data)
-                self.streamed = position
-                yield data
-                self.count(len(data))
-
         # Content-Range names the chunk (`<start>-<end>`, the distribution spec's chunked
         # upload): go-containerregistry's registry (`crane registry serve`, the referrers-API
         # registry) refuses a second PATCH without it ("Stream uploads after first write are not
@@ -243,11 +441,9 @@ class _Upload:
         headers = {"Content-Type": "application/octet-stream"}
         if end > self.offset:
             headers["Content-Range"] = f"{self.offset}-{end - 1}"
-        response = self.t.send_body("PATCH", self._at(), scopes=self.scopes, budget=budget,
-                                    headers=headers, body=body())
-        if response is None:  # the lean path is off here (a proxy, IMAGEKIT_LEAN_HTTP=0)
-            response = self.t.send("PATCH", self._at(), scopes=self.scopes, budget=budget,
-                                   headers=headers, content=body())
+        response = self._send("PATCH", budget, headers, self._body(end, last=False))
+        if self._refused(response, end - self.offset, budget):
+            return
         # the spec says 202; go-containerregistry's registry (`crane registry serve`) says 204
         if response.status_code not in (202, 204):
             detail = " ".join(response.text[:300].split())
@@ -255,16 +451,7 @@ class _Upload:
                                  where=self.where)
         location = self.t.url(response.headers.get("location") or self._at())
         have = _range_end(response.headers.get("range"), floor=min(1, self.streamed))
-        if have is None:
-            have = self.streamed
-        if not self.offset <= have <= self.streamed:
-            raise TransportError(f"registry acknowledged byte {have}, outside the chunk it was "
-                                 f"sent ({self.offset}-{end})", where=self.where)
-        self._acknowledge(location, have)
-        budget.progress()
-        if self.offset < self.size:
-            self.journal.put(self.t.registry, self.repository, self.digest, self._at(),
-                             self.offset)
+        self._confirm(location, have, budget)
 
     def _drain(self) -> None:
         """The source must end exactly at `size`: its digest check runs here."""
@@ -275,15 +462,45 @@ class _Upload:
             self.drained = True
 
     def _commit(self, budget: Budget) -> None:
-        response = self.t.send_small("PUT", self._at(), scopes=self.scopes, budget=budget,
-                                     params={"digest": str(self.digest)},
-                                     headers={"Content-Length": "0"}, patient=True)
+        """`PUT ?digest=` with the bytes not yet sent as its body (none after the chunks;
+        the whole blob for a monolithic upload)."""
+        rest = self.size - self.offset
+        self._spend(rest)
+        self.streamed = self.offset
+        headers = {"Content-Type": "application/octet-stream"}
+        if rest:
+            response = self._send("PUT", budget, headers, self._body(self.size, last=True),
+                                  params={"digest": str(self.digest)})
+            if response.status_code == 413:
+                self._fault(f"HTTP 413 to a {rest}-byte PUT")
+                raise RegistryBehaviour(
+                    f"the registry refused a {rest}-byte body (HTTP 413) in every shape tried "
+                    f"({self.plan.describe()}); set its max_body or chunk_size "
+                    "(IMAGEKIT_REGISTRIES)", where=self.where)
+        else:
+            self._drain()
+            response = self.t.send_small("PUT", self._at(), scopes=self.scopes, budget=budget,
+                                         params={"digest": str(self.digest)},
+                                         headers={"Content-Length": "0"}, patient=True)
         response.close()
         if response.status_code not in (201, 204):
-            detail = response.text[:300].replace("\n", " ")
+            detail = " ".join(response.text[:300].split())
+            code = _error_code(response.text)
+            if code in LOST_BYTES_CODES or response.status_code == 416:
+                raise RegistryBehaviour(
+                    f"the registry refused the commit (HTTP {response.status_code} "
+                    f"{code}) after accepting all {self.size} bytes: it did not keep what it "
+                    f"acknowledged (what the registry did: {self._behaviour()})",
+                    where=self.where)
             raise TransportError(f"blob commit answered HTTP {response.status_code}: {detail}",
                                  where=self.where)
         self.location = "committed"
+        if self.tracking is not None:  # the registry's offsets were not followed: prove it
+            served = self._exists(budget)
+            if served != self.size:
+                raise RegistryBehaviour(
+                    f"the registry committed the blob but serves {served} bytes, not "
+                    f"{self.size} ({self.tracking})", where=self.where)
 
     def _close_source(self) -> None:
         close = getattr(self.source, "close", None)
@@ -299,21 +516,25 @@ class _Upload:
             elif self.failed:
                 self._recover(budget)
             self.failed = False
-            while self.location != "committed" and self.offset < self.size:
+            while self.location != "committed":
                 check_stop(self.where)
-                self._patch(budget)
-                if STOP.is_set():
-                    check_stop(f"{self.where}; {self.offset} of {self.size} bytes sent, the "
-                               "rerun resumes there")
-            if self.location != "committed":
-                self._drain()
-                self._commit(budget)
+                if self.offset < self.size and not self.plan.monolithic:
+                    self._patch(budget)
+                    if STOP.is_set():
+                        check_stop(f"{self.where}; {self.offset} of {self.size} bytes sent, "
+                                   "the rerun resumes there")
+                else:
+                    self._commit(budget)
             self.journal.drop(self.t.registry, self.repository, self.digest)
             self._close_source()
         except (httpx.HTTPError, Exception) as exc:
             if isinstance(exc, ImagekitError):
                 self._abandon(exc)
             else:
+                if isinstance(exc, RetryableStatus) and exc.status_code == 429:
+                    self.plan.quota_refused.set()
+                self._fault(f"HTTP {exc.status_code}" if isinstance(exc, RetryableStatus)
+                            else f"{type(exc).__name__}")
                 self.failed = True  # the retry context decides; the next attempt asks first
             raise
 
@@ -333,10 +554,13 @@ class _Upload:
 
 def upload_blob(t: Transport, journal: UploadJournal, repository: str, digest: Digest,
                 open_source: Callable[[], Iterator[bytes]], *, size: int | None,
-                chunk_size: int, on_bytes: Callable[[int], None] | None = None,
-                on_note: Callable[[str], None] | None = None) -> int:
-    """Upload a blob of `size` bytes from a verified source stream; returns the bytes sent
-    (resends included). Without `size` the source is read into memory first (configs)."""
+                on_bytes: Callable[[int], None] | None = None,
+                on_note: Callable[[str], None] | None = None,
+                min_rate: float = 1 << 20) -> int:
+    """Upload a blob of `size` bytes from a verified source stream in the registry's upload
+    shape (`t.plan`); returns the bytes sent (resends included). Without `size` the source is
+    read into memory first (configs). `min_rate` (bytes/s): the slowest transfer the upload's
+    deadline allows for (the call deadline plus the size at this rate)."""
     where = f"{t.registry}/{repository}@{digest}"
     if size is None:
         whole = b"".join(open_source())
@@ -344,14 +568,8 @@ def upload_blob(t: Transport, journal: UploadJournal, repository: str, digest: D
             raise DigestMismatch("blob content does not hash to its digest", where=where)
         size = len(whole)
         open_source = lambda: iter([whole])  # noqa: E731
-    sent = [0]
-
-    def count(n: int) -> None:
-        sent[0] += n
-        if on_bytes:
-            on_bytes(n)
-
-    upload = _Upload(t, journal, repository, digest, size, open_source, chunk_size, count,
-                     on_note or (lambda note: None))
+    upload = _Upload(t, journal, repository, digest, size, open_source,
+                     on_bytes or (lambda n: None), on_note or (lambda note: None), t.plan,
+                     min_rate)
     t.call(where, upload.attempt)
-    return sent[0]
+    return upload.sent

@@ -51,6 +51,12 @@ def record(registry: str, headers) -> None:
             _seen[registry] = found
 
 
+def last(registry: str) -> RateLimit | None:
+    """The last rate limit `registry` reported in this process, None when it sent none."""
+    with _lock:
+        return _seen.get(registry)
+
+
 def seen() -> list[RateLimit]:
     """The last rate limit each registry reported in this process."""
     with _lock:

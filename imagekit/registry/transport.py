@@ -37,6 +37,7 @@ from imagekit.registry.retry import (
     _unresolvable,
     wall_left,
 )
+from imagekit.registry.shape import UploadPlan, UploadShape
 
 T = TypeVar("T")
 MAX_REDIRECTS = 10
@@ -61,6 +62,9 @@ class Transport:
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=16))
         #: blob bodies (GET, upload PATCH) take the lean path of `lean.py` where it applies
         self.lean = lean.LeanPool(context) if lean.enabled(options.lean_http) else None
+        #: the registry's upload shape for this run: configured, then what it taught
+        self.plan = UploadPlan(options.shapes.get(registry) or UploadShape(),
+                               options.chunk_size)
         self._base: str | None = None
         self._failed: TransportError | None = None
         self._lock = threading.Lock()

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from imagekit.oci import Digest, ImageReference
+from imagekit.registry.shape import UploadShape
 from imagekit.results import Status
 
 KNOWN_ENGINES = ("sglang", "vllm")
@@ -186,6 +187,9 @@ class ImagesSpec(BaseModel):
     default_profile: str
     images: dict[str, ImageSpec]
     profiles: dict[str, Profile]
+    #: Each registry's upload shape, `[registries."HOST[:PORT]"]` (imagekit/registry/shape.py);
+    #: a registries file (IMAGEKIT_REGISTRIES) wins for the hosts it names.
+    registries: dict[str, UploadShape] = {}
     #: Where the spec was read from; Dockerfiles and locks are relative to it.
     root: Path = Path(".")
 
