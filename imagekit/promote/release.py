@@ -35,7 +35,7 @@ from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import ReleaseImageLine, ReleaseResult
 from imagekit.oci import ImageReference, Platform
 from imagekit.promote.await_ import AwaitHop, AwaitPolicy
-from imagekit.promote.copy import JOBS, PromoteResult, SharedBlobs
+from imagekit.promote.copy import JOBS, PromoteResult, SharedBlobs, check_destination_tags
 from imagekit.promote.run import Gate, run_promote
 from imagekit.registry import ClientPool
 from imagekit.registry.interrupt import STOP, Interrupted, graceful, request_stop
@@ -248,6 +248,8 @@ def run_release(images: list[ReleaseImage], *, store: EvidenceStore, options=Non
 
     pool = ClientPool(options)
     try:
+        if platform is None:
+            check_release_tags(pool, images)
         with graceful():  # SIGINT/SIGTERM (and --fail-fast): every image stops cleanly
             with ThreadPoolExecutor(max_workers=max(1, min(image_jobs, len(images))),
                                     thread_name_prefix="image") as workers:
@@ -272,6 +274,21 @@ def run_release(images: list[ReleaseImage], *, store: EvidenceStore, options=Non
     if interrupted:
         raise ReleaseInterrupted(outcome)
     return outcome
+
+
+def check_release_tags(pool: ClientPool, images: list[ReleaseImage]) -> None:
+    """Every destination tag of the release at a registry that keeps tags immutable, before
+    any image moves a blob: one that names another digest than its source's refuses the
+    whole release with one line (each image checks again before its own blobs)."""
+    for image in images:
+        targets = [*image.via, *([image.to] if image.to is not None else [])]
+        places = [t.reference if isinstance(t, AwaitHop) else t for t in targets]
+        if not any(p.tag and pool.get(p.registry).immutable_tags() for p in places):
+            continue
+        source = image.source
+        digest = source.digest or pool.get(source.registry).resolve_tag(source.repository,
+                                                                       source.tag or "latest")
+        check_destination_tags(pool, targets, digest)
 
 
 class ReleaseInterrupted(Interrupted):
