@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import http.client
 import logging
+import select
+import socket
 import ssl
 import threading
 import urllib.request
@@ -48,6 +50,34 @@ def enabled(wanted: bool = True) -> bool:
         return False
     proxies = urllib.request.getproxies()
     return not any(key in proxies for key in ("http", "https", "all"))
+
+
+#: How long a body waits for `100 Continue` before it is sent anyway (RFC 9110: a server that
+#: ignores Expect never answers it; curl waits 1 s).
+CONTINUE_WAIT_S = 1.0
+
+
+def _continue(conn: http.client.HTTPConnection, timeout: float) -> bool:
+    """After headers with `Expect: 100-continue`: True when the body may go (the server said
+    100, or said nothing within `CONTINUE_WAIT_S`), False when a final answer came instead.
+    The interim `100 Continue` is read off the socket here; a final answer is left for
+    `getresponse`."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    ready, _, _ = select.select([sock], [], [], min(CONTINUE_WAIT_S, timeout))
+    if not ready:
+        return True
+    head = sock.recv(1024, socket.MSG_PEEK)
+    if head.split(b" ", 2)[1:2] != [b"100"]:
+        return False
+    seen = b""
+    while not seen.endswith(b"\r\n\r\n"):  # the interim answer's head, and nothing more
+        piece = sock.recv(1)
+        if not piece:
+            raise httpx.RemoteProtocolError("connection closed after 100 Continue")
+        seen += piece
+    return True
 
 
 class LeanResponse:
@@ -163,9 +193,13 @@ class LeanPool:
             conn.close()
 
     def exchange(self, method: str, url: str, headers: dict[str, str], timeout: float,
-                 body: Iterable[bytes] | None = None) -> LeanResponse | None:
+                 body: Iterable[bytes] | None = None, expect: bool = False
+                 ) -> LeanResponse | None:
         """One request; a streamed `body` goes chunked (no Content-Length: the caller may end
-        it early and the registry acknowledges what it got). None: answered in a way only the
+        it early and the registry acknowledges what it got). `expect`: the body waits for the
+        server's `100 Continue` (RFC 9110 10.1.1), so a registry that refuses it (a 429 quota,
+        a 413) refuses before the body is sent; used where a refusal is likely. None: answered
+        in a way only the
         httpx path handles (a challenge, a redirect) and nothing else was sent — for a GET."""
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -179,7 +213,15 @@ class LeanPool:
                     conn.putheader(name, value)
                 if body is not None:
                     conn.putheader("Transfer-Encoding", "chunked")
+                    if expect:
+                        conn.putheader("Expect", "100-continue")
                 conn.endheaders()
+                if body is not None and expect and not _continue(conn, timeout):
+                    response = conn.getresponse()  # refused before the body: none is sent
+                    response.will_close = True
+                    log.info('HTTP Request: %s %s "HTTP/1.1 %d %s" (refused before the body)',
+                             method, url, response.status, response.reason)
+                    return LeanResponse(self, conn, response)
                 if body is not None:
                     for data in body:
                         if data:

@@ -394,18 +394,15 @@ class _Upload:
 
     def _send(self, method: str, budget: Budget, headers: dict[str, str], body,
               params: dict[str, str] | None = None):
+        """A body request; where the registry refused a body before (429, 413) the body
+        waits for `100 Continue`, so the next refusal costs no bytes."""
         response = self.t.send_body(method, self._at(), scopes=self.scopes, budget=budget,
-                                    headers=headers, body=body, params=params)
+                                    headers=headers, body=body, params=params,
+                                    expect=self.plan.refuses_bodies)
         if response is None:  # the lean path is off here (a proxy, IMAGEKIT_LEAN_HTTP=0)
             response = self.t.send(method, self._at(), scopes=self.scopes, budget=budget,
                                    headers=headers, content=body, params=params)
         return response
-
-    def _ask_first(self, budget: Budget) -> None:
-        """A body to this registry was refused with 429: a small request goes first (the
-        upload's status), so the next large body is not sent into a quota still spent."""
-        self._status(budget, self._at())
-        self.plan.quota_refused.clear()
 
     def _refused(self, response, length: int, budget: Budget) -> bool:
         """A PATCH the registry would not take whole: a 413 makes the chunks smaller (then
@@ -414,6 +411,7 @@ class _Upload:
         status = response.status_code
         code = _error_code(response.text) if status >= 400 else ""
         if status == 413:
+            self.plan.refuses_bodies = True
             self._fault(f"HTTP 413 to a {length}-byte PATCH")
             if not self.plan.smaller(length, status):
                 self.plan.go_monolithic(f"HTTP 413 to a {length}-byte PATCH")
@@ -428,8 +426,6 @@ class _Upload:
 
     def _patch(self, budget: Budget) -> None:
         """One streamed chunk from `offset`: the pending bytes first, then the source."""
-        if self.plan.quota_refused.is_set():
-            self._ask_first(budget)
         end = min(self.size, self.offset + self.plan.chunk)
         self._spend(end - self.offset)
         self.streamed = self.offset
@@ -531,8 +527,9 @@ class _Upload:
             if isinstance(exc, ImagekitError):
                 self._abandon(exc)
             else:
-                if isinstance(exc, RetryableStatus) and exc.status_code == 429:
-                    self.plan.quota_refused.set()
+                if isinstance(exc, RetryableStatus) and exc.status_code == 429 and \
+                        self.sent > self.request_sent:  # a body was refused: ask first now
+                    self.plan.refuses_bodies = True
                 self._fault(f"HTTP {exc.status_code}" if isinstance(exc, RetryableStatus)
                             else f"{type(exc).__name__}")
                 self.failed = True  # the retry context decides; the next attempt asks first

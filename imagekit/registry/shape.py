@@ -111,8 +111,9 @@ class UploadPlan:
         self._chunk = chunk
         self._monolithic = shape.monolithic
         self._lessons: list[str] = []
-        #: a body to this registry was refused with 429: the next large body asks first
-        self.quota_refused = threading.Event()
+        #: a body to this registry was refused (429, 413): from then on every body waits for
+        #: `100 Continue`, so a refusal costs a round trip, not the body
+        self.refuses_bodies = False
         #: the registry refused to move a tag this run (immutable tags, not configured)
         self.tags_refused = False
         self._lock = threading.Lock()

@@ -172,7 +172,8 @@ class Transport:
 
     def send_body(self, method: str, url: str, *, scopes: list[str], budget: Budget,
                   headers: dict[str, str] | None = None, body=None, params=None,
-                  patient: bool = False) -> httpx.Response | lean.LeanResponse | None:
+                  patient: bool = False, expect: bool = False
+                  ) -> httpx.Response | lean.LeanResponse | None:
         """A blob GET (`body` None, streamed) or upload PATCH (`body` an iterator, sent
         chunked) through the lean path (`lean.py`), with the Authorization header the httpx
         flow earned for `scopes`. None: the lean path does not apply here (off, a proxy, or a
@@ -190,7 +191,7 @@ class Transport:
             sent["Authorization"] = header
         timeout = self.options.timeout_s if patient else \
             budget.timeout(self.timeout).read or self.options.timeout_s
-        response = self.lean.exchange(method, str(full), sent, timeout, body)
+        response = self.lean.exchange(method, str(full), sent, timeout, body, expect)
         if response is None:
             return None
         ratelimit.record(self.registry, response.headers)
