@@ -331,6 +331,7 @@ class Promoter:
         if mount is not None and dst.client.mount_blob(dst.repository, digest, mount,
                                                        on_note=fell_back):
             stats.add(mounted=1)
+            stats.saw_served(digest)  # mount_blob read it back (HEAD) before saying mounted
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
                                 seconds=round(time.perf_counter() - started, 4)))
             phase(self.progress, f"{dst.client.registry} {digest.short}: mounted from "
