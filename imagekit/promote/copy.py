@@ -328,8 +328,11 @@ class Promoter:
             with stats.lock:
                 stats.mount_fallbacks.append(str(digest))
 
-        if mount is not None and dst.client.mount_blob(dst.repository, digest, mount,
-                                                       on_note=fell_back):
+        session = None
+        if mount is not None:
+            outcome = dst.client.mount_blob(dst.repository, digest, mount, on_note=fell_back)
+            session = outcome.session
+        if mount is not None and outcome.mounted:
             stats.add(mounted=1)
             stats.saw_served(digest)  # mount_blob read it back (HEAD) before saying mounted
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",
@@ -339,12 +342,12 @@ class Promoter:
             return
         if self.shared is not None:
             with self.shared.uploads:
-                self._upload(src, dst, descriptor, stats, started)
+                self._upload(src, dst, descriptor, stats, started, session)
         else:
-            self._upload(src, dst, descriptor, stats, started)
+            self._upload(src, dst, descriptor, stats, started, session)
 
     def _upload(self, src: _Location, dst: _Location, descriptor: Descriptor, stats: _Stats,
-                started: float) -> None:
+                started: float, session: str | None = None) -> None:
         digest = descriptor.digest
         task = self.progress.add(f"{dst.client.registry} {digest.short}", descriptor.size)
 
@@ -355,7 +358,7 @@ class Promoter:
             sent = dst.client.upload_blob(
                 dst.repository, digest, source,
                 on_bytes=lambda n: self.progress.advance(task, n), size=descriptor.size,
-                on_note=stats.note)
+                on_note=stats.note, session=session)
         finally:
             self.progress.finish(task)
         # this blob's read-back, while the other blobs still move (crane reads nothing back;

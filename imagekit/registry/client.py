@@ -184,9 +184,10 @@ class RegistryClient:
                                  self.options.upload_min_rate)
 
     def mount_blob(self, repository: str, digest: Digest, from_repository: str,
-                   on_note: Callable[[str], None] | None = None) -> bool:
-        """Cross-repository mount inside this registry: True when mounted and served (0 bytes
-        moved); `on_note` hears why a mount fell back to an upload."""
+                   on_note: Callable[[str], None] | None = None) -> push.Mount:
+        """Cross-repository mount inside this registry: `.mounted` when mounted and served (0
+        bytes moved), else `.session` may hold the upload session the registry opened instead;
+        `on_note` hears why a mount fell back to an upload."""
         return push.mount_blob(self.transport, repository, digest, from_repository, on_note)
 
     @property
@@ -210,9 +211,11 @@ class RegistryClient:
                     open_source: Callable[[], Iterator[bytes]],
                     on_bytes: Callable[[int], None] | None = None, *,
                     size: int | None = None,
-                    on_note: Callable[[str], None] | None = None) -> int:
+                    on_note: Callable[[str], None] | None = None,
+                    session: str | None = None) -> int:
         """Upload a blob from a verified source stream (resumable, see `push`); returns the
-        bytes sent. `on_note` hears of resumes and restarts."""
+        bytes sent. `on_note` hears of resumes and restarts; `session`: an upload session
+        already open for it (a mount's 202)."""
         return push.upload_blob(self.transport, self._journal, repository, digest,
                                 open_source, size=size, on_bytes=on_bytes, on_note=on_note,
-                                min_rate=self.options.upload_min_rate)
+                                min_rate=self.options.upload_min_rate, session=session)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import httpx
 
@@ -71,13 +72,22 @@ def put_manifest(t: Transport, repository: str, reference: str | Digest,
     return manifest.digest
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A mount's outcome: `mounted` (0 bytes moved, the blob served), else the upload session
+    a 202 opened (`session`, the spec's fallback: the upload goes on there), or None."""
+
+    mounted: bool
+    session: str | None = None
+
+
 def mount_blob(t: Transport, repository: str, digest: Digest, from_repository: str,
-               on_note: Callable[[str], None] | None = None) -> bool:
-    """Cross-repository mount inside this registry: True when mounted (0 bytes moved) and the
-    blob is then served. Anything else falls back to an upload, and `on_note` hears why: a 202
-    (not mounted, as ECR answers; the spec allows it), a 401/403 (Harbor refuses a mount across
-    projects; a token without pull on the source), or a 201 whose blob is then absent (a
-    registry that claims a mount it did not do)."""
+               on_note: Callable[[str], None] | None = None) -> Mount:
+    """Cross-repository mount inside this registry. Anything but a mount the registry then
+    serves falls back to an upload, and `on_note` hears why: a 202 (not mounted, as ECR
+    answers; the spec has the upload go on at its Location), a 401/403 (Harbor refuses a mount
+    across projects; a token without pull on the source), or a 201 whose blob is then absent
+    (a registry that claims a mount it did not do)."""
     note = on_note or (lambda text: None)
     scopes = merge_scopes(push_scope(repository), pull_scope(from_repository))
     where = f"{t.registry}/{repository}@{digest}"
@@ -87,24 +97,21 @@ def mount_blob(t: Transport, repository: str, digest: Digest, from_repository: s
                              where=where)
     except Unauthorized:
         note(f"{digest.short}: mount from {from_repository} refused (HTTP 401); uploaded")
-        return False
+        return Mount(False)
     if response.status_code == 201:
         if fetch.blob_exists(t, repository, digest):
-            return True
+            return Mount(True)
         note(f"{digest.short}: mount from {from_repository} answered 201 but the blob is not "
              "served; uploaded")
-        return False
-    if response.status_code == 202:  # not mountable; an upload session was opened: drop it
-        location = response.headers.get("location")
-        if location:
-            with contextlib.suppress(ImagekitError):
-                t.request("DELETE", location, scopes=push_scope(repository))
+        return Mount(False)
+    if response.status_code == 202:  # not mounted: the upload session it opened is used
         note(f"{digest.short}: mount from {from_repository} answered 202 (not mounted); "
              "uploaded")
-        return False
+        location = response.headers.get("location")
+        return Mount(False, t.url(location) if location else None)
     note(f"{digest.short}: mount from {from_repository} answered HTTP "
          f"{response.status_code}; uploaded")
-    return False
+    return Mount(False)
 
 
 def _range_end(value: str | None, floor: int) -> int | None:
@@ -159,13 +166,14 @@ class _Upload:
     def __init__(self, t: Transport, journal: UploadJournal, repository: str, digest: Digest,
                  size: int, open_source: Callable[[], Iterator[bytes]],
                  count: Callable[[int], None], on_note: Callable[[str], None],
-                 plan: UploadPlan, min_rate: float) -> None:
+                 plan: UploadPlan, min_rate: float, session: str | None = None) -> None:
         self.t, self.journal, self.repository, self.digest = t, journal, repository, digest
         self.size, self.open_source, self.plan = size, open_source, plan
         self.on_bytes, self.on_note = count, on_note
         self.where = f"{t.registry}/{repository}@{digest}"
         self.scopes = push_scope(repository)
         self.location: str | None = None
+        self.session = session           # an open session to start in (a mount's 202)
         self.offset = 0                  # bytes the upload holds (the registry's word, or ours)
         self.streamed = 0                # bytes of the source passed to the current body
         self.pending: list[bytes] = []   # read from the source past `streamed`, not yet sent
@@ -198,7 +206,7 @@ class _Upload:
 
     def _behaviour(self) -> str:
         said = [*([self.tracking] if self.tracking else []), *self.faults[-3:]]
-        return "; ".join(dict.fromkeys(said)) or "no fault seen"
+        return "; ".join(dict.fromkeys(said)) or "it answered every request as accepted"
 
     def _spend(self, n: int) -> None:
         """Before a body of `n` bytes: within the byte budget and the deadline, or one line."""
@@ -265,6 +273,8 @@ class _Upload:
                 self.on_note(f"{self.digest.short}: the registry refused to resume the upload "
                              f"at byte {remembered[1]} ({why or f'it holds {have} bytes'}); "
                              "sent the blob from byte 0")
+        if self.location is None and self.session is not None:
+            self.location, self.session = self.session, None
         if self.location is None:
             self._start_session(budget)
         self._skip_to(self.offset)
@@ -286,15 +296,16 @@ class _Upload:
                 data = data[:offset - skipped]
             skipped += len(data)
 
-    def _recover(self, budget: Budget) -> None:
-        """After a failure or a refused body: where does the upload stand?"""
+    def _recover(self, budget: Budget, refused: bool = False) -> None:
+        """After a failure or a refused body (`refused`: the registry said it took none of
+        it): where does the upload stand?"""
         if self.drained and self._exists(budget) is not None:
             self.location = "committed"  # the commit landed, its answer was lost
             return
         location, have, why = self._status(budget, self._at())
         trusted = self.tracking is None or have in (self.offset, self.streamed)
         if location is not None and self.offset <= have <= self.streamed and trusted:
-            self._acknowledge(location, have)
+            self._acknowledge(location, have, quiet=refused)
             return
         if location is not None and not trusted:
             why = f"its Range says {have}, which cannot be trusted after a broken request"
@@ -305,13 +316,16 @@ class _Upload:
         self.faults.append(f"upload dropped at byte {self.offset}")
         self._open(budget)
 
-    def _acknowledge(self, location: str, have: int) -> None:
-        """The registry holds `have` bytes. Fewer than were streamed (a broken PATCH): the
-        source is read again up to there (hashed, not sent), the upload goes on from `have`."""
+    def _acknowledge(self, location: str, have: int, quiet: bool = False) -> None:
+        """The registry holds `have` bytes. Fewer than were streamed (a broken PATCH, a
+        refused body): the source is read again up to there (hashed, not sent), the upload
+        goes on from `have`."""
         self.location, self.offset = location, have
         if have != self.streamed:
-            self.on_note(f"{self.digest.short}: the registry holds {have} of the {self.streamed} "
-                         "bytes sent; the source was read again to go on from there")
+            if not quiet:
+                self.on_note(f"{self.digest.short}: the registry holds {have} of the "
+                             f"{self.streamed} bytes sent; the source was read again to go on "
+                             "from there")
             self._skip_to(have)
 
     def _confirm(self, location: str, have: int | None, budget: Budget) -> None:
@@ -416,12 +430,13 @@ class _Upload:
             if not self.plan.smaller(length, status):
                 self.plan.go_monolithic(f"HTTP 413 to a {length}-byte PATCH")
         elif status in PATCH_REFUSED or code == "UNSUPPORTED":
+            self.plan.refuses_bodies = True
             self._fault(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")
             self.plan.go_monolithic(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")
         else:
             return False
         self.on_note(f"{self.digest.short}: {self.faults[-1]}; now {self.plan.describe()}")
-        self._recover(budget)
+        self._recover(budget, refused=True)
         return True
 
     def _patch(self, budget: Budget) -> None:
@@ -553,11 +568,12 @@ def upload_blob(t: Transport, journal: UploadJournal, repository: str, digest: D
                 open_source: Callable[[], Iterator[bytes]], *, size: int | None,
                 on_bytes: Callable[[int], None] | None = None,
                 on_note: Callable[[str], None] | None = None,
-                min_rate: float = 1 << 20) -> int:
+                min_rate: float = 1 << 20, session: str | None = None) -> int:
     """Upload a blob of `size` bytes from a verified source stream in the registry's upload
     shape (`t.plan`); returns the bytes sent (resends included). Without `size` the source is
     read into memory first (configs). `min_rate` (bytes/s): the slowest transfer the upload's
-    deadline allows for (the call deadline plus the size at this rate)."""
+    deadline allows for (the call deadline plus the size at this rate). `session`: an upload
+    session already open for this blob (a mount answered 202), used instead of a new one."""
     where = f"{t.registry}/{repository}@{digest}"
     if size is None:
         whole = b"".join(open_source())
@@ -567,6 +583,6 @@ def upload_blob(t: Transport, journal: UploadJournal, repository: str, digest: D
         open_source = lambda: iter([whole])  # noqa: E731
     upload = _Upload(t, journal, repository, digest, size, open_source,
                      on_bytes or (lambda n: None), on_note or (lambda note: None), t.plan,
-                     min_rate)
+                     min_rate, session)
     t.call(where, upload.attempt)
     return upload.sent

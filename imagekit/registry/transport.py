@@ -162,6 +162,7 @@ class Transport:
         ratelimit.record(self.registry, response.headers)
         if response.status_code in RETRY_STATUSES:
             response.close()
+            self._throttled(response.status_code)
             raise RetryableStatus(response)
         if response.status_code == 401:  # the flow answered the challenge and was refused
             response.close()
@@ -169,6 +170,12 @@ class Transport:
         if not stream:  # the body was read whole: this exchange is done
             budget.answered()
         return response
+
+    def _throttled(self, status: int) -> None:
+        """A 429 says the registry enforces a quota: from now on each body waits for its
+        `100 Continue`, so a refusal costs a round trip and not the body (upload shape)."""
+        if status == 429:
+            self.plan.refuses_bodies = True
 
     def send_body(self, method: str, url: str, *, scopes: list[str], budget: Budget,
                   headers: dict[str, str] | None = None, body=None, params=None,
@@ -197,6 +204,7 @@ class Transport:
         ratelimit.record(self.registry, response.headers)
         if response.status_code in RETRY_STATUSES:
             response.close()
+            self._throttled(response.status_code)
             raise RetryableStatus(response)  # type: ignore[arg-type]
         if body is not None:
             budget.answered()
