@@ -20,8 +20,8 @@ def test_blob_bodies_take_the_lean_path_on_http_and_token_registries(monkeypatch
     answered: list[tuple[str, int | None]] = []
     real = LeanPool.exchange
 
-    def spy(self, method, url, headers, timeout, body=None):
-        response = real(self, method, url, headers, timeout, body)
+    def spy(self, method, url, headers, timeout, body=None, expect=False):
+        response = real(self, method, url, headers, timeout, body, expect)
         answered.append((method, None if response is None else response.status_code))
         return response
 
@@ -46,8 +46,8 @@ def test_a_challenge_on_the_lean_path_goes_back_to_httpx(monkeypatch, options, r
     answered: list[int | None] = []
     real = LeanPool.exchange
 
-    def spy(self, method, url, headers, timeout, body=None):
-        response = real(self, method, url, headers, timeout, body)
+    def spy(self, method, url, headers, timeout, body=None, expect=False):
+        response = real(self, method, url, headers, timeout, body, expect)
         answered.append(None if response is None else response.status_code)
         return response
 
