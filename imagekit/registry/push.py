@@ -429,6 +429,11 @@ class _Upload:
             self._fault(f"HTTP 413 to a {length}-byte PATCH")
             if not self.plan.smaller(length, status):
                 self.plan.go_monolithic(f"HTTP 413 to a {length}-byte PATCH")
+        elif status == 404 and code in ("BLOB_UPLOAD_UNKNOWN", ""):
+            # the registry no longer knows the upload (purged, restarted): it goes on from where
+            # the registry stands, which is byte 0 of a new session
+            self._fault(f"upload unknown at byte {self.offset} (HTTP 404"
+                        f"{' ' + code if code else ''})")
         elif status in PATCH_REFUSED or code == "UNSUPPORTED":
             self.plan.refuses_bodies = True
             self._fault(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")

@@ -73,6 +73,13 @@ MODES: dict[str, str] = {
                   "only the first half of each body, so the registry's commit refuses the "
                   "digest: the failure case an upload must bound (the spec's Range is what "
                   "the registry holds: opencontainers/distribution-spec#213)",
+    "drop-uploads": "a registry that forgets an upload session after `drop_after` PATCHes "
+                    "(distribution's upload purging, or a restart of a registry without "
+                    "shared upload state): every later request to that session is 404 "
+                    "BLOB_UPLOAD_UNKNOWN (distribution/distribution#1940): a blob larger than "
+                    "that never lands, and the failure case of the byte budget",
+    "slow-patches": "a registry on slow storage answers each PATCH `delay` seconds late "
+                    "(distribution/distribution#2597): the failure case of an upload's deadline",
 }
 
 #: What `by_kind` counts, besides "base", "tags", "referrers" and "other".
@@ -176,7 +183,8 @@ class BehaviourProxy(FaultProxy):
 
     def __init__(self, upstream: str, mode: str | None = None, *, max_body: int = 10_000_000,
                  every: int = 5, retry_after: str | int | float = 1, remaining: int = 100,
-                 limit: int = 100, window: int = 21600, bind: str = "127.0.0.1") -> None:
+                 limit: int = 100, window: int = 21600, drop_after: int = 2,
+                 delay: float = 1.0, bind: str = "127.0.0.1") -> None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode={mode!r}: one of {tuple(MODES)}")
         super().__init__(upstream, bind=bind)
@@ -187,6 +195,9 @@ class BehaviourProxy(FaultProxy):
         self.server.handle_error = self._handle_error  # type: ignore[method-assign]
         self.max_body, self.every, self.retry_after = max_body, every, str(retry_after)
         self.remaining, self.limit, self.window = remaining, limit, window
+        self.drop_after, self.delay = drop_after, delay
+        self.patches_of: Counter[str] = Counter()   # drop-uploads: PATCHes per session
+        self.dropped: set[str] = set()
         self.by_method: Counter[str] = Counter()
         self.by_kind: Counter[str] = Counter()
         #: what the proxy did instead of relaying: its own answers ("413", "429", "refused" for
@@ -332,6 +343,20 @@ class BehaviourProxy(FaultProxy):
         if mode == "chunked-manifests" and request.kind == "manifest-get":
             self._mode_chunked_manifests(handler, request, body, status)
             return
+        if mode == "drop-uploads" and request.kind in ("upload-patch", "upload-status",
+                                                       "upload-put"):
+            with self.lock:  # the PATCH past `drop_after` finds the session gone, and so
+                if request.kind == "upload-patch":  # does everything after it
+                    self.patches_of[request.ref] += 1
+                    if self.patches_of[request.ref] > self.drop_after:
+                        self.dropped.add(request.ref)
+                forgotten = request.ref in self.dropped
+            if forgotten:
+                self._refuse(handler, request, status, 404, _errors(
+                    "BLOB_UPLOAD_UNKNOWN", "blob upload unknown to registry"))
+                return
+        if mode == "slow-patches" and request.kind == "upload-patch":
+            time.sleep(self.delay)
         if request.kind in ("upload-patch", "upload-status") and mode in (
                 "ecr-stuck-range", "range-backwards", "lose-bytes"):
             getattr(self, "_mode_" + mode.replace("-", "_"))(handler, request, body, status)

@@ -263,6 +263,44 @@ def test_a_registry_that_loses_bytes_fails_bounded_never_passes(infra, reg, sour
     assert upstream.manifest(dest, "v1")[0] == 404
 
 
+def test_a_registry_that_drops_uploads_meets_the_byte_budget(infra, reg, source, upstream,
+                                                            tmp_path):
+    """A registry that forgets each upload after two PATCHes: the largest blob (three chunks)
+    can never land. Sending it again from byte 0 would pass size plus one chunk per fault, so
+    the byte budget ends the promote: one line naming what the registry did, exit 1, and never
+    more than that budget sent for the blob."""
+    image, dest = source.image, fresh("drop")
+    largest = max(len(b) for b in image.layer_blobs)
+    with BehaviourProxy(reg["staging"], "drop-uploads", drop_after=2) as proxy:
+        run = promote(f"{reg['staging']}/{source.repository}:v1", f"{proxy.address}/{dest}:v1",
+                      infra, tmp_path)
+        assert run.returncode == 1, (run.returncode, run.stderr[-1500:], proxy.summary())
+        line = run.error_line()
+        assert "byte budget" in line and "upload unknown" in line, line
+        assert run.seconds < 20, run.seconds
+        assert proxy.sent["404:upload-patch"] >= 1, proxy.summary()
+        # what the largest blob cost: its size and one refused chunk, never a second copy
+        assert proxy.upload_bytes <= image.total_bytes + CHUNK, proxy.summary()
+        assert proxy.upload_bytes < image.total_bytes - largest + 2 * largest
+    assert upstream.manifest(dest, "v1")[0] == 404
+
+
+def test_a_registry_too_slow_for_the_size_meets_the_upload_deadline(infra, reg, source,
+                                                                    tmp_path):
+    """Each PATCH answered 1.5 s late with 1 MiB chunks, under a 2 s call deadline: every
+    answer comes in time, so only the upload's own deadline (the call deadline plus the size at
+    1 MiB/s) can end it; it does, with one line, exit 1, seconds after the bound."""
+    dest = fresh("slow")
+    largest = max(len(b) for b in source.image.layer_blobs)
+    bound = 2 + largest / (1 << 20)
+    with BehaviourProxy(reg["staging"], "slow-patches", delay=1.5) as proxy:
+        run = promote(f"{reg['staging']}/{source.repository}:v1", f"{proxy.address}/{dest}:v1",
+                      infra, tmp_path, chunk=1 << 20, IMAGEKIT_DEADLINE="2")
+        assert run.returncode == 1, (run.returncode, run.stderr[-1500:], proxy.summary())
+        assert "deadline" in run.error_line(), run.stderr
+        assert run.seconds < bound + 8, (run.seconds, bound)
+
+
 # -- body size and upload shape ----------------------------------------------------------------
 def test_a_body_limit_413_is_met_by_smaller_pieces(infra, reg, source, upstream, tmp_path):
     """nginx's client_max_body_size (10 MB here) under promote's default 16 MiB chunk: the
