@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import gc
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from threading import BoundedSemaphore, Event, Lock
 
@@ -141,7 +142,31 @@ class _Stats:
     mount_fallbacks: list[str] = field(default_factory=list)
     #: every blob of the tree and its size, as the read-back walked it
     sizes: dict[Digest, int] = field(default_factory=dict)
+    #: the read-back HEAD of each committed blob, run off the upload worker (a worker free a
+    #: round trip sooner for the next blob); all are awaited before the manifest is pushed
+    checker: ThreadPoolExecutor | None = None
+    checks: list[tuple[Digest, Future[bool]]] = field(default_factory=list)
     lock: Lock = field(default_factory=Lock)
+
+    def check(self, digest: Digest, head: Callable[[], bool]) -> bool | None:
+        """`head()` now (its answer) or, with a checker, later (None: see `await_checks`)."""
+        if self.checker is None:
+            return head()
+        future = self.checker.submit(head)
+        with self.lock:
+            self.checks.append((digest, future))
+        return None
+
+    def await_checks(self, where: str) -> None:
+        """Every committed blob's read-back, done: a blob the endpoint does not serve fails
+        the hop naming it, before any manifest refers to it."""
+        with self.lock:
+            checks, self.checks = self.checks, []
+        for digest, future in checks:
+            if not future.result():
+                raise NotFound(f"blob {digest} was committed but the endpoint does not serve "
+                               "it", where=where)
+            self.saw_served(digest)
 
     def saw_served(self, digest: Digest) -> None:
         with self.lock:
@@ -201,9 +226,11 @@ def largest_first(blobs: list[Descriptor]) -> list[Descriptor]:
     return sorted(unique, key=lambda d: -d.size)
 
 
-#: Blobs copied at once: crane's `--jobs` default (measured at record scale on 2 cores: 8
-#: workers were no faster than 4, CPU the same).
-JOBS = 4
+#: Blobs copied at once. On loopback (2 cores) 8 workers were no faster than 4, CPU the same;
+#: on a link whose rate is per connection (bench/bench_link.py: 20 MB/s, 30 ms a request) the
+#: blobs in flight set the pace: the 63-layer record image took 19.4 s with 4 (crane's
+#: `--jobs` default), where skopeo's 6 took 15.8 s.
+JOBS = 8
 
 
 class SharedBlobs:
@@ -289,6 +316,7 @@ class Promoter:
         for future in [pool.submit(self._copy_blob, src, dst, d, stats)
                        for d in largest_first(blobs)]:
             future.result()
+        stats.await_checks(str(dst.reference))
         dst.client.put_manifest(dst.repository, reference or blob.digest, blob)
         stats.add(manifests=1)
 
@@ -361,12 +389,14 @@ class Promoter:
                 on_note=stats.note, session=session)
         finally:
             self.progress.finish(task)
-        # this blob's read-back, while the other blobs still move (crane reads nothing back;
-        # here it costs no wall time at the end of the hop)
-        if not dst.client.blob_exists(dst.repository, digest):
+        # this blob's read-back, while the other blobs still move and off this worker (crane
+        # reads nothing back; here it costs no wall time at the end of the hop)
+        served = stats.check(digest, lambda: dst.client.blob_exists(dst.repository, digest))
+        if served is False:
             raise NotFound(f"blob {digest} was committed but the endpoint does not serve it",
                            where=str(dst.reference))
-        stats.saw_served(digest)
+        if served:
+            stats.saw_served(digest)
         stats.add(copied=1, bytes_moved=sent)
         stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="copied",
                             bytes_moved=sent, seconds=round(time.perf_counter() - started, 4)))
@@ -418,6 +448,7 @@ class Promoter:
             for future in [pool.submit(self._copy_referrer_blob, src, dst, d, stats)
                            for d in unique]:
                 future.result()
+            stats.await_checks(str(dst.reference))
             attach_referrer(dst.client, dst.repository, blob)
             stats.add(manifests=1)
             stats.referrers.append(str(referrer))
@@ -513,7 +544,9 @@ class Promoter:
         # copied) beside the destination's HEAD; after the copy, the companions beside the
         # read-back
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="side") as side, \
+                ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="check") as heads, \
                 ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="blob") as pool:
+            stats.checker = heads
             listing = side.submit(self._source_referrers, src, root.digest)
             served = self._served(dst, root.digest)
             referrers = listing.result()
@@ -532,6 +565,7 @@ class Promoter:
                                  f"({stats.copied} copied, {stats.skipped} skipped, "
                                  f"{stats.mounted} mounted) in "
                                  f"{time.perf_counter() - started:.2f}s; reading back")
+            stats.await_checks(str(dst.reference))  # blobs of a tree already served too
             companions = side.submit(self._companions, src, dst, root.digest, stats, pool,
                                      referrers)
             read_back = self._read_back(dst, root, pool, stats.served, stats.sizes, side)

@@ -50,6 +50,9 @@ class RegistryOptions(BaseModel):
     #: Bytes per upload PATCH (`IMAGEKIT_UPLOAD_CHUNK`): each acknowledged chunk is a point a
     #: rerun can resume from.
     chunk_size: int = Field(128 * MIB, gt=0)
+    #: An upload's chunks double after each confirmed one up to this many bytes (None: every
+    #: chunk is `chunk_size`); a registry's own `chunk_size` setting keeps them fixed.
+    chunk_grow_to: int | None = Field(None, gt=0)
     read_size: int = 64 * 1024  # larger makes httpx re-chunk (measured: 2 MiB is 5x slower)
     timeout_s: float = 120.0
     #: Where interrupted uploads are remembered for a rerun (None: the default directory).

@@ -173,6 +173,7 @@ class _Upload:
         self.where = f"{t.registry}/{repository}@{digest}"
         self.scopes = push_scope(repository)
         self.location: str | None = None
+        self.chunk = plan.chunk          # this upload's next chunk (it grows, see UploadPlan)
         self.session = session           # an open session to start in (a mount's 202)
         self.offset = 0                  # bytes the upload holds (the registry's word, or ours)
         self.streamed = 0                # bytes of the source passed to the current body
@@ -446,7 +447,8 @@ class _Upload:
 
     def _patch(self, budget: Budget) -> None:
         """One streamed chunk from `offset`: the pending bytes first, then the source."""
-        end = min(self.size, self.offset + self.plan.chunk)
+        self.chunk = min(self.chunk, self.plan.chunk) if self.faults else self.chunk
+        end = min(self.size, self.offset + self.chunk)
         self._spend(end - self.offset)
         self.streamed = self.offset
         # Content-Range names the chunk (`<start>-<end>`, the distribution spec's chunked
@@ -468,6 +470,7 @@ class _Upload:
         location = self.t.url(response.headers.get("location") or self._at())
         have = _range_end(response.headers.get("range"), floor=min(1, self.streamed))
         self._confirm(location, have, budget)
+        self.chunk = self.plan.next_chunk(self.chunk)
 
     def _drain(self) -> None:
         """The source must end exactly at `size`: its digest check runs here."""

@@ -64,7 +64,7 @@ class Transport:
         self.lean = lean.LeanPool(context) if lean.enabled(options.lean_http) else None
         #: the registry's upload shape for this run: configured, then what it taught
         self.plan = UploadPlan(options.shapes.get(registry) or UploadShape(),
-                               options.chunk_size)
+                               options.chunk_size, options.chunk_grow_to)
         self._base: str | None = None
         self._failed: TransportError | None = None
         self._lock = threading.Lock()
