@@ -497,3 +497,30 @@ def test_manifests_sent_chunked_without_content_length(infra, reg, source, upstr
         identical(upstream, dest, "v1", image)
         assert dst.upload_bytes <= 1.1 * image.total_bytes, dst.summary()
         assert run.seconds < 30, run.seconds
+
+
+def test_a_release_checks_every_immutable_tag_before_any_image_moves(infra, reg, source, other,
+                                                                    tmp_path):
+    """A release of two images to an immutable-tag registry where the first image's tag
+    already names another digest: refused before either image sends a blob (the second image,
+    whose tag is free, does not start either), one line, exit 1."""
+    namespace = fresh("release")
+    first = source.repository.rsplit("/", 1)[-1]
+    assert push_other(infra, reg, f"{namespace}/{first}").digest == other.digest
+    with BehaviourProxy(reg["staging"], "immutable-tags") as proxy:
+        environ = {**os.environ, "DOCKER_CONFIG": str(infra.docker_config_dir),
+                   "IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence"),
+                   "IMAGEKIT_REGISTRIES": str(registries_file(tmp_path, proxy.address))}
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "imagekit", "promote",
+             f"{reg['staging']}/{source.repository}:v1", f"{reg['staging']}/{other.repository}:v1",
+             "--to", f"{proxy.address}/{namespace}", "--json", "--force", "--reason", "test"],
+            cwd=REPO, env=environ, capture_output=True, text=True, timeout=60, check=False)
+        run = Run(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+        assert run.returncode == 1, (run.returncode, run.stderr[-1500:], proxy.summary())
+        line = run.error_line()
+        assert "immutable" in line and f"{namespace}/{first}:v1" in line, line
+        assert proxy.upload_bytes == 0, proxy.summary()
+        for kind in ("blob-head", "upload-post", "upload-patch", "mount", "manifest-put"):
+            assert proxy.by_kind[kind] == 0, (kind, proxy.summary())
