@@ -655,6 +655,14 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+
+def print_round(label: str, n: int, runs: dict) -> None:
+    """One line per round: each tool's seconds and requests."""
+    print(f"{label} round {n + 1}: " + ", ".join(
+        f"{t} {runs[t][-1][0].seconds:.2f}s/{runs[t][-1][1]['requests']} req" for t in TOOLS),
+        flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -725,9 +733,7 @@ def main() -> int:
                     if served(link.direct("dst"), repo, tag) != digest:
                         raise SystemExit(f"{key} {tool}: the destination does not serve "
                                          f"{digest}")
-                print(f"{label} round {n + 1}: " + ", ".join(
-                    f"{t} {runs[t][-1][0].seconds:.2f}s/{runs[t][-1][1]['requests']} req"
-                    for t in TOOLS), flush=True)
+                print_round(label, n, runs)
             times = {t: [m.seconds for m, _ in runs[t]] for t in TOOLS}
             floor = floor_s(largest, calibration)
             found = one_hop_rows(key, label, times, floor, largest)
@@ -787,9 +793,7 @@ def main() -> int:
                             if served(link.direct(hop), *land.rsplit(":", 1)) != digest:
                                 raise SystemExit(f"release {tool}: {hop} does not serve "
                                                  f"{land}@{digest}")
-                print(f"{label} round {n + 1}: " + ", ".join(
-                    f"{t} {runs[t][-1][0].seconds:.2f}s/{runs[t][-1][1]['requests']} req"
-                    for t in TOOLS), flush=True)
+                print_round(label, n, runs)
             times = {t: [m.seconds for m, _ in runs[t]] for t in TOOLS}
             faster = min(("crane", "skopeo"), key=lambda t: statistics.median(times[t]))
             slower = "skopeo" if faster == "crane" else "crane"
