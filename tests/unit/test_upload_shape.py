@@ -66,3 +66,26 @@ def test_immutable_tags_configured_or_learned() -> None:
     assert not plan.immutable_tags
     plan.tags_refused = True
     assert plan.immutable_tags
+
+
+def test_images_toml_holds_registry_shapes(tmp_path: Path) -> None:
+    """`[registries."HOST"]` in images.toml: the same tables as the registries file, checked
+    with the spec (a bad one fails the spec with one line, before any registry call)."""
+    from imagekit.errors import SpecError
+    from imagekit.spec import load_spec
+
+    import shutil
+
+    shipped_dir = Path(__file__).resolve().parents[2] / "dockerfiles"
+    shutil.copytree(shipped_dir, tmp_path / "dockerfiles")
+    shipped = (shipped_dir / "images.toml").read_text()
+    spec = tmp_path / "dockerfiles" / "images.toml"
+    spec.write_text(shipped + '\n[registries."127.0.0.1:5003"]\nmax_body = "10MB"\n'
+                              'immutable_tags = true\n')
+    loaded = load_spec(spec)
+    assert loaded.registries["127.0.0.1:5003"] == UploadShape(max_body=10_000_000,
+                                                              immutable_tags=True)
+    spec.write_text(shipped + '\n[registries."127.0.0.1:5003"]\nmax_body = "lots"\n')
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    assert "max_body" in caught.value.one_line()
