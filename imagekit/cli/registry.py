@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
     from imagekit.evidence import EvidenceStore
     from imagekit.oci import ImageReference, Platform
     from imagekit.registry import RegistryOptions
+    from imagekit.spec.models import ImagesSpec
     from imagekit.trust import TrustPolicy
 
 Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
@@ -316,17 +317,12 @@ def _distinct_hops(source, hops: list, to_ref) -> None:
 def _final_hop_gate(enforce, to_ref):
     """The gate, with the images spec's `final_hop_requires` of a profile whose last registry
     is the destination added to its requirements (e.g. cluster-accept before the target)."""
-    import functools
-
     given = settings().required_checks_list()  # $IMAGEKIT_REQUIRED_CHECKS, else the defaults
     plain = enforce if given is None else functools.partial(enforce, required=given)
     if to_ref is None:
         return plain
-    try:
-        from imagekit.cli.common import images_spec
-        from imagekit.spec import load_spec
-        spec = load_spec(images_spec())
-    except Exception:  # noqa: BLE001 - no spec here: the plain gate
+    spec = _spec_here()
+    if spec is None:  # no spec here: the plain gate
         return plain
     extra = spec.final_hop_requirements(to_ref.registry)
     if not extra:
@@ -337,21 +333,36 @@ def _final_hop_gate(enforce, to_ref):
     return functools.partial(enforce, required=required)
 
 
-def _spec_registries() -> dict:
-    """The `[registries."HOST"]` upload shapes of the images spec, when there is a spec here
-    (a promote by reference needs none; a spec that does not load is the other commands'
-    business, not a reason to refuse a promote by reference)."""
+def _spec_here() -> ImagesSpec | None:
+    """The images spec a promote reads (`--spec`, $IMAGEKIT_IMAGES_SPEC, ./dockerfiles, the
+    packaged one), None where none loads: a promote by reference needs none, and a spec that
+    does not load is the other commands' business. Read once for the gate's final-hop
+    requirements and the registries' upload shapes."""
     from imagekit.cli.common import images_spec
-    from imagekit.spec import load_spec
     from imagekit.spec.loader import default_spec_path
 
-    path = images_spec() or default_spec_path()
-    if path is None or not Path(path).is_file():
-        return {}
+    path = default_spec_path(images_spec())
     try:
-        return dict(load_spec(path).registries)
-    except InvalidInput:
-        return {}
+        changed = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _load_spec_once(str(path), changed)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_spec_once(path: str, changed: int) -> ImagesSpec | None:
+    from imagekit.spec import load_spec
+
+    try:
+        return load_spec(path)
+    except Exception:  # noqa: BLE001 - no usable spec here: promote by reference goes on
+        return None
+
+
+def _spec_registries() -> dict:
+    """The `[registries."HOST"]` upload shapes of the images spec here, if any."""
+    spec = _spec_here()
+    return dict(spec.registries) if spec is not None else {}
 
 
 def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | None,
