@@ -160,8 +160,10 @@ class _Upload:
     Bounded whatever the registry answers: progress is an offset the registry confirms beyond
     the highest it confirmed before (never "a PATCH was accepted"); the bytes sent are at most
     the blob's size plus what each fault the registry caused cost (the body it broke, refused
-    or lost: at most one chunk); and the whole upload ends by a deadline scaled to the size.
-    Past either bound, one `RegistryBehaviour` names what the registry did."""
+    or lost: at most one chunk), plus, once per blob, the bytes an upload the registry
+    cancelled had held (the one restart from byte 0); and the whole upload ends by a deadline
+    scaled to the size. Past either bound, one `RegistryBehaviour` names what the registry
+    did."""
 
     def __init__(self, t: Transport, journal: UploadJournal, repository: str, digest: Digest,
                  size: int, open_source: Callable[[], Iterator[bytes]],
@@ -187,6 +189,7 @@ class _Upload:
         self.allowance = size            # bytes it may send: size + what the faults cost
         self.faults: list[str] = []      # what the registry did, one entry per fault
         self.high = 0                    # the highest confirmed offset: progress is beyond it
+        self.restarted = False           # the one restart from byte 0 a blob is given
         self.tracking: str | None = None  # why the offset is imagekit's own count
         self.last_range: int | None = None
         self.deadline_s = t.policy.budget_s + size / min_rate
@@ -315,6 +318,12 @@ class _Upload:
                      f"{self.offset} ({why or f'it holds {have} bytes'}); sent the blob from "
                      "byte 0")
         self.faults.append(f"upload dropped at byte {self.offset}")
+        if not self.restarted:
+            # distribution cancels an upload whose signed state lags what it holds (an answer
+            # lost on the way back): nothing but byte 0 heals it, so one restart per blob may
+            # send again what the registry had held; a second one meets the budget
+            self.allowance += self.offset
+            self.restarted = True
         self._open(budget)
 
     def _acknowledge(self, location: str, have: int, quiet: bool = False) -> None:
@@ -447,7 +456,8 @@ class _Upload:
 
     def _patch(self, budget: Budget) -> None:
         """One streamed chunk from `offset`: the pending bytes first, then the source."""
-        self.chunk = min(self.chunk, self.plan.chunk) if self.faults else self.chunk
+        if self.plan.taught:  # a refused body (413) made the registry's chunk a limit
+            self.chunk = min(self.chunk, self.plan.chunk)
         end = min(self.size, self.offset + self.chunk)
         self._spend(end - self.offset)
         self.streamed = self.offset
@@ -470,7 +480,7 @@ class _Upload:
         location = self.t.url(response.headers.get("location") or self._at())
         have = _range_end(response.headers.get("range"), floor=min(1, self.streamed))
         self._confirm(location, have, budget)
-        self.chunk = self.plan.next_chunk(self.chunk)
+        self.chunk = self.plan.chunk_after(self.chunk)
 
     def _drain(self) -> None:
         """The source must end exactly at `size`: its digest check runs here."""

@@ -129,12 +129,21 @@ class UploadPlan:
     def chunk(self) -> int:
         return self._chunk
 
-    def next_chunk(self, current: int) -> int:
-        """The chunk after a confirmed one of `current` bytes: doubled up to the growth
-        bound, never above what the registry taught (a 413 shrinks the plan's chunk)."""
+    @property
+    def taught(self) -> bool:
+        """The registry refused a shape this run (its chunk is now a limit, not a start)."""
         with self._lock:
-            if self._grow_to is None or self._lessons:
-                return min(current, self._chunk) if self._lessons else current
+            return bool(self._lessons)
+
+    def chunk_after(self, current: int) -> int:
+        """The next chunk of an upload whose last one was `current` bytes: never above what
+        the registry taught (a 413 shrinks the plan's chunk), else doubled up to the growth
+        bound."""
+        with self._lock:
+            if self._lessons:
+                return min(current, self._chunk)
+            if self._grow_to is None:
+                return current
             return max(self._chunk, min(current * 2, self._grow_to))
 
     @property
