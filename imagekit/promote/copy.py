@@ -356,11 +356,10 @@ class Promoter:
             with stats.lock:
                 stats.mount_fallbacks.append(str(digest))
 
-        session = None
-        if mount is not None:
-            outcome = dst.client.mount_blob(dst.repository, digest, mount, on_note=fell_back)
-            session = outcome.session
-        if mount is not None and outcome.mounted:
+        outcome = None if mount is None else \
+            dst.client.mount_blob(dst.repository, digest, mount, on_note=fell_back)
+        session = outcome.session if outcome is not None else None
+        if outcome is not None and outcome.mounted:
             stats.add(mounted=1)
             stats.saw_served(digest)  # mount_blob read it back (HEAD) before saying mounted
             stats.blob(BlobMove(digest=str(digest), size=descriptor.size, action="mounted",

@@ -20,6 +20,7 @@ A blob upload is one call under the retry policy, with its state kept across att
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -146,12 +147,11 @@ LOST_BYTES_CODES = ("DIGEST_INVALID", "BLOB_UPLOAD_INVALID", "SIZE_INVALID")
 
 def _error_code(text: str) -> str:
     """The first `errors[].code` of a distribution error body, '' when there is none."""
-    marker = '"code"'
-    at = text.find(marker)
-    if at < 0:
+    try:
+        code = json.loads(text)["errors"][0]["code"]
+    except (ValueError, KeyError, IndexError, TypeError):
         return ""
-    rest = text[at + len(marker):].lstrip(" :\t")
-    return rest[1:].split('"', 1)[0] if rest.startswith('"') else ""
+    return code if isinstance(code, str) else ""
 
 
 class _Upload:
@@ -445,9 +445,10 @@ class _Upload:
             self._fault(f"upload unknown at byte {self.offset} (HTTP 404"
                         f"{' ' + code if code else ''})")
         elif status in PATCH_REFUSED or code == "UNSUPPORTED":
+            why = f"PATCH refused (HTTP {status}{' ' + code if code else ''})"
             self.plan.refuses_bodies = True
-            self._fault(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")
-            self.plan.go_monolithic(f"PATCH refused (HTTP {status}{' ' + code if code else ''})")
+            self._fault(why)
+            self.plan.go_monolithic(why)
         else:
             return False
         self.on_note(f"{self.digest.short}: {self.faults[-1]}; now {self.plan.describe()}")
@@ -559,10 +560,7 @@ class _Upload:
         except (httpx.HTTPError, Exception) as exc:
             if isinstance(exc, ImagekitError):
                 self._abandon(exc)
-            else:
-                if isinstance(exc, RetryableStatus) and exc.status_code == 429 and \
-                        self.sent > self.request_sent:  # a body was refused: ask first now
-                    self.plan.refuses_bodies = True
+            else:  # (a 429 has already made later bodies ask first: Transport._throttled)
                 self._fault(f"HTTP {exc.status_code}" if isinstance(exc, RetryableStatus)
                             else f"{type(exc).__name__}")
                 self.failed = True  # the retry context decides; the next attempt asks first
