@@ -114,6 +114,20 @@ class PodOutcome:
     stuck_message: str | None = None
     timed_out: bool = False
 
+    @property
+    def refused(self) -> str | None:
+        """Why the node refused to run the Pod at all ("Evicted: The node had condition:
+        [DiskPressure]"), or None. A kubelet that rejects a Pod at admission marks it Failed
+        with no container ever started: that says nothing about the image, so callers report
+        it as an ERROR of the cluster, with the node's own words."""
+        status = self.pod.get("status") or {}
+        if self.phase != "Failed" or status.get("containerStatuses"):
+            return None
+        reason, message = status.get("reason"), status.get("message")
+        if not (reason or message):
+            return None
+        return f"{reason or 'rejected'}: {(message or '').strip()}".rstrip(": ")
+
 
 def wait_for_pod(kube: Kube, namespace: str, name: str, timeout: float = 180,
                  until: str = "done", stuck_grace: float = 20.0) -> PodOutcome:

@@ -322,6 +322,10 @@ def _outcome_checks(run: PodRun, outcome: PodOutcome, options: ProbeOptions, nam
         checks.append(CheckResult(name="pod_completed", status=Status.ERROR,
                                   detail=f"no outcome after {options.timeout_s:.0f}s "
                                          f"(phase {outcome.phase})"))
+    elif outcome.refused:
+        checks.append(CheckResult(name="pod_completed", status=Status.ERROR,
+                                  detail=f"the node refused the Pod ({outcome.refused})",
+                                  data={"phase": outcome.phase, "observed": observed(pod)}))
     else:
         status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
         checks.append(CheckResult(name="pod_completed", status=status,

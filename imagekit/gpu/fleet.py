@@ -281,9 +281,10 @@ def _outcome(kube: Kube, options: FleetOptions, node: str, pod: dict
     started = time.monotonic()
     outcome = wait_for_pod(kube, options.namespace, name, timeout=options.timeout_s)
     log = kube.pod_logs(options.namespace, name)
-    if outcome.stuck_reason or outcome.timed_out:
+    if outcome.stuck_reason or outcome.timed_out or outcome.refused:
         why = f"stuck in {outcome.stuck_reason}: {outcome.stuck_message or ''}" \
-            if outcome.stuck_reason else f"no outcome after {options.timeout_s:.0f}s"
+            if outcome.stuck_reason else f"the node refused the Pod ({outcome.refused})" \
+            if outcome.refused else f"no outcome after {options.timeout_s:.0f}s"
         return NodeRow(node=node, status=Status.ERROR, stage="pod", detail=why, pod=name), \
             log, None
     record, why = parse_pod_log(log)

@@ -280,8 +280,10 @@ def kubelet_config_doc(pki: Path) -> dict[str, Any]:
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                            "x509": {"clientCAFile": f"{pki}/ca.crt"}},
         "authorization": {"mode": "AlwaysAllow"},
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
-                         "imagefs.available": "1%"},
+        # Absolute floors, not percentages: on a large shared disk 1 % is gigabytes, and a
+        # node under DiskPressure refuses every new Pod at admission.
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "512Mi",
+                         "imagefs.available": "512Mi"},
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         # ConfigMap updates reach mounted volumes at the Pod's next sync: 10 s instead of 1 min,

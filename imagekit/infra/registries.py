@@ -84,7 +84,10 @@ def registry_config(name: str, paths: StatePaths, creds: credentials.Credentials
             "filesystem": {"rootdirectory": str(paths.registry_dir(name) / "data")},
             "delete": {"enabled": True},
             "cache": {"blobdescriptor": "inmemory"},
-            "maintenance": {"uploadpurging": {"enabled": False}},
+            # Abandoned upload sessions (a client that gave up mid-blob) are removed after an
+            # hour; kept, they fill the disk run after run.
+            "maintenance": {"uploadpurging": {"enabled": True, "age": "1h", "interval": "1h",
+                                              "dryrun": False}},
         },
         "http": http,
     }

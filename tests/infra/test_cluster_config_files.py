@@ -63,7 +63,7 @@ cgroupDriver: cgroupfs
 failSwapOn: false
 authentication: {{anonymous: {{enabled: false}}, webhook: {{enabled: false}}, x509: {{clientCAFile: "{pki}/ca.crt"}}}}
 authorization: {{mode: AlwaysAllow}}
-evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}}
+evictionHard: {{memory.available: "100Mi", nodefs.available: "512Mi", imagefs.available: "512Mi"}}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 # ConfigMap updates reach mounted volumes at the Pod's next sync: 10 s instead of 1 min, so the
