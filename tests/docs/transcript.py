@@ -141,6 +141,8 @@ def parse_errors(argv: list[str]) -> str | None:
                 return f"No such command {found!r}"
             name, command, parent = found or "", sub, ctx
     except Exception as exc:  # typer vendors click: its errors are known by click's API
+        if type(exc).__name__ == "Exit":  # an eager option (--version, --help) ends parsing
+            return None
         if not callable(getattr(exc, "format_message", None)):
             raise
         return str(exc.format_message())
