@@ -93,9 +93,12 @@ def identity(kube: Kube) -> str:
 
 
 def check_cluster(source: Path | InCluster | None, missing: str, namespace: str,
-                  record: Callable[[CheckResult], None], *, rbac: bool) -> None:
+                  record: Callable[[CheckResult], None], *, rbac: bool,
+                  required: bool = True) -> None:
     """Record the cluster check, then (with `rbac`) the RBAC check. Where the cluster cannot
-    be used, the RBAC check is DEFERRED: it cannot be judged, and is never a pass."""
+    be used, the RBAC check is DEFERRED: it cannot be judged, and is never a pass. No
+    credentials at all FAIL a role that needs the cluster (`required`); without a role they
+    leave the cluster not judged (this machine may be a CI runner)."""
     from imagekit.kube import AdmissionRefused, Kube
     from imagekit.kube.access import review
 
@@ -106,7 +109,11 @@ def check_cluster(source: Path | InCluster | None, missing: str, namespace: str,
 
     name = Part.CLUSTER.value
     if source is None:
-        record(CheckResult(name=name, status=Status.FAIL, detail=missing))
+        if required:
+            record(CheckResult(name=name, status=Status.FAIL, detail=missing))
+        else:
+            record(CheckResult(name=name, status=Status.DEFERRED,
+                               detail=f"not judged: {missing} (--role operator requires them)"))
         rbac_deferred("no cluster credentials")
         return
     where = _where(source)

@@ -111,12 +111,13 @@ def check_disk(places: list[tuple[str, Path | None, float, str]]) -> CheckResult
             short.append(line)
     data = {"places": [{"what": w, "path": str(p) if p else None, "min_free_gib": m}
                        for w, p, m, _ in places]}
+    not_judged = [f"not judged: {u}" for u in unknown]
     if short:
         return CheckResult(name=Part.DISK.value, status=Status.FAIL, data=data,
-                           detail="; ".join(short + [u for u in unknown]))
+                           detail="; ".join(short + not_judged))
     if unknown:
         return CheckResult(name=Part.DISK.value, status=Status.DEFERRED, data=data,
-                           detail="; ".join(said + [f"not judged: {u}" for u in unknown]))
+                           detail="; ".join(said + not_judged))
     return CheckResult(name=Part.DISK.value, status=Status.PASS, data=data,
                        detail="; ".join(said))
 

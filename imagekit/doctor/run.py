@@ -103,7 +103,7 @@ def _tasks(inputs: DoctorInputs) -> list[_Task]:
         names = [p.value for p in (Part.CLUSTER, Part.RBAC) if p in parts]
         tasks.append(_Task(names, lambda record: cluster.check_cluster(
             inputs.cluster, inputs.cluster_missing, inputs.namespace, record,
-            rbac=Part.RBAC in parts)))
+            rbac=Part.RBAC in parts, required=inputs.role is not None)))
     if Part.REGISTRIES in parts:
         options = bounded_options(inputs.registry_options, seconds)
         for need in registries.registry_needs(inputs.spec, inputs.profile, inputs.role):

@@ -269,14 +269,23 @@ def test_a_registry_that_never_answers_fails_at_its_bound(tmp_path: Path,
 
 # ------------------------------------------------------------------ cluster
 
-def test_no_cluster_credentials_fail_the_cluster_and_leave_rbac_not_judged() -> None:
+def test_no_cluster_credentials_fail_the_operator_and_leave_rbac_not_judged() -> None:
     found: list[CheckResult] = []
     doctor_cluster.check_cluster(None, "no kubeconfig and no in-cluster ServiceAccount",
-                                 "imagekit", found.append, rbac=True)
+                                 "imagekit", found.append, rbac=True, required=True)
     checks = by_name(found)
     assert checks["cluster"].status is Status.FAIL
     assert "no kubeconfig" in checks["cluster"].detail
     assert checks["rbac"].status is Status.DEFERRED
+
+
+def test_without_a_role_no_cluster_credentials_are_not_judged_never_passed() -> None:
+    found: list[CheckResult] = []
+    doctor_cluster.check_cluster(None, "no kubeconfig", "imagekit", found.append, rbac=True,
+                                 required=False)
+    checks = by_name(found)
+    assert checks["cluster"].status is checks["rbac"].status is Status.DEFERRED
+    assert checks["cluster"].detail == "not judged: no kubeconfig (--role operator requires them)"
 
 
 def kubeconfig_at(tmp_path: Path, port: int) -> Path:
@@ -476,7 +485,7 @@ def test_json_is_one_document_and_no_role_checks_everything(world: dict[str, str
     report = json.loads(done.stdout)
     assert report["role"] is None and report["status"] == "FAIL"
     statuses = {c["name"].split(" ")[0]: c["status"] for c in report["checks"]}
-    assert statuses["cluster"] == "FAIL" and statuses["rbac"] == "DEFERRED"
+    assert statuses["cluster"] == statuses["rbac"] == "DEFERRED"   # no cluster here
     assert "signing-key" not in statuses          # none given: not shown
     assert report["summary"].startswith("doctor: FAIL (")
 
