@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "dockerfiles" / "images.toml"
 
 
-# ------------------------------------------------------------------ helpers
+# ------------------------------------------------------------ ports, specs, stand-ins
 
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then closed)."""
