@@ -267,7 +267,8 @@ class Settings(BaseSettings):
 
 #: The CLI modules that build their registry clients with `RegistryOptions.from_settings(
 #: settings())`: the registry knobs reach every client through them.
-REGISTRY_CLI = ("attest", "build", "common", "evidence", "registry", "report", "trustopts")
+REGISTRY_CLI = ("attest", "build", "common", "doctor", "evidence", "registry", "report",
+                "trustopts")
 _REGISTRY = "RegistryOptions.from_settings(settings()) in cli/" + ", cli/".join(REGISTRY_CLI)
 
 #: Where each setting goes, for docs/environment.md: (who reads it: the imagekit/cli/ modules, each
@@ -302,10 +303,10 @@ RECEIVERS: dict[str, tuple[str, str]] = {
                         "required= of build_report, check_promotable/enforce, "
                         "image_phase_gate, attest_reference/attest_promotion"),
     "key_dir": ("cli/attest", "default_key_dir / default_private_key"),
-    "signing_key": ("cli/attest", "default_private_key"),
+    "signing_key": ("cli/attest, cli/doctor", "default_private_key; the key doctor checks"),
     "api_key": ("cli/accept", "the acceptance client's API key"),
     "images_spec": ("cli/common (`images_spec`, used by cli/attest, cli/build, cli/cluster, "
-                    "cli/cluster_accept, cli/registry, cli/rehearsal, cli/report)",
+                    "cli/cluster_accept, cli/doctor, cli/registry, cli/rehearsal, cli/report)",
                     "load_spec(path); spec_path= of resolve_target, resolve, build_report, "
                     "check_promotable, enforce, image_phase_gate, report_with_trust, "
                     "reports_for_spec, attest_reference, attest_promotion"),
@@ -315,9 +316,10 @@ RECEIVERS: dict[str, tuple[str, str]] = {
                       "template_dir= of render/script_files; ProbeOptions, PreflightOptions, "
                       "FleetOptions.manifests_dir; run_accept(manifests_dir=)"),
     "accept_namespace": ("cli/rehearsal", "run_rehearsal(namespace=)"),
-    "docker": ("cli/attest, cli/build", "default_engine(docker) / find_docker_binary"),
-    "state_dir": ("cli/attest, cli/build, cli/cluster_accept, cli/common, cli/infra, "
-                  "cli/registry, cli/rehearsal, cli/report, cli/trustopts",
+    "docker": ("cli/attest, cli/build, cli/doctor",
+               "default_engine(docker) / find_docker_binary"),
+    "state_dir": ("cli/attest, cli/build, cli/cluster_accept, cli/common, cli/doctor, "
+                  "cli/infra, cli/registry, cli/rehearsal, cli/report, cli/trustopts",
                   "StatePaths(root) of infra up/down/status; load_state(root), "
                   "registry_trust(root); state_dir= of default_engine, resolve, build_report, "
                   "check_promotable, enforce, image_phase_gate, report_with_trust, "

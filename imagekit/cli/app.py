@@ -62,6 +62,7 @@ err_console: Console = _err_console  # type: ignore[assignment]
 
 #: `imagekit --help`: the commands under what the user is doing, in this order.
 PANELS: dict[str, tuple[str, ...]] = {
+    "Before you start": ("doctor",),
     "Image phase": ("pin", "build", "probe", "images"),
     "Registry and signing": ("promote", "verify-mirror", "keys", "attest",
                              "verify-attestations"),
@@ -74,6 +75,7 @@ PANELS: dict[str, tuple[str, ...]] = {
 #: One whole sentence per command, by its path: what every command list and docs/commands.md
 #: show. A summary is never cut off (tests/unit/test_cli_surface.py).
 SUMMARIES: dict[str, str] = {
+    "doctor": "Check what a role needs before it starts: docker, registries, cluster RBAC, disk.",
     "pin": "Resolve the spec's base and mirror tags to digests in its lock file.",
     "build": "Build the fixed images from the lock's base digests, keeping every attempt's log.",
     "probe": "Run the in-image probes (pip check, find_spec, PyAV, CLI parsing) in an image.",

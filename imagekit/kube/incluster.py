@@ -64,16 +64,13 @@ class InCluster:
             return "default"
 
     def user(self) -> str:
-        """The token's subject (system:serviceaccount:NS:NAME), read from the JWT without
-        checking it (the API server does that), for messages; "serviceaccount" when the token
-        says nothing readable."""
+        """The token's subject (system:serviceaccount:NS:NAME), for messages; "serviceaccount"
+        when the token says nothing readable."""
         try:
-            payload = self.token.read_text().strip().split(".")[1]
-            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-            subject = claims.get("sub") if isinstance(claims, dict) else None
-        except (OSError, IndexError, ValueError, binascii.Error, UnicodeDecodeError):
-            subject = None
-        return subject if isinstance(subject, str) and subject else "serviceaccount"
+            token = self.token.read_text()
+        except (OSError, UnicodeDecodeError):
+            return "serviceaccount"
+        return token_subject(token) or "serviceaccount"
 
     def ssl_context(self) -> ssl.SSLContext:
         from imagekit.kube.kubeauth import KubeCredentialError
@@ -87,6 +84,19 @@ class InCluster:
             raise KubeCredentialError("in-cluster ServiceAccount: ca.crt cannot be loaded as "
                                       "a PEM certificate", where=str(self.ca)) from None
         return context
+
+
+def token_subject(token: str) -> str | None:
+    """A JWT bearer token's subject (a ServiceAccount's is system:serviceaccount:NS:NAME),
+    read without checking the signature (the API server does that): for messages only. None
+    for a token that is not a readable JWT."""
+    try:
+        payload = token.strip().split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return subject if isinstance(subject, str) and subject else None
 
 
 def detect(folder: Path | None = None, environ: Mapping[str, str] | None = None

@@ -107,6 +107,8 @@ MODELS: tuple[str, ...] = (
     "imagekit.launch.command.ServeConfig",
     "imagekit.launch.budget.ProbeBudget",
     "imagekit.launch.startup_log.StartupReport",
+    # `imagekit doctor --json`: what a role needs, checked before it starts
+    "imagekit.doctor.models.DoctorReport",
     # local infrastructure state
     "imagekit.infra.state.InfraState",
     "imagekit.infra.state.ComponentStatus",

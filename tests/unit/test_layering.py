@@ -53,8 +53,11 @@ OPERATION_ORDER: tuple[frozenset[str], ...] = (
     frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
     frozenset({"report"}),
     frozenset({"attest"}),  # signs the report's test-result and the SBOM
-    # rehearsal: the release path end to end, each step an `imagekit` process
-    frozenset({"rehearsal"}),
+    # rehearsal: the release path end to end, each step an `imagekit` process;
+    # doctor: what a role needs (docker, registries, cluster RBAC, disk, evidence, the signing
+    # key), checked before it starts — reads the spec, the infra state, the build's engine
+    # choice and the attest key loader
+    frozenset({"rehearsal", "doctor"}),
     frozenset({"schemas"}),
 )
 
