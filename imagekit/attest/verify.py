@@ -40,7 +40,13 @@ from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
 from imagekit.registry import ClientPool, RegistryClient
 from imagekit.registry.referrers import list_referrers
 from imagekit.results import CheckResult, Status, overall
-from imagekit.trust.policy import TrustedKey, TrustPolicy, signed_time
+from imagekit.trust.policy import (
+    TrustedKey,
+    TrustPolicy,
+    fingerprint_of_hint,
+    signed_time,
+    signer_label,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -93,8 +99,10 @@ def verify_trusted(data: bytes, trust: TrustPolicy) -> tuple[dict, TrustedKey]:
         except EnvelopeError as exc:
             if "no signature verifies" not in str(exc):
                 raise
-    raise Untrusted(f"key hint {hint[:12]}…" if hint else "no key hint, and no trusted key "
-                    "verifies it")
+    fingerprint = fingerprint_of_hint(hint) if hint else None
+    raise Untrusted(signer_label(None, fingerprint) if fingerprint else
+                    f"key hint {hint[:12]}…" if hint else
+                    "no key hint, and no trusted key verifies it")
 
 
 def read_attestations(client: RegistryClient, repository: str, digest: Digest,
