@@ -256,6 +256,9 @@ def link_shown_by_tests(statement: dict, link: str, *, honour_acceptances: bool)
     failed = [t for t in (predicate.get("failedTests") or []) +
               (predicate.get("warnedTests") or [])
               if isinstance(t, str) and of_link(t) and t not in accepted]
+    taken = [t for t in (predicate.get("failedTests") or []) +
+             (predicate.get("warnedTests") or [])
+             if isinstance(t, str) and of_link(t) and t in accepted]
     if failed:
         return CheckResult(name=f"required {link} (test-result)", status=Status.FAIL,
                            detail=f"not PASS in the test-result: {', '.join(failed)[:400]}")
@@ -263,8 +266,10 @@ def link_shown_by_tests(statement: dict, link: str, *, honour_acceptances: bool)
         return CheckResult(name=f"required {link} (test-result)", status=Status.FAIL,
                            detail=f"missing: the test-result has no test of {link} "
                                   f"(kinds {', '.join(kinds)})")
+    # an accepted test is counted as accepted, never inside the PASS count
     return CheckResult(name=f"required {link} (test-result)", status=Status.PASS,
-                       detail=f"{len(passed)} test(s) PASS")
+                       detail=f"{len(passed)} PASS" + (f", {len(taken)} accepted "
+                                                       f"({', '.join(taken)})" if taken else ""))
 
 
 def newest(found: list[dict]) -> tuple[dict | None, list[dict]]:
