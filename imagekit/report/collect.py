@@ -15,6 +15,7 @@ probes keyed by the image ID join. A digest an attempt only compared itself with
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ from imagekit.report.models import (
     OverrideRecord,
     PreflightSummary,
 )
+from imagekit.report.previous import previous_build
 from imagekit.report.required import current_kind, parse_requirements
 from imagekit.results import Status
 
@@ -439,10 +441,6 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         goodput=goodput_of(store, reads),
         cluster_starts=cluster_starts_of(store, reads))
     if with_previous:  # the difference against the previous build of the same image
-        import functools
-
-        from imagekit.report.previous import previous_build
-
         build = functools.partial(build_report, spec_path=spec_path, state_dir=state_dir)
         report = report.model_copy(update={"previous": previous_build(
             store, everything, report, build)})

@@ -207,6 +207,11 @@ def _pinned(reference: str, digest: str) -> str:
     return f"{head}/{tail}@{digest}" if head else f"{tail}@{digest}"
 
 
+def line_key(line: EvidenceLine) -> tuple[str, str]:
+    """A line's identity in a report: its check and the attempt it came from."""
+    return line.test_name, line.evidence
+
+
 def probe_of(line: EvidenceLine) -> str:
     """The check's own name across phases (`probe:torch_arch` in a cluster probe is
     `torch_arch`)."""
@@ -219,8 +224,8 @@ def counts_of(lines: Sequence[EvidenceLine], not_required: Sequence[EvidenceLine
               blocking: int = 0) -> Counts:
     """Each line in exactly one bucket: PASS; accepted (whatever its status); FAIL, ERROR,
     DEFERRED not accepted; not required (signed, uncovered)."""
-    apart = {id(x) for x in not_required}
-    judged = [x for x in lines if id(x) not in apart]
+    apart = {line_key(x) for x in not_required}
+    judged = [x for x in lines if line_key(x) not in apart]
     plain = [x for x in judged if not x.accepted]
     return Counts(passed=sum(1 for x in judged if x.status is Status.PASS),
                   accepted=sum(1 for x in judged if x.accepted and x.status is not Status.PASS),
@@ -392,7 +397,12 @@ def _accepted_parts(accepted: Sequence[AcceptedCheck]) -> list[str]:
             if a.status is status and name not in seen:
                 why = " ".join(a.reason.split()).split(";")[0]
                 why = why.rsplit(" (", 1)[0] if why.endswith(")") else why
-                seen[name] = why if len(why) <= 60 else why[:59] + "…"
+                if len(why) > 60:   # shortened, never leaving a parenthesis open
+                    why = why[:59]
+                    if why.count("(") > why.count(")"):
+                        why = why[:why.rfind(" (")]
+                    why += "…"
+                seen[name] = why
         if seen:
             parts.append(f"{len(seen)} accepted {status.value} ("
                          + ", ".join(f"{n}: {w}" for n, w in seen.items()) + ")")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from imagekit.report import glance, svg
-from imagekit.report.decision import derive, serves_image, short_ref
+from imagekit.report.decision import derive, line_key, serves_image, short_ref
 from imagekit.report.markdown import (
     _PHASES,
     checks_line,
@@ -51,7 +51,7 @@ def environment(autoescape: bool = True) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
     env.filters["known"] = lambda x: "not recorded" if x is None else str(x)
-    env.filters["id"] = id   # which signed lines the decision set apart (not required)
+    env.filters["line_key"] = line_key   # which signed lines are not required
     return env
 
 
@@ -196,7 +196,7 @@ def render(report: ImageReport, base: Path | None = None,
         counts=checks_line(report, decision), gate_line=gate_line(report, decision),
         required_line=required_line(report, decision) if signed_only(report) else "",
         signed_lines=[*report.signed_checks, *report.signed_phases],
-        not_required=[id(x) for x in decision.not_required],
+        not_required={line_key(x) for x in decision.not_required},
         image_run=glance.phases_run(report)["image"],
         endpoints=glance.promotion_path(report),
         unsigned=[t for ph, t in _PHASES.items()

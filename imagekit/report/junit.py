@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from imagekit.report.decision import NOT_REQUIRED, derive
+from imagekit.report.decision import NOT_REQUIRED, derive, line_key
 from imagekit.report.models import Blocker, Decision, EvidenceLine, ImageReport
 from imagekit.results import Status
 
@@ -51,7 +51,7 @@ def _count(suite: ET.Element) -> None:
         suite.set(attribute, str(sum(1 for c in cases if c.find(element) is not None)))
 
 
-def _line_case(line: EvidenceLine, blocker: Blocker | None, apart: set[int]
+def _line_case(line: EvidenceLine, blocker: Blocker | None, apart: set[tuple[str, str]]
                ) -> tuple[str | None, str, str]:
     """(outcome, message, type) of one line, as the decision judged it."""
     detail = line.detail
@@ -62,7 +62,7 @@ def _line_case(line: EvidenceLine, blocker: Blocker | None, apart: set[int]
         return None, "", ""
     if line.accepted:   # the status stays; the gate's acceptance is said beside it
         why = f"accepted by the gate: {line.accepted}"
-    elif id(line) in apart:
+    elif line_key(line) in apart:
         why = NOT_REQUIRED
     elif line.status is Status.DEFERRED:
         return "skipped", f"DEFERRED: {detail or 'no reason recorded'}", ""
@@ -75,7 +75,7 @@ def render(report: ImageReport) -> str:
     decision = derive(report)
     root = ET.Element("testsuites", name=f"imagekit report {report.subject}")
     lines = [*report.checks, *report.signed_checks, *report.signed_phases]
-    apart = {id(x) for x in decision.not_required}
+    apart = {line_key(x) for x in decision.not_required}
     open_ = list(decision.blocking)
 
     def take(source: str, test: str, evidence: str = "") -> Blocker | None:

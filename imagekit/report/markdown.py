@@ -9,6 +9,7 @@ from imagekit.report.decision import (
     count_text,
     derive,
     gate_lines,
+    line_key,
     serves_image,
     short,
     short_ref,
@@ -245,7 +246,7 @@ def _signed_lines(report: ImageReport, decision: Decision) -> list[str]:
     lines = [*report.signed_checks, *report.signed_phases]
     if not lines:
         return []
-    apart = {id(x) for x in decision.not_required}
+    apart = {line_key(x) for x in decision.not_required}
     out = ["\n## Checks signed by trusted keys\n",
            "| kind | check | status | signed by | detail |\n|---|---|---|---|---|"]
     for line in lines:
@@ -254,11 +255,11 @@ def _signed_lines(report: ImageReport, decision: Decision) -> list[str]:
     return out
 
 
-def _status_of(line: EvidenceLine, apart: set[int]) -> str:
+def _status_of(line: EvidenceLine, apart: set[tuple[str, str]]) -> str:
     mark = _MARK[line.status.value]
     if line.accepted:
         return mark + " (accepted)"
-    if id(line) in apart:
+    if line_key(line) in apart:
         return mark + " (not required)"
     return mark
 

@@ -242,6 +242,13 @@ def test_a_trusted_fail_the_policy_does_not_require_is_named_not_blocking(
     assert "1 accepted FAIL (torch_arch" in decision.summary
     assert decision.next_step.startswith("deploy ")
     assert decision.counts.not_required == 1 and decision.counts.blocking == 0
+    # the signed FAIL itself: named in each format as not required, never a JUnit failure
+    [case] = [c for c in out.junit.iter("testcase") if c.get("name") == "launch_parsed"]
+    assert case.find("skipped").get("message").startswith(
+        "FAIL (not required by the policy): vllm serve rejected --max-num-seqs=0")
+    assert re.search(r"\| cluster-accept \| launch_parsed \| \*\*FAIL\*\* \(not required\) \| "
+                     + re.escape(operator), out.md)
+    assert "FAIL</span> (not required)" in out.html
     # the required checks are satisfied by the signed lines, in JUnit too (no "no evidence")
     assert all(o.satisfied for o in decision.required)
     assert "has no evidence" not in render(report, "junit")
