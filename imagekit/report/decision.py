@@ -212,12 +212,6 @@ def line_key(line: EvidenceLine) -> tuple[str, str]:
     return line.test_name, line.evidence
 
 
-def probe_of(line: EvidenceLine) -> str:
-    """The check's own name across phases (`probe:torch_arch` in a cluster probe is
-    `torch_arch`)."""
-    return line.name.removeprefix("probe:")
-
-
 # -- counting ---------------------------------------------------------------------------------
 
 def counts_of(lines: Sequence[EvidenceLine], not_required: Sequence[EvidenceLine] = (),
