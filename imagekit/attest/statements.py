@@ -12,6 +12,7 @@ from pathlib import Path
 from imagekit import __version__
 from imagekit.attest.models import ChainLink, EvidenceRef, HopLink, PromotionPredicate
 from imagekit.oci.digest import Digest
+from imagekit.report.decision import accepted_of, count_text, counts_of
 from imagekit.report.links import LINK_KINDS, OPTIONAL_LINKS  # noqa: F401 - re-exported
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -108,9 +109,11 @@ def _ref(root: str, evidence: str) -> EvidenceRef | None:
 
 def links_of_report(report, signed_lines=None, root: str | None = None) -> list[ChainLink]:
     """One link per chain part from the report's current lines; a line the profile accepts
-    (its reason is kept) counts as PASS; no evidence = ABSENT. `signed_lines`: lines read from
-    statements trusted keys signed (imagekit.report.trusted; their detail names the signer),
-    used where this store measured nothing of the image itself."""
+    (its reason is kept) lets the link PASS, and is counted as accepted, never inside the
+    PASS count (`4 PASS, 2 accepted (torch_arch FAIL, cli_help DEFERRED)`, the reports'
+    own count: imagekit.report.decision.count_text); no evidence = ABSENT. `signed_lines`:
+    lines read from statements trusted keys signed (imagekit.report.trusted; their detail
+    names the signer), used where this store measured nothing of the image itself."""
     links: list[ChainLink] = []
     lines = list(report.checks) if report is not None else []
     if signed_lines:
@@ -127,7 +130,8 @@ def links_of_report(report, signed_lines=None, root: str | None = None) -> list[
         accepted = "; ".join(sorted({line.accepted for line in mine if line.accepted})) or None
         failing = [f"{line.kind}:{line.name} {line.status.value}" for line in mine
                    if not line.accepted and line.status.value != "PASS"]
-        detail = ", ".join(failing) or f"{len(mine)} check(s) PASS"
+        counted = count_text(counts_of(mine), accepted_of(mine))
+        detail = f"{', '.join(failing)} ({counted})" if failing else counted
         sources = sorted({line.detail for line in mine if line.detail.startswith("signed by")})
         if sources:
             detail += f" ({'; '.join(sources)})"

@@ -43,13 +43,14 @@ def say(text: str) -> None:
 
 
 def print_report(report: CheckReport, json_output: bool) -> None:
-    """A report as JSON, or one line per check, its verdict and where its evidence is."""
+    """A report as JSON, or its verdict first, then one line per check and where its evidence
+    is."""
     if json_output:
         print_json(report)
     else:
+        say(f"{report.status.value} {report.subject}")
         for check in report.checks:
             say(f"{check.status.value:8} {check.name}: {check.detail}")
-        say(f"{report.status.value} {report.subject}")
         if report.evidence:
             say(f"evidence: {report.evidence}")
 

@@ -118,6 +118,7 @@ def report_command(
     check with its evidence path, digests at every endpoint, GPU preflight, acceptance."""
     from imagekit.evidence import EvidenceStore
     from imagekit.report import build_report, render
+    from imagekit.report.decision import derive
     from imagekit.report.render import FORMATS, write_all
     from imagekit.report.resolve import resolve
 
@@ -179,7 +180,7 @@ def report_command(
     if fmt == "all":
         written = write_all(report, out)
         for path in written.values():
-            err_console.print(f"{report.outcome().summary} → {path}", markup=False)
+            err_console.print(f"{derive(report).summary} → {path}", markup=False)
         return
     text = render(report, fmt)
     if out is None:
@@ -188,7 +189,7 @@ def report_command(
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    err_console.print(f"{fmt} report: {report.outcome().summary} → {out}", markup=False)
+    err_console.print(f"{fmt} report: {derive(report).summary} → {out}", markup=False)
 
 
 @app.command("gate")

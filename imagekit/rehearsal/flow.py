@@ -194,7 +194,8 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> tuple[list[str], list[
     """The auditor's decision per promoted image (the table's rows, and `name: decision` for
     the index's first line), with the evaluated checks beside it: the same records, so the
     row never reads "FAIL" under a decision that allows it."""
-    from imagekit.report.markdown import counts
+    from imagekit.report.decision import derive
+    from imagekit.report.markdown import checks_line
     from imagekit.report.models import ImageReport
 
     reports = {}
@@ -218,10 +219,11 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> tuple[list[str], list[
             decisions.append(f"{name}: no report")
             continue
         report, md = hit
-        summary = report.outcome().summary
+        decision = derive(report)
+        summary = decision.summary
         decisions.append(f"{name}: {summary}")
         rows.append(f"| {name} `{reference}` | **{summary.replace('|', chr(92) + '|')}** | "
-                    f"{counts(report)} | `{report.subject[:19]}…` | [{md}]({md}) |")
+                    f"{checks_line(report, decision)} | `{report.subject[:19]}…` | [{md}]({md}) |")
     return rows, decisions
 
 

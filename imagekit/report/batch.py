@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.errors import InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
 from imagekit.report.collect import build_report
+from imagekit.report.decision import derive
+from imagekit.report.markdown import checks_line
 from imagekit.report.render import FORMATS, SUFFIXES, render, write_all
 from imagekit.report.resolve import resolve_name
 from imagekit.results import Status
@@ -24,7 +26,7 @@ class SpecReport(BaseModel):
     image: str
     digest: str | None = None
     status: Status | None = None
-    #: the decision's sentence, read first (ImageReport.outcome); `status` is the raw worst
+    #: the decision's sentence, read first (decision.derive); `status` is the raw worst
     #: status, kept for machines (a profile's acceptance does not change it)
     decision: str | None = None
     #: the evaluated checks the decision counts ("12 PASS, 1 FAIL (accepted)")
@@ -43,7 +45,6 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
     one); `state_dir`: infra's state (build_report)."""
     if fmt not in (*FORMATS, "all"):
         raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
-    from imagekit.report.markdown import counts
     from imagekit.spec import load_spec
 
     spec = load_spec(spec_path)
@@ -71,9 +72,11 @@ def reports_for_spec(store: EvidenceStore, out: Path | str, *, fmt: str = "all",
             path = out / f"{name}-{hex_part}{SUFFIXES[fmt]}"
             path.write_text(render(report, fmt))
             paths = [path]
+        decision = derive(report)
         results.append(SpecReport(image=name, digest=report.subject, status=report.status,
-                                  decision=report.outcome().summary,
-                                  checks=counts(report), files=[str(p) for p in paths]))
+                                  decision=decision.summary,
+                                  checks=checks_line(report, decision),
+                                  files=[str(p) for p in paths]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "index.md").write_text(index_markdown(results, profile_name, out))
     return results

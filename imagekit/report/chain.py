@@ -13,25 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from imagekit.errors import NotFound
+from imagekit.errors import ImagekitError, NotFound
 from imagekit.evidence import EvidenceStore
 from imagekit.oci.digest import Digest
-from imagekit.report.collect import build_report
+from imagekit.report.gate import judge
 from imagekit.report.models import ImageReport, SignedStatement
-from imagekit.report.trusted import Signed, signed_statements
+from imagekit.report.trusted import Signed, phase_of, signed_statements
 from imagekit.results import Status
 from imagekit.trust.policy import TrustPolicy, short_type
-
-
-def phase_of(predicate_type: str) -> str:
-    name = short_type(predicate_type)
-    if name in ("test-result", "sbom"):
-        return "image"
-    if name == "promotion":
-        return "hops"
-    if name.startswith(("cluster-", "gpu-")):
-        return "cluster"
-    return "other"
 
 
 def summarize(predicate_type: str, statement: dict) -> list[str]:
@@ -151,11 +140,9 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
                       resolution: str | None = None, spec_path: Path | None = None,
                       state_dir: Path | None = None) -> ImageReport:
     """The report of what this store holds plus the chain trusted keys signed (pulled from
-    the registry first), with the gate decision `promote` would reach here.
+    the registry first), judged by the same computation `promote` is gated by
+    (imagekit.report.gate.judge): its decision, and every line and required check it read.
     `spec_path`/`state_dir`: the CLI's images spec and infra state (build_report)."""
-    from imagekit.errors import ImagekitError
-    from imagekit.report.gate import check_promotable
-
     digest = Digest.parse(str(digest))
     pulled = None
     if pull is not None:   # the chain is shown whatever the store holds itself: pull once
@@ -164,16 +151,14 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
             pulled = lambda *_: outcome  # noqa: E731 - the gate reads the same pull
         except ImagekitError:
             pulled = pull                # the gate says why, in its reasons
-    decision = check_promotable(store, digest, required, profile=profile, trust=trust,
-                                pull=pulled, spec_path=spec_path, state_dir=state_dir)
-    try:
-        report = build_report(store, digest, required=required, requested=requested,
-                              name=name, profile=profile, resolution=resolution,
-                              spec_path=spec_path, state_dir=state_dir)
-    except NotFound:
+    judged = judge(store, digest, required, profile=profile, trust=trust, pull=pulled,
+                   spec_path=spec_path, state_dir=state_dir, requested=requested, name=name,
+                   resolution=resolution)
+    decision, report = judged.decision, judged.report
+    if report is None:
         raise NotFound(f"no evidence for {digest} in {store.root}, and no statement signed by "
                        f"a trusted key ({trust.names()}) at the registry: "
-                       + "; ".join(decision.reasons)[:600], where=str(store.root)) from None
+                       + "; ".join(decision.reasons)[:600], where=str(store.root))
     chain = chain_of(store, digest, trust)
     status = report.status
     if not report.checks:   # nothing measured here: the signed chain's verdict
@@ -181,4 +166,7 @@ def report_with_trust(store: EvidenceStore, digest: Digest | str, trust: TrustPo
             Status.DEFERRED if decision.allowed else Status.FAIL
         if not any(s.name == "test-result" for s in chain):
             status = Status.ERROR
-    return report.model_copy(update={"gate": decision, "chain": chain, "status": status})
+    return report.model_copy(update={
+        "gate": decision, "chain": chain, "status": status, "checks": judged.local,
+        "signed_checks": judged.signed, "signed_phases": judged.phases,
+        "required": judged.required})

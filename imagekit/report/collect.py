@@ -15,6 +15,7 @@ probes keyed by the image ID join. A digest an attempt only compared itself with
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,6 @@ from imagekit.evidence.kinds import (
     BenchResult,
     BuildResult,
     ClusterAcceptResult,
-    GateDecision,
     GateOverrideResult,
     GpuPreflightResult,
     ImagesVerifyResult,
@@ -35,6 +35,13 @@ from imagekit.evidence.kinds import (
 )
 from imagekit.oci.digest import Digest
 from imagekit.report.accepted import Accepted, from_spec, image_and_profile, match
+from imagekit.report.decision import (
+    evaluate_required,
+    gate_of,
+    overall_status,
+    rank,
+    worst,
+)
 from imagekit.report.models import (
     AcceptanceVerdict,
     BandwidthPoint,
@@ -48,16 +55,14 @@ from imagekit.report.models import (
     LatencySeries,
     OverrideRecord,
     PreflightSummary,
-    RequiredOutcome,
 )
-from imagekit.report.required import Requirement, parse_requirements
+from imagekit.report.previous import previous_build
+from imagekit.report.required import current_kind, parse_requirements
 from imagekit.results import Status
 
 #: Kinds that are about the gate or the report itself, not checks of the image; and `attested`:
 #: statements another machine signed (imagekit.report.trusted decides from those, apart).
 GATE_KINDS = frozenset({"gate-override", "report", "attested"})
-#: Evidence kinds the gate does not judge (they are written by promotion itself).
-NOT_GATE_INPUT = frozenset({"promote", "gate-override"})
 #: A check line standing for an attempt that recorded no checks (e.g. it raised).
 ATTEMPT_LINE = "attempt"
 
@@ -126,28 +131,16 @@ def lines_of(store: EvidenceStore, record: AttemptRecord) -> list[EvidenceLine]:
     """One line per check; an attempt without checks (or worse than its checks) gets a line of
     its own, so an attempt that broke is never silently absent."""
     where = _relpath(store, record)
-    common = dict(kind=record.kind, key=record.key, attempt_id=record.attempt_id,
+    common = dict(kind=current_kind(record.kind), key=record.key, attempt_id=record.attempt_id,
                   finished=record.finished, evidence=where)
     lines = [EvidenceLine(name=c.name, status=c.status, detail=c.detail, **common)
              for c in record.checks]
-    worst = _worst([c.status for c in record.checks])
-    if not record.checks or _rank(record.status) < _rank(worst):
+    worst_check = worst([c.status for c in record.checks])
+    if not record.checks or rank(record.status) < rank(worst_check):
         lines.append(EvidenceLine(name=ATTEMPT_LINE, status=record.status,
                                   detail=record.summary or "attempt recorded no checks",
                                   **common))
     return lines
-
-
-_ORDER = [Status.ERROR, Status.FAIL, Status.DEFERRED, Status.PASS]
-
-
-def _rank(status: Status | None) -> int:
-    return _ORDER.index(status) if status in _ORDER else len(_ORDER)
-
-
-def _worst(statuses: Iterable[Status]) -> Status | None:
-    statuses = list(statuses)
-    return min(statuses, key=_rank) if statuses else None
 
 
 def current_and_history(store: EvidenceStore, records: list[AttemptRecord]
@@ -163,7 +156,7 @@ def current_and_history(store: EvidenceStore, records: list[AttemptRecord]
     for record in records:
         if record.kind in GATE_KINDS:
             continue
-        last_of_kind[record.kind] = record
+        last_of_kind[current_kind(record.kind)] = record
         for line in lines_of(store, record):
             every.append(line)
             latest[(line.kind, line.name)] = line
@@ -177,68 +170,6 @@ def current_and_history(store: EvidenceStore, records: list[AttemptRecord]
         else:
             history.append(line.model_copy(update={"current": False}))
     return current, history
-
-
-def evaluate_required(current: list[EvidenceLine], requirements: list[Requirement]
-                      ) -> list[RequiredOutcome]:
-    outcomes = []
-    for requirement in requirements:
-        matching = [line for line in current if requirement.matches(line.kind, line.name)]
-        if not matching:
-            outcomes.append(RequiredOutcome(
-                requirement=str(requirement), satisfied=False, status=None,
-                reason="no evidence: a missing required check is not a pass"))
-            continue
-        worst = _worst(line.status for line in matching)
-        bad = [line for line in matching if line.status is not Status.PASS]
-        reason = "; ".join(f"{line.test_name} {line.status.value}"
-                           + (f" (accepted: {line.accepted})" if line.accepted else
-                              f": {line.detail}" if line.detail else "") for line in bad)
-        outcomes.append(RequiredOutcome(requirement=str(requirement),
-                                        satisfied=not [x for x in bad if not x.accepted],
-                                        status=worst, reason=reason[:500]))
-    return outcomes
-
-
-def overall_status(current: list[EvidenceLine], required: list[RequiredOutcome]) -> Status:
-    """Worst current status — the real one: a FAIL the profile accepts is still a FAIL here
-    (only the gate applies acceptances, docs/design/evidence.md); a missing or non-passing required
-    check makes it at least FAIL (DEFERRED on a required check is not a pass). No evidence at
-    all is ERROR."""
-    if not current:
-        return Status.ERROR
-    status = _worst(line.status for line in current) or Status.ERROR
-    if any(not outcome.satisfied for outcome in required) and _rank(status) > _rank(Status.FAIL):
-        status = Status.FAIL
-    return status
-
-
-def decide(subject: str, checks: list[EvidenceLine], required: list[RequiredOutcome]
-           ) -> GateDecision:
-    """The gate's verdict, computed once per report (docs/design/evidence.md, "Statuses"): a FAIL or
-    ERROR refuses, unless the profile accepts that exact status (then a warning with the
-    reason); a required check missing or not PASS refuses; a DEFERRED that is not required
-    warns; no check evidence at all refuses. Promotion's own evidence is not gate input."""
-    reasons, warnings = [], []
-    for outcome in required:
-        if not outcome.satisfied:
-            state = outcome.status.value if outcome.status else "missing"
-            reasons.append(f"required check {outcome.requirement} is {state}: {outcome.reason}")
-    for line in checks:
-        if line.kind in NOT_GATE_INPUT:
-            continue
-        text = f"{line.test_name} {line.status.value}" + \
-            (f": {line.detail}" if line.detail else "") + f" ({line.evidence})"
-        if line.accepted:
-            warnings.append(f"{text} — accepted: {line.accepted}")
-        elif line.status in (Status.FAIL, Status.ERROR):
-            reasons.append(text)
-        elif line.status is Status.DEFERRED:
-            warnings.append(text)
-    if not any(line.kind not in NOT_GATE_INPUT for line in checks):
-        reasons.append(f"no check evidence for {subject}")
-    return GateDecision(digest=subject, allowed=not reasons, reasons=reasons,
-                        warnings=warnings, required=[o.requirement for o in required])
 
 
 # -- projections of the kinds' result models -------------------------------------------------
@@ -503,17 +434,13 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         status=overall_status(current, outcomes),
         aliases=sorted(aliases - {str(digest)}), profile=profile, accepted=accepted,
         facts=facts, checks=current, history=history,
-        required=outcomes, gate=decide(str(digest), current, outcomes),
+        required=outcomes, gate=gate_of(str(digest), current, outcomes),
         endpoints=endpoints_of(store, reads, state_dir), preflight=preflight_of(store, reads),
         latency=latency_of(store, reads), overrides=overrides_of(store, reads),
         acceptance=acceptance_of(store, reads), judged_on=judged_on_of(store, reads),
         goodput=goodput_of(store, reads),
         cluster_starts=cluster_starts_of(store, reads))
     if with_previous:  # the difference against the previous build of the same image
-        import functools
-
-        from imagekit.report.previous import previous_build
-
         build = functools.partial(build_report, spec_path=spec_path, state_dir=state_dir)
         report = report.model_copy(update={"previous": previous_build(
             store, everything, report, build)})

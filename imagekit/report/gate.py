@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from imagekit.errors import CheckFailed, InvalidInput, NotFound
+from imagekit.errors import CheckFailed, ImagekitError, InvalidInput, NotFound
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import GateOverrideResult
 from imagekit.oci.digest import Digest
-from imagekit.report.collect import NOT_GATE_INPUT, build_report  # noqa: F401 - re-exported
-from imagekit.report.models import GateDecision, ImageReport
+from imagekit.report import trusted
+from imagekit.report.collect import build_report
+from imagekit.report.decision import (
+    LATER_KIND_PREFIXES,  # noqa: F401 - re-exported
+    evaluate_required,
+    gate_of,
+    image_phase_measured,
+)
+from imagekit.report.links import LATER_LINKS, of_link
+from imagekit.report.models import EvidenceLine, GateDecision, ImageReport, RequiredOutcome
 from imagekit.report.required import parse_requirements
 from imagekit.results import CheckResult, Status
 
@@ -28,6 +37,55 @@ OVERRIDE_KIND = "gate-override"
 def decide(report: ImageReport) -> GateDecision:
     """The gate's verdict stored in a report (computed once, by `build_report`)."""
     return report.gate
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The gate's decision and every line it judged: this store's (`local`, a trusted
+    signer's probe acceptances applied), the trusted test-result's (`signed`) and the trusted
+    later phases' (`phases`), with the required checks evaluated over them. `promote`'s gate
+    and the auditor's report are this one computation."""
+
+    report: ImageReport | None
+    decision: GateDecision
+    local: list[EvidenceLine] = field(default_factory=list)
+    signed: list[EvidenceLine] = field(default_factory=list)
+    phases: list[EvidenceLine] = field(default_factory=list)
+    required: list[RequiredOutcome] = field(default_factory=list)
+
+
+def judge(store: EvidenceStore, digest: Digest | str, required: Iterable[str] | None = None,
+          *, profile: str | None = None, trust=None, pull=None,  # noqa: ANN001
+          spec_path: Path | None = None, state_dir: Path | None = None,
+          **report_args: Any) -> Judgement:
+    """The gate's judgement of `digest` (check_promotable says what decides when).
+    `report_args`: build_report's naming arguments (requested, name, resolution)."""
+    digest = Digest.parse(str(digest))
+    requirements = [str(r) for r in parse_requirements(required)]
+    try:
+        report = build_report(store, digest, required=requirements, profile=profile,
+                              spec_path=spec_path, state_dir=state_dir, **report_args)
+    except NotFound:
+        report = None
+    local = list(report.checks) if report is not None else []
+    if report is not None and (image_phase_measured(local) or (local and not trust)):
+        phases = trusted.signed_phase_lines(
+            trusted.signed_statements(store, digest, trust)[0], {x.kind for x in local}) \
+            if trust else []
+        if not phases:
+            return Judgement(report, report.gate, local, [], [], list(report.required))
+        outcomes = evaluate_required([*local, *phases], parse_requirements(requirements))
+        return Judgement(report, gate_of(str(digest), local, outcomes, phases), local, [],
+                         phases, outcomes)
+    if trust:
+        return _from_registry(store, digest, trust, pull, requirements, local=local,
+                              report=report)
+    hint = " (give --trust-key to decide from the statements signed at the registry)" \
+        if trust is None or not trust else ""
+    return Judgement(report, GateDecision(
+        digest=str(digest), allowed=False, required=requirements,
+        reasons=[f"no evidence for {digest} in {store.root}{hint}"]), local,
+        required=evaluate_required(local, parse_requirements(requirements)))
 
 
 def check_promotable(store: EvidenceStore, digest: Digest | str,
@@ -40,7 +98,10 @@ def check_promotable(store: EvidenceStore, digest: Digest | str,
     A digest the store knows nothing about is refused (no evidence is not a pass) — unless
     `trust` (an imagekit.trust.TrustPolicy) is given: then the registry's signed statements
     decide (`pull(store, digest, trust)` imports them first, imagekit.attest.pull; the
-    decision names the signer and registry of each fact: imagekit.report.trusted). A non-PASS
+    decision names the signer and registry of each fact: imagekit.report.trusted). With
+    `trust`, the newest trusted statement of each later phase this store did not measure
+    (cluster probe, cluster accept, GPU preflight) is judged too: a non-PASS refuses where a
+    required check covers that phase, and is a warning that names it otherwise. A non-PASS
     status the images spec accepts for this image in its profile (the profile named by the
     evidence, or `profile`) is a warning with its reason, not a refusal. `sign_links`: the
     promotion will be signed over these chain links; each must be held (local or trusted
@@ -48,80 +109,51 @@ def check_promotable(store: EvidenceStore, digest: Digest | str,
     `spec_path`/`state_dir`: the images spec whose acceptances apply and infra's state (the
     CLI's settings; build_report).
     """
-    digest = Digest.parse(str(digest))
-    requirements = [str(r) for r in parse_requirements(required)]
-    try:
-        report = build_report(store, digest, required=requirements, profile=profile,
-                              spec_path=spec_path, state_dir=state_dir)
-    except NotFound:
-        report = None
-    local = list(report.checks) if report is not None else []
-    if report is not None and (_image_phase(local) or (local and not trust)):
-        decision, lines = report.gate, local
-    elif trust:
-        decision, lines = _from_registry(store, digest, trust, pull, requirements,
-                                         local=local)
-    else:
-        hint = " (give --trust-key to decide from the statements signed at the registry)" \
-            if trust is None or not trust else ""
-        return GateDecision(digest=str(digest), allowed=False, required=requirements,
-                            reasons=[f"no evidence for {digest} in {store.root}{hint}"])
+    judged = judge(store, digest, required, profile=profile, trust=trust, pull=pull,
+                   spec_path=spec_path, state_dir=state_dir)
+    decision = judged.decision
     if sign_links is not None:
-        decision = _signable(decision, lines, sign_links)
+        decision = _signable(decision, [*judged.signed, *judged.local], sign_links)
     return decision
 
 
-#: kinds measured after the image phase (on a cluster, by promotion): a store holding only
-#: these lacks the image's own evidence, which then comes from the registry's statements
-LATER_KIND_PREFIXES = ("cluster-", "accept-", "bench", "engine-startup", "gpu-", "promote",
-                       "gate-override")
-
-
 def _image_phase(lines) -> bool:  # noqa: ANN001
-    return any(not line.kind.startswith(LATER_KIND_PREFIXES) for line in lines)
+    return image_phase_measured(lines)
 
 
 def _from_registry(store: EvidenceStore, digest: Digest, trust, pull, requirements,  # noqa: ANN001
-                   exclude_prefixes: tuple[str, ...] = (), local=()):  # noqa: ANN001, ANN202
-    """(decision, the lines it rests on) from the trusted statements about `digest`, beside
-    what this store measured later (`local`: cluster probes…, each line naming its source)."""
-    from imagekit.errors import ImagekitError
-    from imagekit.report.trusted import (
-        TEST_RESULT_TYPE,
-        attested_decision,
-        lines_of,
-        signed_statements,
-    )
-
+                   exclude_prefixes: tuple[str, ...] = (), local=(),  # noqa: ANN001
+                   report: ImageReport | None = None) -> Judgement:
+    """The judgement from the trusted statements about `digest`, beside what this store
+    measured later (`local`: cluster probes…, each line naming its source)."""
     problems, pulled, ignored = [], "", []
+    local = [line for line in local if not line.kind.startswith(exclude_prefixes)] \
+        if exclude_prefixes else list(local)
     if pull is not None:
         try:
             outcome = pull(store, digest, trust)
             problems, pulled = outcome.problems, f"{outcome.registry}/{outcome.repository}"
             ignored = list(getattr(outcome, "ignored", []) or [])
         except ImagekitError as exc:
-            return GateDecision(digest=str(digest), allowed=False, required=requirements,
-                                reasons=[f"no evidence for {digest} in {store.root}, and the "
-                                         f"registry's statements could not be read: "
-                                         f"{exc.one_line()}"]), []
-    local = [line for line in local if not line.kind.startswith(exclude_prefixes)] \
-        if exclude_prefixes else list(local)
-    decision = attested_decision(store, digest, trust, parse_requirements(requirements),
-                                 problems=problems, pulled=pulled,
-                                 exclude_prefixes=exclude_prefixes, local=local)
+            return Judgement(report, GateDecision(
+                digest=str(digest), allowed=False, required=requirements,
+                reasons=[f"no evidence for {digest} in {store.root}, and the registry's "
+                         f"statements could not be read: {exc.one_line()}"]), local,
+                required=evaluate_required(local, parse_requirements(requirements)))
+    judged = trusted.attested_judgement(store, digest, trust, parse_requirements(requirements),
+                                        problems=problems, pulled=pulled,
+                                        exclude_prefixes=exclude_prefixes, local=local)
+    decision = judged.decision
     if ignored:
         decision = decision.model_copy(update={"ignored": [
             *(f"{x} ({pulled})" for x in ignored), *decision.ignored]})
-    newest = next(iter(signed_statements(store, digest, trust)[0].get(TEST_RESULT_TYPE) or []),
-                  None)
-    return decision, (lines_of(newest) if newest is not None else []) + local
+    return Judgement(report, decision, judged.local, judged.signed, judged.phases,
+                     judged.required)
 
 
 def _signable(decision: GateDecision, lines, sign_links: Iterable[str]) -> GateDecision:  # noqa: ANN001
     """Refuse to sign a promotion chain over an image-phase link the evidence does not hold
     (`IMAGEKIT_REQUIRED_LINKS=''` or no evidence must not give a passing chain)."""
-    from imagekit.report.links import LATER_LINKS, of_link
-
     wanted = [link for link in dict.fromkeys(sign_links) if link not in LATER_LINKS]
     reasons = []
     if not list(sign_links):
@@ -215,8 +247,6 @@ def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
     pass the gate? Raises CheckFailed (exit 1) with every reason when it does not. Where the
     store has none and `trust` is given, the registry's trusted statements decide.
     `spec_path`/`state_dir`: as check_promotable."""
-    from imagekit.report.collect import decide as decide_lines
-
     digest = Digest.parse(str(digest))
     requirements = [str(r) for r in parse_requirements(required)]
     try:
@@ -224,15 +254,15 @@ def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
                               spec_path=spec_path, state_dir=state_dir)
     except NotFound:
         report = None
-    if report is None or not _image_phase(report.checks):
+    if report is None or not image_phase_measured(report.checks):
         if not trust:
             raise CheckFailed(f"no image-phase evidence for {digest} in {store.root}: it is "
                               "not accepted on a cluster before `images verify` (or give "
                               "--trust-key to decide from the registry's signed statements)",
                               where=str(digest))
-        decision, _ = _from_registry(store, digest, trust, pull, requirements,
-                                     exclude_prefixes=ACCEPTANCE_KINDS_PREFIXES,
-                                     local=report.checks if report is not None else ())
+        decision = _from_registry(store, digest, trust, pull, requirements,
+                                  exclude_prefixes=ACCEPTANCE_KINDS_PREFIXES,
+                                  local=report.checks if report is not None else ()).decision
         if not decision.allowed:
             raise CheckFailed("image-phase evidence does not pass the gate: "
                               + "; ".join(decision.reasons)[:1500], where=str(digest))
@@ -241,7 +271,7 @@ def image_phase_gate(store: EvidenceStore, digest: Digest | str, *,
              if not line.kind.startswith(ACCEPTANCE_KINDS_PREFIXES)]
     required_here = [o for o in report.required
                      if not str(o.requirement).split(":")[0].startswith(ACCEPTANCE_KINDS_PREFIXES)]
-    decision = decide_lines(str(digest), lines, required_here)
+    decision = gate_of(str(digest), lines, required_here)
     if not decision.allowed:
         raise CheckFailed("image-phase evidence does not pass the gate: "
                           + "; ".join(decision.reasons)[:1500], where=str(digest))

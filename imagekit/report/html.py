@@ -23,6 +23,15 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from imagekit.report import glance, svg
+from imagekit.report.decision import derive, line_key, serves_image, short_ref
+from imagekit.report.markdown import (
+    _PHASES,
+    checks_line,
+    gate_line,
+    required_line,
+    signed_only,
+)
+from imagekit.report.markdown import once_in_full as in_text
 from imagekit.report.models import ImageReport, LatencySeries
 
 if TYPE_CHECKING:
@@ -42,6 +51,7 @@ def environment(autoescape: bool = True) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
     env.filters["known"] = lambda x: "not recorded" if x is None else str(x)
+    env.filters["line_key"] = line_key   # which signed lines are not required
     return env
 
 
@@ -127,7 +137,7 @@ def path_diagram(report: ImageReport) -> str:
     note = ("attestations: " + ", ".join(sorted({a.kind for a in attest}))
             if attest else "no attestation evidence")
     for e in glance.promotion_path(report):
-        state = ("wrong" if not glance.serves_image(report, e) else
+        state = ("wrong" if not serves_image(report, e) else
                  "verified" if e.verified else "unverified")
         nodes.append({"name": glance.endpoint_name(e),
                       "where": e.reference.split("/", 1)[0], "digest": e.digest[:19] + "…",
@@ -176,27 +186,22 @@ def render(report: ImageReport, base: Path | None = None,
            env: jinja2.Environment | None = None) -> str:
     """The page; `base` is the directory it is written to (links to evidence are relative
     to it), None for absolute file: links."""
-    from imagekit.report.markdown import (
-        _PHASES,
-        counts,
-        gate_line,
-        required_line,
-        signed_only,
-    )
-
+    decision = derive(report)
     names, rows = glance.probe_matrix(report)
     facts = report.facts
     template = (env or environment()).get_template(TEMPLATE)
     return once_in_full(template.render(
-        report=report, facts=facts, title=glance.short_ref(facts.name or report.requested),
-        decision=report.outcome(), not_run=glance.not_run(report), counts=counts(report),
-        gate_line=gate_line(report),
-        required_line=required_line(report) if signed_only(report) else "",
+        report=report, facts=facts, title=short_ref(facts.name or report.requested),
+        decision=decision, not_run=glance.not_run(report),
+        counts=checks_line(report, decision), gate_line=gate_line(report, decision),
+        required_line=required_line(report, decision) if signed_only(report) else "",
+        signed_lines=[*report.signed_checks, *report.signed_phases],
+        not_required={line_key(x) for x in decision.not_required},
         image_run=glance.phases_run(report)["image"],
         endpoints=glance.promotion_path(report),
         unsigned=[t for ph, t in _PHASES.items()
                   if ph != "other" and not any(s.phase == ph for s in report.chain)],
-        verdict=glance.verdict(report), phases=glance.PHASES,
+        phases=glance.PHASES,
         matrix={"names": names, "rows": rows},
         path_diagram=_markup(path_diagram(report)),
         busbw=_markup(busbw_plot(report)), goodput=_markup(goodput_plot(report)),
@@ -215,8 +220,6 @@ _TAG = re.compile(r"(<[^>]*>)")
 def once_in_full(page: str) -> str:
     """Each long digest in full where the page first shows it, short after that: only the
     text a person reads changes (tags and their attributes, links included, keep theirs)."""
-    from imagekit.report.markdown import once_in_full as in_text
-
     head, sep, body = page.partition("<body>")
     if not sep:
         return page

@@ -1,5 +1,9 @@
 """in-toto Statement v1 with the test-result predicate, one subject per promotion endpoint.
 
+Its tests are the lines the decision read (`imagekit.report.decision.derive`: this store's and
+those trusted keys signed), by their real status: a FAIL the profile accepts is a failed test
+(the acceptance is the gate's policy, in the configuration), never a softer one.
+
 The subjects are what a verifier pulls: the digest at each endpoint (name = that endpoint's
 reference). Without promotion evidence the image digest itself is the one subject. The
 configuration lists every attempt record the verdict was read from, each with the sha256 of its
@@ -14,7 +18,8 @@ import json
 from pathlib import Path
 
 from imagekit import __version__
-from imagekit.report.models import ImageReport
+from imagekit.report.decision import derive
+from imagekit.report.models import EvidenceLine, ImageReport
 from imagekit.results import Status
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -41,18 +46,24 @@ def result_of(report: ImageReport) -> str:
     PASSED; FAILED: any FAIL or ERROR — also one a profile accepts (the acceptance is the
     gate's policy, listed in the configuration, never a softer test result) — or an unmet
     required check."""
-    statuses = {line.status for line in report.checks}
-    if not statuses or statuses & {Status.FAIL, Status.ERROR} or \
-            not all(o.satisfied for o in report.required):
+    decision = derive(report)
+    statuses = {line.status for line in lines_of(report)}
+    if not statuses or statuses & {Status.FAIL, Status.ERROR} or decision.blocking or \
+            not all(o.satisfied for o in decision.required):
         return "FAILED"
     if Status.DEFERRED in statuses:
         return "WARNED"
     return "PASSED"
 
 
+def lines_of(report: ImageReport) -> list[EvidenceLine]:
+    """The lines the decision read: this store's, then those trusted keys signed."""
+    return [*report.checks, *report.signed_checks, *report.signed_phases]
+
+
 def _configuration(report: ImageReport) -> list[dict]:
     seen: dict[str, dict] = {}
-    for line in report.checks:
+    for line in lines_of(report):
         if line.evidence in seen:
             continue
         record = Path(report.evidence_root) / line.evidence / "attempt.json"
@@ -64,13 +75,13 @@ def _configuration(report: ImageReport) -> list[dict]:
                                "mediaType": "application/json",
                                "annotations": {"kind": line.kind, "key": line.key}}
     # ResourceDescriptor.content is bytes: base64 in JSON (the spec's protobuf JSON mapping)
-    listed = (",".join(o.requirement for o in report.required) or "none").encode()
+    listed = (",".join(o.requirement for o in derive(report).required) or "none").encode()
     required = {"name": "required-checks", "content": base64.b64encode(listed).decode(),
                 "digest": {"sha256": hashlib.sha256(listed).hexdigest()},
                 "mediaType": "text/plain"}
     # what the gate accepted, and why: policy, not a softer status
     accepted = [{"test": line.test_name, "status": line.status.value, "reason": line.accepted}
-                for line in report.checks if line.accepted]
+                for line in lines_of(report) if line.accepted]
     descriptors = [required, *seen.values()]
     if accepted:
         text = json.dumps(accepted, sort_keys=True).encode()
@@ -89,11 +100,11 @@ def statement(report: ImageReport) -> dict:
     passed: list[str] = []
     warned: list[str] = []
     failed: list[str] = []
-    for line in report.checks:
+    for line in lines_of(report):
         # the status decides, never an acceptance: an accepted FAIL is still a failed test
         bucket = {Status.PASS: passed, Status.DEFERRED: warned}.get(line.status, failed)
         bucket.append(line.test_name)
-    for outcome in report.required:
+    for outcome in derive(report).required:
         if not outcome.satisfied:
             failed.append(f"required:{outcome.requirement}")
     return {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 #: link name -> evidence kinds it is read from (a kind ending in '-' is a family prefix)
 LINK_KINDS: dict[str, tuple[str, ...]] = {
-    "base-identity": ("images-verify", "verify-copy"),
+    "base-identity": ("images-verify", "verify-mirror", "verify-copy"),
     "build": ("build",),
     "probes": ("probe",),
     "cluster-imageid": ("cluster-probe",),

@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 
 from imagekit.report import glance
-from imagekit.report.models import ImageReport
+from imagekit.report.decision import (
+    count_text,
+    derive,
+    gate_lines,
+    line_key,
+    serves_image,
+    short,
+    short_ref,
+)
+from imagekit.report.models import Decision, EvidenceLine, ImageReport
 from imagekit.results import Status
 
 _MARK = {"PASS": "PASS", "FAIL": "**FAIL**", "ERROR": "**ERROR**", "DEFERRED": "_DEFERRED_"}
@@ -24,18 +33,18 @@ def _size(n: float) -> str:
 
 
 def render(report: ImageReport) -> str:
-    decision = report.outcome()   # the first line: what the user may do, and why
+    decision = derive(report)   # the first line: what the user may do, and why
     out: list[str] = [f"**{_cell(decision.summary)}**\n"]
     facts = report.facts
     title = facts.name or report.requested
-    out.append(f"# Image report: {_cell(glance.short_ref(title))}\n")
-    out += _at_a_glance(report)
+    out.append(f"# Image report: {_cell(short_ref(title))}\n")
+    out += _at_a_glance(report, decision)
     out.append(f"- **Digest:** `{report.subject}`")
     if report.aliases:
         out.append(f"- **Also known as:** {', '.join(f'`{a}`' for a in report.aliases)}")
     if report.resolution:
         out.append(f"- **Resolved:** {_cell(report.resolution)}")
-    out.append(f"- **Checks:** {counts(report)}")
+    out.append(f"- **Checks:** {checks_line(report, decision)}")
     if facts.base_digest:
         out.append(f"- **Base digest:** `{facts.base_digest}`")
     if report.profile:
@@ -48,7 +57,7 @@ def render(report: ImageReport) -> str:
 
     gate = report.gate       # computed once, when the report was built
     out.append("## Promotion gate\n")
-    out.append(f"**{gate_line(report)}**")
+    out.append(f"**{gate_line(report, decision)}**")
     out += [f"- refused: {_cell(r)}" for r in gate.reasons]
     out += [f"- warning: {_cell(w)}" for w in gate.warnings]
     out += [f"- source: {_cell(x)}" for x in gate.sources]
@@ -76,10 +85,10 @@ def render(report: ImageReport) -> str:
 
     out.append("\n## Required checks\n")
     if signed_only(report):
-        out.append(required_line(report))
-    elif report.required:
+        out.append(required_line(report, decision) + "\n")
+    if decision.required:
         out.append("| requirement | satisfied | status | reason |\n|---|---|---|---|")
-        for o in report.required:
+        for o in decision.required:
             mark = _MARK[o.status.value] if o.status else "**missing**"
             if o.satisfied and o.status not in (None, Status.PASS):
                 mark += " (accepted)"
@@ -87,6 +96,7 @@ def render(report: ImageReport) -> str:
                        f"{mark} | {_cell(o.reason)} |")
     else:
         out.append("None configured.")
+    out += _signed_lines(report, decision)
 
     if report.checks:
         out.append("\n## Checks (current)\n")
@@ -177,7 +187,7 @@ def once_in_full(text: str) -> str:
 
     def one(match: re.Match[str]) -> str:
         if match.group(0) in seen:
-            return glance.short(match.group(0))
+            return short(match.group(0))
         seen.add(match.group(0))
         return match.group(0)
     return _DIGEST.sub(one, text)
@@ -192,58 +202,76 @@ def signed_only(report: ImageReport) -> bool:
     return bool(report.chain) and not glance.phases_run(report)["image"]
 
 
-def required_line(report: ImageReport) -> str:
+def required_line(report: ImageReport, decision: Decision) -> str:
     """The required checks as the gate judged them from the signed statements."""
-    gate = report.gate
-    names = ", ".join(gate.required) or "none"
-    if not gate.required:
+    if not decision.required:
         return "None configured."
-    missing = [r for r in gate.reasons if r.startswith("required check ")]
+    names = ", ".join(o.requirement for o in decision.required)
+    missing = [o for o in decision.required if not o.satisfied]
     return (f"Judged from the signed statements: {names} — "
             + (f"{len(missing)} not satisfied (see Promotion gate)" if missing
                else "satisfied"))
 
 
-def gate_line(report: ImageReport) -> str:
+def gate_line(report: ImageReport, decision: Decision) -> str:
     """The gate section's status line, the same decision as the first line."""
-    decision = report.outcome()
     if not decision.may_promote:
         return "Refused: " + decision.summary.removeprefix("not promotable: ")
     return "Allowed" + (" (overridden)" if report.gate.overridden else "") + \
         f": {decision.verdict}"
 
 
-def counts(report: ImageReport) -> str:
-    """`12 PASS, 1 FAIL (accepted), 1 DEFERRED (warning)`: the evaluated lines the decision
-    reads (no raw worst status that a profile's acceptance would contradict)."""
-    lines = glance.gate_lines(report)
-    if not lines:
+def checks_line(report: ImageReport, decision: Decision) -> str:
+    """`12 PASS, 1 accepted (torch_arch FAIL), 1 DEFERRED (warning)`: the decision's counts
+    of the lines it read (no raw worst status that a profile's acceptance would contradict)."""
+    if not [*gate_lines(report), *report.signed_phases]:
         return "none measured by this store" + (" (the signed statements decide)"
                                                  if report.chain else "")
-    parts = []
-    for status in (Status.PASS, Status.FAIL, Status.ERROR, Status.DEFERRED):
-        plain = sum(1 for x in lines if x.status is status and not x.accepted)
-        taken = sum(1 for x in lines if x.status is status and x.accepted)
-        if plain:
-            note = {Status.DEFERRED: " (warning)", Status.PASS: ""}.get(status, "")
-            parts.append(f"{plain} {status.value}{note}")
-        if taken:   # each accepted check once, as the decision names it
-            names = {x.name.removeprefix("probe:") for x in lines
-                     if x.status is status and x.accepted}
-            runs = f", in {taken} runs" if taken > len(names) else ""
-            parts.append(f"{len(names)} {status.value} (accepted{runs})")
-    return ", ".join(parts)
+    text = count_text(decision.counts, decision.accepted, decision.not_required)
+    signers = sorted({x.signer for x in [*report.signed_checks, *report.signed_phases]
+                      if x.signer})
+    return text + (f" (signed by {', '.join(signers)})" if signers and not report.checks
+                   else "")
+
+
+def counts(report: ImageReport) -> str:
+    """checks_line of the report's own decision (the index tables' column)."""
+    return checks_line(report, derive(report))
+
+
+def _signed_lines(report: ImageReport, decision: Decision) -> list[str]:
+    """`## Checks signed by trusted keys`: the lines the gate read from trusted statements
+    (the newest test-result, the later phases this store did not measure), each with its
+    signer, and whether it refuses, is accepted, or is not required."""
+    lines = [*report.signed_checks, *report.signed_phases]
+    if not lines:
+        return []
+    apart = {line_key(x) for x in decision.not_required}
+    out = ["\n## Checks signed by trusted keys\n",
+           "| kind | check | status | signed by | detail |\n|---|---|---|---|---|"]
+    for line in lines:
+        out.append(f"| {_cell(line.kind)} | {_cell(line.name)} | {_status_of(line, apart)} | "
+                   f"{_cell(line.signer or '')} | {_cell(line.detail)[:300]} |")
+    return out
+
+
+def _status_of(line: EvidenceLine, apart: set[tuple[str, str]]) -> str:
+    mark = _MARK[line.status.value]
+    if line.accepted:
+        return mark + " (accepted)"
+    if line_key(line) in apart:
+        return mark + " (not required)"
+    return mark
 
 
 _ICON = {"go": "✅", "caution": "⚠️", "stop": "⛔"}
 
 
-def _at_a_glance(report: ImageReport) -> list[str]:
-    """The verdict banner (the stored gate decision, said as the next step), each probe once
-    across its phases, the promotion path, acceptance verdicts apart."""
-    v = glance.verdict(report)   # its headline is the first line already
-    out = [f"> {_ICON[v.level]} Next: `{v.next_step}`"]
-    out += [f"> - {_cell(p)[:400]}" for p in v.points]
+def _at_a_glance(report: ImageReport, decision: Decision) -> list[str]:
+    """The verdict banner (the decision, said as the next step), each probe once across its
+    phases, the promotion path, acceptance verdicts apart."""
+    out = [f"> {_ICON[decision.level]} Next: `{decision.next_step}`"]
+    out += [f"> - {_cell(p)[:400]}" for p in decision.points]
     names, rows = glance.probe_matrix(report)
     if names:
         out.append("\n## Checks × phase\n")
@@ -260,9 +288,9 @@ def _at_a_glance(report: ImageReport) -> list[str]:
     if path:
         hops = []
         for e in path:
-            state = ("serves ANOTHER digest" if not glance.serves_image(report, e) else
+            state = ("serves ANOTHER digest" if not serves_image(report, e) else
                      "verified" if e.verified else "not read back")
-            hops.append(f"{glance.endpoint_name(e)} `{glance.short(e.digest)}` ({state})")
+            hops.append(f"{glance.endpoint_name(e)} `{short(e.digest)}` ({state})")
         out.append("\n**Promotion path (in hop order):** " + " → ".join(hops))
     if report.acceptance:
         out.append("\n## Acceptance: protocol and semantic verdicts\n")
@@ -383,7 +411,7 @@ def _chain_section(report: ImageReport) -> list[str]:
             out.append(f"- **{_cell(item.name)}** signed by {_cell(item.signer)} at "
                        f"{_cell(item.signed_at or 'an undated time')}, "
                        f"{_cell(item.registry)}/{_cell(item.repository)} (referrer "
-                       f"`{glance.short(item.referrer)}`, `{item.evidence}`){state}")
+                       f"`{short(item.referrer)}`, `{item.evidence}`){state}")
             out += [f"  - {_cell(line)}" for line in item.summary]
         out.append("")
     return out

@@ -7,7 +7,7 @@ evidence is empty (or None), it is never filled with a guess.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -38,6 +38,9 @@ class EvidenceLine(BaseModel):
     current: bool = True
     accepted: str | None = Field(default=None, description="why the spec accepts this non-PASS "
                                  "status (the status itself is kept); None when not accepted")
+    signer: str | None = Field(default=None, description="the trusted key that signed the "
+                               "statement this line was read from (`ci 3f2a91c0…`); None: "
+                               "this store measured it")
 
     @property
     def test_name(self) -> str:
@@ -283,22 +286,82 @@ class SignedStatement(BaseModel):
     evidence: str = Field(description="the attested attempt directory")
 
 
+class Counts(BaseModel):
+    """The lines a decision rests on, each counted once, in one bucket: accepted checks are
+    never inside the PASS count, and a non-PASS the policy does not require is apart from
+    the FAILs that refuse."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    passed: int = 0
+    accepted: int = Field(default=0, description="non-PASS lines the profile accepts (their "
+                          "status kept)")
+    failed: int = Field(default=0, description="FAIL lines not accepted")
+    errors: int = Field(default=0, description="ERROR lines not accepted")
+    deferred: int = Field(default=0, description="DEFERRED lines not accepted (a warning, or "
+                          "a refusal where required)")
+    not_required: int = Field(default=0, description="non-PASS lines of signed phase "
+                              "statements the policy does not require (named, not refusing)")
+    blocking: int = Field(default=0, description="what refuses the image: len(blocking)")
+
+
+class Blocker(BaseModel):
+    """One thing that refuses the image: a check line, an unmet required check, or another of
+    the gate's reasons (no evidence, a changed signed statement…)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    source: Literal["check", "required", "gate"]
+    test: str = Field(default="", description="`kind:name` of the line, or the requirement")
+    status: str = Field(description="FAIL, ERROR, DEFERRED, or MISSING (a required check "
+                        "without evidence)")
+    reason: str = Field(description="the gate's reason, as `imagekit gate` prints it")
+    evidence: str = ""
+    signer: str | None = Field(default=None, description="who signed the statement it rests "
+                               "on; None: this store measured it")
+
+
+class AcceptedCheck(BaseModel):
+    """A non-PASS status the profile accepts: counted as accepted, with its reason."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    test: str
+    status: Status
+    reason: str
+    signer: str | None = None
+
+
 class Decision(BaseModel):
     """What a person may do with the image, and why: the first line of every report.
 
-    Derived in one place (`imagekit.report.glance.decide`) from the stored gate decision and
-    the evidence (hops read back, signed promotion statements); every section's status line
-    reads the same evaluated records, so the page cannot disagree with it."""
+    Derived in one place (`imagekit.report.decision.derive`) from the stored gate decision,
+    the evaluated lines (measured here, or signed by a trusted key) and the promotion's hops;
+    every format renders this record and nothing else decides, so no two formats disagree."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     verdict: str = Field(description="promoted, promotable or not promotable")
     may_promote: bool = Field(description="the gate allows promoting (or deploying) it")
+    level: Literal["go", "caution", "stop"] = Field(
+        default="go", description="go: allowed, nothing to say; caution: allowed with "
+        "warnings; stop: refused, or an endpoint serves another digest")
     summary: str = Field(description="one sentence: the verdict and why")
+    next_step: str = Field(default="", description="the command or action a person takes next")
+    points: list[str] = Field(default=[], description="the facts behind the verdict, one "
+                              "line each (the banner's list)")
     reasons: list[str] = Field(default=[], description="the facts the verdict rests on")
     destination: str | None = Field(default=None, description="the final promotion "
                                     "destination pinned by digest (never a relay); None "
                                     "when nothing was promoted")
+    counts: Counts = Counts()
+    required: list[RequiredOutcome] = Field(default=[], description="each required check and "
+                                            "whether the lines the gate judged satisfy it")
+    blocking: list[Blocker] = []
+    accepted: list[AcceptedCheck] = []
+    not_required: list[EvidenceLine] = Field(default=[], description="non-PASS lines of "
+                                             "signed phase statements no required check "
+                                             "covers: named, not refusing")
 
 
 class ImageReport(BaseModel):
@@ -335,9 +398,18 @@ class ImageReport(BaseModel):
     chain: list[SignedStatement] = Field(default=[], description="statements trusted keys "
                                          "signed about the image (from the registry), "
                                          "never what this machine measured")
+    signed_checks: list[EvidenceLine] = Field(
+        default=[], description="the tests of the newest trusted test-result, as lines (each "
+        "naming its signer), where this store measured no image phase: the gate judged them "
+        "beside `checks`")
+    signed_phases: list[EvidenceLine] = Field(
+        default=[], description="the checks of the newest trusted statement of each later "
+        "phase (cluster-probe, cluster-accept, gpu-preflight…) this store did not measure: "
+        "a non-PASS refuses where a required check covers it, else it is named")
     decision: Decision | None = Field(default=None, exclude=True, description="the JSON "
                                       "report's first key: derived from the rest when it "
-                                      "is written (ImageReport.outcome), dropped when read")
+                                      "is written (imagekit.report.decision.derive), dropped "
+                                      "when read")
     previous: PreviousBuild | None = Field(default=None, description="the difference against "
                                            "the previous build of the same image; None when "
                                            "the evidence holds no earlier build of it")
@@ -350,12 +422,6 @@ class ImageReport(BaseModel):
         if isinstance(data, dict) and "decision" in data:
             data = {k: v for k, v in data.items() if k != "decision"}
         return data
-
-    def outcome(self) -> Decision:
-        """The decision a person reads first (imagekit.report.glance.decide)."""
-        from imagekit.report.glance import decide
-
-        return decide(self)
 
     def kinds(self) -> list[str]:
         seen: list[str] = []

@@ -65,7 +65,8 @@ def status_changes(before: ImageReport, after: ImageReport) -> list[StatusChange
 def previous_build(store: EvidenceStore, reads: list, report: ImageReport,
                    build: Callable[..., ImageReport]) -> PreviousBuild | None:
     """The difference against the previous build, or None when there is none in evidence.
-    `build` is `collect.build_report` (passed in: collect imports this module)."""
+    `build` is `collect.build_report` (passed in: collect, which reads the store, imports this
+    module, never the other way)."""
     read = previous_read(reads, report)
     if read is None:
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 from imagekit.errors import InvalidInput
 from imagekit.evidence import EvidenceStore
 from imagekit.evidence.kinds import ReportResult
+from imagekit.report.decision import derive
 from imagekit.report.models import ImageReport
 
 FORMATS = ("md", "json", "junit", "intoto", "html")
@@ -25,7 +26,7 @@ def render(report: ImageReport, fmt: str, base: Path | None = None) -> str:
 
         return markdown.render(report)
     if fmt == "json":   # the decision first, then the report it is derived from
-        body = {"decision": report.outcome().model_dump(mode="json"),
+        body = {"decision": derive(report).model_dump(mode="json"),
                 **report.model_dump(mode="json")}
         return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
     if fmt == "junit":

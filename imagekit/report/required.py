@@ -15,9 +15,18 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.errors import InvalidInput
 
 REQUIRED_ENV = "IMAGEKIT_REQUIRED_CHECKS"
+#: Evidence kinds recorded under a command's earlier name -> the command's name now. The
+#: evidence keeps the kind it was written with (append-only); reports, the gate and
+#: requirements speak the current name, and accept the earlier one as input.
+CURRENT_KINDS = {"verify-copy": "verify-mirror"}
 #: In-image probes and the image manifest must exist and pass before anything is promoted.
 DEFAULT_REQUIRED: tuple[str, ...] = ("probe", "images-verify")
 _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def current_kind(kind: str) -> str:
+    """The name a person knows an evidence kind by today (`verify-copy` -> `verify-mirror`)."""
+    return CURRENT_KINDS.get(kind, kind)
 
 
 class Requirement(BaseModel):
@@ -32,7 +41,7 @@ class Requirement(BaseModel):
         if not _PART.match(kind) or (sep and not name.strip()):
             raise InvalidInput("a required check looks like KIND or KIND:CHECK, e.g. "
                                "probe:pip_check", where=repr(text))
-        return cls(kind=kind, name=name.strip() or None)
+        return cls(kind=current_kind(kind), name=name.strip() or None)
 
     def matches(self, kind: str, name: str) -> bool:
         return kind == self.kind and (self.name is None or name == self.name)

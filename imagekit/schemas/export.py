@@ -63,6 +63,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.report.models.ImageReport",
     "imagekit.report.models.GateDecision",
     "imagekit.report.models.EvidenceLine",
+    "imagekit.report.models.Decision",
     "imagekit.report.models.RequiredOutcome",
     "imagekit.report.models.EndpointDigest",
     "imagekit.report.models.PreviousBuild",

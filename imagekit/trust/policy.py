@@ -111,6 +111,23 @@ def hint_of(fingerprint: str) -> str:
     return base64.b64encode(bytes.fromhex(fingerprint.removeprefix("sha256:"))).decode()
 
 
+def signer_label(name: str | None, fingerprint: str) -> str:
+    """`ci 3f2a91c0…`: how every report, gate line and verification names a signer — the
+    key's name (its file's stem, or the policy's name) and its fingerprint's first 8 hex.
+    A key this machine does not know by name is `key 3f2a91c0…`."""
+    return f"{name or 'key'} {fingerprint.removeprefix('sha256:')[:8]}…"
+
+
+def fingerprint_of_hint(hint: str) -> str | None:
+    """The fingerprint a cosign key hint (base64 of the sha256) stands for; None when the
+    hint is not one."""
+    try:
+        raw = base64.b64decode(hint, validate=True)
+    except ValueError:
+        return None
+    return "sha256:" + raw.hex() if len(raw) == 32 else None
+
+
 def _read_bounded(path: Path, limit: int, what: str) -> bytes:
     """A regular file's bytes, at most `limit`: never a FIFO, a device or an endless read."""
     try:
@@ -179,8 +196,8 @@ class TrustedKey(BaseModel):
 
     @property
     def label(self) -> str:
-        """`ci 3f2a91c0…`: how reasons name the signer."""
-        return f"{self.name} {self.fingerprint.removeprefix('sha256:')[:8]}…"
+        """`ci 3f2a91c0…`: how reasons name the signer (signer_label)."""
+        return signer_label(self.name, self.fingerprint)
 
     def allows_type(self, predicate_type: str) -> bool:
         short = short_type(predicate_type)

@@ -97,7 +97,7 @@ def test_release_engineer_promotes_from_an_empty_store_trusting_ci(world):
     out = done.stdout
     assert "gate source: test-result PASSED, signed by ci " in out, out
     assert f"{reg['staging']}/{main['repo']}" in out
-    assert "gate source: verify-copy PASS" in out
+    assert "gate source: verify-mirror PASS" in out    # verify-copy evidence, named today
     # the scanner's FAILED test-result: another signer's, named and ignored, never a FAIL
     assert "gate ignored:" in out and "not trusted" in out
     listed = imagekit("evidence", "list", "--kind", "attested", "--json", env=env)

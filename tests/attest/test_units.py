@@ -9,15 +9,20 @@ import stat
 import pytest
 
 from imagekit.attest import keys
-from imagekit.attest.dsse import EnvelopeError, envelope_of_bundle, bundle_of, sign_envelope, \
-    verify_envelope
+from imagekit.attest.dsse import (
+    EnvelopeError,
+    bundle_of,
+    envelope_of_bundle,
+    sign_envelope,
+    verify_envelope,
+)
 from imagekit.attest.models import HopLink
-from imagekit.sbom.bom import bom_from, diff_boms, packages_of
 from imagekit.attest.statements import PROMOTION_TYPE, promotion_predicate, statement
 from imagekit.attest.verify import check_promotion
 from imagekit.errors import InvalidInput
 from imagekit.oci.digest import Digest
 from imagekit.results import Status
+from imagekit.sbom.bom import bom_from, diff_boms, packages_of
 
 D = Digest.parse("sha256:" + "ab" * 32)
 
@@ -83,9 +88,42 @@ def test_promotion_recheck_fails_a_missing_or_failing_link():
     assert {c.name for c in wrong if c.status is Status.FAIL} == {"promotion subject", "hops"}
 
 
-def test_sbom_history_diffs_against_the_previous_build(tmp_path):
-    from imagekit.sbom.history import record_sbom, sbom_diff
+def test_verify_counts_accepted_checks_apart_never_inside_pass(tmp_path):
+    """`verify-attestations`' link line for probes whose torch_arch FAIL and cli_help DEFERRED
+    the profile accepted: the reports' own count, accepted apart (it said `5 check(s) PASS`)."""
+    from imagekit.attest.verify import link_shown_by_tests
     from imagekit.evidence import EvidenceStore
+    from imagekit.report import build_report
+    from imagekit.report.accepted import Accepted
+    from imagekit.results import CheckResult
+    from tests.report.conftest import write_rehearsal
+
+    store = EvidenceStore(tmp_path / "evidence")
+    r = write_rehearsal(store, torch_arch=Status.FAIL, promote=False)
+    with store.attempt(r.image_id, "probe") as a:
+        a.add_check(CheckResult(name="cli_help", status=Status.DEFERRED, detail="no engine"))
+    report = build_report(store, r.digest, accepted=[
+        Accepted(check="torch_arch", status=Status.FAIL, reason="CPU torch", source="spec"),
+        Accepted(check="cli_help", status=Status.DEFERRED, reason="no engine", source="spec")])
+    hop = HopLink(endpoint="r/x:1", digest=str(D), verified=True, read_back="ok")
+    predicate = promotion_predicate(D, "m", report=report, hops=[hop], required=["probes"])
+    st = statement(D, "r/x", PROMOTION_TYPE, predicate.model_dump(mode="json"))
+    [probes] = [c for c in check_promotion(st, D) if c.name == "link probes"]
+    assert probes.status is Status.PASS
+    assert probes.detail.startswith(
+        "PASS: 3 PASS, 2 accepted (torch_arch FAIL, cli_help DEFERRED)"), probes.detail
+    assert "check(s) PASS" not in probes.detail
+    tested = {"predicate": {"passedTests": ["probe:pip_check", "probe:find_spec"],
+                            "failedTests": ["probe:torch_arch"], "acceptances": [
+                                {"test": "probe:torch_arch", "status": "FAIL"}]}}
+    shown = link_shown_by_tests(tested, "probes", honour_acceptances=True)
+    assert shown.status is Status.PASS
+    assert shown.detail == "2 PASS, 1 accepted (probe:torch_arch)"
+
+
+def test_sbom_history_diffs_against_the_previous_build(tmp_path):
+    from imagekit.evidence import EvidenceStore
+    from imagekit.sbom.history import record_sbom, sbom_diff
 
     store = EvidenceStore(tmp_path)
     name = "127.0.0.1:5001/imagekit-local/sglang:one"

@@ -20,6 +20,7 @@ from imagekit.evidence import EvidenceStore, kinds
 from imagekit.report import build_report, render
 from imagekit.report.accepted import Accepted
 from imagekit.report.chain import report_with_trust
+from imagekit.report.decision import derive
 from imagekit.report.models import ImageReport
 from imagekit.results import CheckResult, Status
 from imagekit.trust import load_trust, signed_time
@@ -69,7 +70,7 @@ def _first_lines(report: ImageReport) -> dict[str, str]:
 
 def test_promoted_through_a_relay_names_the_destination_everywhere(store) -> None:
     report = _via_relay(store)
-    decision = report.outcome()
+    decision = derive(report)
     assert decision.verdict == "promoted" and decision.may_promote
     assert decision.destination == DESTINATION.rsplit(":", 1)[0] + "@" + report.subject
     first = _first_lines(report)
@@ -97,7 +98,7 @@ def test_promoted_through_a_relay_names_the_destination_everywhere(store) -> Non
 def test_a_refused_image_says_so_in_every_status(store) -> None:
     r = write_rehearsal(store, media_fail=True)
     report = build_report(store, r.digest)
-    decision = report.outcome()
+    decision = derive(report)
     assert not decision.may_promote and decision.verdict == "not promotable"
     first = _first_lines(report)
     assert first["md"] == first["html"] == first["json"] == decision.summary
@@ -167,7 +168,7 @@ def _auditor(tmp_path: Path, ci_key, *, cluster: bool = False) -> ImageReport:
 def test_the_auditors_signed_only_report_agrees_with_its_signed_hops(tmp_path, ci_key) -> None:
     report = _auditor(tmp_path, ci_key)
     assert report.checks == [] and report.gate.allowed, report.gate.reasons
-    decision = report.outcome()
+    decision = derive(report)
     assert decision.verdict == "promoted"
     assert decision.destination == "127.0.0.1:5002/imagekit/sglang@" + report.subject
     assert decision.summary.startswith("promoted to 127.0.0.1:5002/imagekit/sglang@sha256:abab")
@@ -221,8 +222,8 @@ def _reports(store, tmp_path, ci_key) -> dict[str, ImageReport]:
         source="images.toml")])
     assert found["accepted"].gate.allowed and found["accepted"].profile is None
     assert re.fullmatch(r"promotable: \d+ checks pass, 1 accepted FAIL \(torch_arch: stand-in "
-                        r"CPU torch\)", found["accepted"].outcome().summary), \
-        found["accepted"].outcome().summary
+                        r"CPU torch\)", derive(found["accepted"]).summary), \
+        derive(found["accepted"]).summary
     found["signed"] = _auditor(tmp_path, ci_key, cluster=True)
     return found
 
@@ -250,7 +251,7 @@ def test_the_decision_is_the_first_thing_chromium_shows(store, chromium, tmp_pat
     dom = _browser(chromium, tmp_path, page, "--dump-dom", "--window-size=1280,1400")
     body = re.search(r"<body([^>]*)>", dom).group(1)
     first = htmllib.unescape(re.search(r'data-first="([^"]*)"', body).group(1))
-    assert first == report.outcome().summary, first
+    assert first == derive(report).summary, first
     assert 'data-overflow="no"' in body, body
     assert "{{" not in dom and "{%" not in dom and "Undefined" not in dom
     shot = tmp_path / "promoted.png"

@@ -117,7 +117,7 @@ def test_intoto_configuration_binds_the_evidence(rehearsal) -> None:
     [required] = [c for c in statement["predicate"]["configuration"]
                   if c["name"] == "required-checks"]
     assert base64.b64decode(required["content"]) == b"probe,images-verify"
-    from imagekit import __version__          # which imagekit judged: one place
+    from imagekit import __version__  # which imagekit judged: one place
 
     assert {"name": "imagekit", "uri": f"pkg:pypi/imagekit@{__version__}"} in \
         statement["predicate"]["configuration"]

@@ -70,13 +70,16 @@ def test_a_lying_copy_blocks_the_copy_not_the_official(infra, tmp_path) -> None:
     assert copy_gate.returncode == 1, copy_gate.stderr
     decision = json.loads(copy_gate.stdout)
     assert decision["digest"] == str(liar) and not decision["allowed"]
-    assert any("verify-copy:layer-content FAIL" in r for r in decision["reasons"])
+    # the gate names the check by the command's current name (the evidence keeps its kind)
+    assert any("verify-mirror:layer-content FAIL" in r for r in decision["reasons"])
+    assert not any("verify-copy:" in r for r in decision["reasons"])
 
     official_gate = ik("gate", official_ref, "--json", "--require-check", "probe", **run)
     assert official_gate.returncode == 0, official_gate.stdout + official_gate.stderr
     decision = json.loads(official_gate.stdout)
     assert decision["digest"] == str(official.digest) and decision["allowed"]
-    assert not any("verify-copy" in text for text in decision["reasons"] + decision["warnings"])
+    assert not any("verify-mirror" in text or "verify-copy" in text
+                   for text in decision["reasons"] + decision["warnings"])
 
     # and what the user saw in the issue: promoting the official is no longer refused
     promoted = ik("promote", official_ref, "--to", f"{staging}/{repo}-promoted:v1",
@@ -85,4 +88,4 @@ def test_a_lying_copy_blocks_the_copy_not_the_official(infra, tmp_path) -> None:
     refused = ik("promote", copy_ref, "--to", f"{staging}/{repo}-promoted:liar",
                  "--insecure", staging, **run)
     assert refused.returncode == 1 and "promotion refused by the gate" in refused.stderr
-    assert "verify-copy:layer-content FAIL" in refused.stderr
+    assert "verify-mirror:layer-content FAIL" in refused.stderr

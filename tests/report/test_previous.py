@@ -7,7 +7,6 @@ from __future__ import annotations
 from imagekit.evidence import EvidenceStore, Role, Subject, kinds
 from imagekit.report import build_report, render
 from imagekit.results import CheckResult, Status
-
 from tests.report.conftest import P, fake_digest, write_rehearsal
 
 

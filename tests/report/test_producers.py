@@ -158,7 +158,7 @@ def test_reports_for_every_spec_image(store, tmp_path) -> None:
     # the decision leads the index (its first line) and its row; the row's checks agree with
     # it (the FAIL is the accepted one), never a bare raw "FAIL" beside "promotable"
     assert index.splitlines()[0].startswith(f"**sglang: {decision}; vllm: no report")
-    assert f"| sglang | **{decision}** | 3 PASS, 1 FAIL (accepted, in 2 runs) | " \
+    assert f"| sglang | **{decision}** | 3 PASS, 2 accepted (torch_arch FAIL) | " \
         f"`{record.digest}` |" in index
     assert "| vllm | **missing** |" in index
     html = reports_for_spec(store, tmp_path / "html", fmt="html", profile="local")
@@ -180,7 +180,7 @@ def test_the_rehearsal_index_leads_with_each_promoted_images_decision(store, tmp
     assert rows[0].startswith("| image | decision | checks |")
     assert decisions == [f"sglang: {sglang.decision}", "vllm: no report"]
     assert any(row.startswith("| sglang ") and
-               f"**{sglang.decision}** | 3 PASS, 1 FAIL (accepted, in 2 runs) |" in row
+               f"**{sglang.decision}** | 3 PASS, 2 accepted (torch_arch FAIL) |" in row
                for row in rows), rows
     assert any(row.startswith("| vllm ") and "no report" in row for row in rows), rows
     # the index's first line says what the user may do with each promoted image, and why

@@ -60,9 +60,8 @@ def test_broken_attempt_is_history_not_hidden(rehearsal) -> None:
 
 def test_an_attempt_that_breaks_last_is_current(store) -> None:
     r = write_rehearsal(store)
-    with pytest.raises(RuntimeError):
-        with store.attempt(r.image_id, "probe"):
-            raise RuntimeError("docker daemon went away")
+    with pytest.raises(RuntimeError), store.attempt(r.image_id, "probe"):
+        raise RuntimeError("docker daemon went away")
     report = build_report(store, r.digest)
     assert report.status is Status.ERROR
     assert any(line.name == ATTEMPT_LINE and line.current for line in report.checks)

@@ -456,3 +456,101 @@ def test_the_shipped_folders_locator_is_a_type_layer_module(tmp_path: Path) -> N
     })
     problems = violations(root)
     assert problems == ["packaged.py (layer 1) imports imagekit.cli (layer 4)"], problems
+
+
+# ----------------------------------------------- inside the report: one derivation, no circle
+
+#: imagekit/report's modules in order: the records; the derivation (the one place a report's
+#: decision is made); reading the store and the registry's statements; the renderers. A module
+#: imports only its own step or earlier ones — imports inside functions count, so none can
+#: hide a circle — and no two modules import each other, however indirectly.
+REPORT_ORDER: tuple[frozenset[str], ...] = (
+    frozenset({"models", "required", "accepted", "links", "svg"}),
+    frozenset({"decision"}),
+    frozenset({"collect", "trusted", "gate", "chain", "previous", "resolve"}),
+    frozenset({"glance", "markdown", "html", "junit", "intoto", "render", "batch", "__init__"}),
+)
+REPORT_STEPS = ("records", "the derivation", "reading", "renderers")
+
+
+def report_imports(path: Path, modules_here: set[str]) -> set[str]:
+    """The imagekit.report modules one file imports (`from imagekit.report import glance`
+    is the module; a name re-exported by the package is the package's `__init__`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[:2] != ["imagekit", "report"]:
+                continue
+            if len(parts) > 2:
+                found.add(parts[2])
+            else:
+                found |= {a.name if a.name in modules_here else "__init__" for a in node.names}
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[:2] == ["imagekit", "report"]:
+                    found.add(parts[2] if len(parts) > 2 else "__init__")
+    return found
+
+
+def report_violations(report_dir: Path) -> list[str]:
+    names = {p.stem for p in report_dir.glob("*.py")}
+    step = {name: n for n, row in enumerate(REPORT_ORDER) for name in row}
+    graph = {name: report_imports(report_dir / f"{name}.py", names) - {name} for name in names}
+    found = [f"report/{name}.py has no step in REPORT_ORDER" for name in sorted(names - set(step))]
+    for name, imported in sorted(graph.items()):
+        for other in sorted(imported):
+            if other in step and name in step and step[other] > step[name]:
+                found.append(f"report/{name}.py ({REPORT_STEPS[step[name]]}) imports "
+                             f"report/{other}.py ({REPORT_STEPS[step[other]]})")
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for other in sorted(graph.get(name, ())):
+            if state.get(other) == 1:
+                cycle = path[path.index(other):] + [other] if other in path else [name, other]
+                found.append("report modules import each other: " + " -> ".join(cycle))
+            elif other in graph and not state.get(other):
+                visit(other, [*path, other])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if not state.get(name):
+            visit(name, [name])
+    return found
+
+
+def test_the_report_derives_once_below_every_renderer_and_never_circles() -> None:
+    problems = report_violations(PACKAGE / "report")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_planted_back_import_and_a_circle_inside_the_report_are_seen(tmp_path: Path) -> None:
+    """What models.py did (it imported the renderers' glance inside a function to reach the
+    decision), and a circle between two reading modules."""
+    root = _tree(tmp_path, {
+        "report/models.py": "def outcome():\n    from imagekit.report.glance import decide\n",
+        "report/glance.py": "from imagekit.report.models import outcome\n",
+        "report/collect.py": "def f():\n    from imagekit.report import gate\n",
+        "report/gate.py": "from imagekit.report.collect import f\n",
+    })
+    problems = report_violations(root / "report")
+    assert "report/models.py (records) imports report/glance.py (renderers)" in problems
+    assert any(p.startswith("report modules import each other:") and "models" in p
+               and "glance" in p for p in problems), problems
+    assert any(p.startswith("report modules import each other:") and "collect" in p
+               and "gate" in p for p in problems), problems
+
+
+def test_contributing_names_the_reports_steps_in_order() -> None:
+    row = next(line for line in re.findall(r"\n   \d+\. (.*(?:\n      .*)*)",
+                                           README.read_text()) if line.startswith("`report`"))
+    text = " ".join(row.split())
+    steps = re.split(r"; ", text.split("(", 1)[1].rsplit(")", 1)[0])
+    said = []
+    for label in REPORT_STEPS:
+        [part] = [s for s in steps if s.startswith(label + " ") or f": {label} " in s]
+        said.append(frozenset(re.findall(r"`(\w+)`", part.split(label, 1)[1])))
+    assert tuple(said) == REPORT_ORDER, said

@@ -19,8 +19,17 @@ from pathlib import Path
 from imagekit.evidence import EvidenceStore
 from imagekit.results import CheckResult, Status
 from tests.report.legacy.inputs import (
-    BUILD, DIGEST, ENTRY, IMAGE_ID, PREFLIGHT_SAMPLE, PROBE_CHECKS, PROMOTE, VERIFY_COPY,
-    VERSIONS, bench_rounds)
+    BUILD,
+    DIGEST,
+    ENTRY,
+    IMAGE_ID,
+    PREFLIGHT_SAMPLE,
+    PROBE_CHECKS,
+    PROMOTE,
+    VERIFY_COPY,
+    VERSIONS,
+    bench_rounds,
+)
 
 
 def generate(root: Path) -> None:

@@ -34,7 +34,7 @@ BUILD = BuildRecord(
     local_tag="imagekit-local/sglang:0000000000000000", image_id=IMAGE_ID,
     reference=ImageReference.parse(f"127.0.0.1:5001/imagekit/sglang@{DIGEST}"), digest=DIGEST,
     build_args={"BASE_IMAGE": str(BASE)}, seconds=35.2,
-    built=dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.timezone.utc), evidence="")
+    built=dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC), evidence="")
 
 PROBE_CHECKS = [
     CheckResult(name="pip_check", status=Status.PASS, detail="No broken requirements found."),
@@ -74,7 +74,7 @@ VERIFY_COPY = VerifyCopyResult(
              "verdict: DIFFERENT — layer 0: uncompressed sha256 differs"])
 
 PROMOTE = PromoteResult(
-    source=f"127.0.0.1:5001/imagekit/sglang:rehearsal", digest=str(DIGEST),
+    source="127.0.0.1:5001/imagekit/sglang:rehearsal", digest=str(DIGEST),
     media_type="application/vnd.oci.image.manifest.v1+json", all_platforms=False,
     platform="linux/amd64", gate=None, hops=[
         HopRecord(endpoint=f"127.0.0.1:{port}/imagekit/sglang:rehearsal",

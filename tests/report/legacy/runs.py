@@ -5,11 +5,25 @@ from __future__ import annotations
 
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.kinds import (
-    AcceptResult, BenchResult, BuildResult, GateDecision, ProbeResult)
+    AcceptResult,
+    BenchResult,
+    BuildResult,
+    GateDecision,
+    ProbeResult,
+)
 from imagekit.results import CheckResult, Status
 from tests.report.legacy.inputs import (
-    BUILD, DIGEST, ENTRY, IMAGE_ID, PREFLIGHT_SAMPLE, PROBE_CHECKS, PROMOTE, VERIFY_COPY,
-    VERSIONS, bench_rounds)
+    BUILD,
+    DIGEST,
+    ENTRY,
+    IMAGE_ID,
+    PREFLIGHT_SAMPLE,
+    PROBE_CHECKS,
+    PROMOTE,
+    VERIFY_COPY,
+    VERSIONS,
+    bench_rounds,
+)
 
 
 def write_runs(store: EvidenceStore, *, override: GateDecision) -> None:
