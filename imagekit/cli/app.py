@@ -55,14 +55,17 @@ class _LazyConsole:
 
 
 #: Human output goes to stderr-free stdout; machine output (--json) is the only stdout then.
-console: Console = _LazyConsole(highlight=False)  # type: ignore[assignment]
-_err_console = _LazyConsole(stderr=True, highlight=False)
+#: Text is never wrapped (soft_wrap): on a pipe rich would break lines at 80 columns, and a
+#: line that carries a reference, a digest or a path must stay whole to be copied out of a CI
+#: log (`$IMAGE`). A terminal wraps long lines itself; tables still fit the width.
+console: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
+_err_console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 err_console: Console = _err_console  # type: ignore[assignment]
 
 
 #: `imagekit --help`: the commands under what the user is doing, in this order.
 PANELS: dict[str, tuple[str, ...]] = {
-    "Image phase": ("pin", "build", "probe", "images"),
+    "Image phase": ("init", "pin", "build", "probe", "images"),
     "Registry and signing": ("promote", "verify-mirror", "keys", "attest",
                              "verify-attestations"),
     "Evidence and reports": ("report", "gate", "evidence", "gpu-record", "schemas"),

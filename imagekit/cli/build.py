@@ -88,13 +88,19 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
                               (f" (was {line.locked})" if line.moved else ""))
                   if line.resolved is not None else c
                   for line, c in zip(lines, checks, strict=False)]
+    lock = images.lock_path(profile_name)
+    written = not check and all(line.resolved for line in lines)
     if json_output:
-        print_json({"profile": profile_name, "lock": str(images.lock_path(profile_name)),
-                    "written": not check and all(line.resolved for line in lines),
+        print_json({"profile": profile_name, "lock": str(lock), "written": written,
                     "entries": [line.model_dump(mode="json") for line in lines],
                     "checks": [c.model_dump(mode="json") for c in checks]})
-    else:
-        console.print(_checks_table(checks))
+    else:  # one line per tag: a pinned reference is never cut or wrapped by a table
+        for c in checks:
+            console.print(f"{c.status.value:8} {c.name}: {c.detail}", markup=False)
+        console.print(f"lock: {lock}" + ("" if written else
+                                         " (compared, not written)" if check else
+                                         " (not written: a tag did not resolve)"),
+                      markup=False)
     code = exit_code_for(checks)
     broken = [c for c in checks if c.status is Status.ERROR]
     if broken:  # a tag that could not be resolved: one line on stderr, beside the table
