@@ -77,6 +77,7 @@ PANELS: dict[str, tuple[str, ...]] = {
 #: One whole sentence per command, by its path: what every command list and docs/commands.md
 #: show. A summary is never cut off (tests/unit/test_cli_surface.py).
 SUMMARIES: dict[str, str] = {
+    "init": "Write a starting images spec and the files it names into a folder of your own.",
     "pin": "Resolve the spec's base and mirror tags to digests in its lock file.",
     "build": "Build the fixed images from the lock's base digests, keeping every attempt's log.",
     "probe": "Run the in-image probes (pip check, find_spec, PyAV, CLI parsing) in an image.",

@@ -66,6 +66,41 @@ def _checks_table(checks: list[CheckResult]) -> Table:
     return table
 
 
+@app.command("init")
+@guarded
+def init_command(directory: str = typer.Argument(
+                     None, help="Folder to write into (default: the current folder; made when "
+                                "missing)."),
+                 force: bool = typer.Option(False, "--force",
+                                            help="Replace files that exist already."),
+                 json_output: bool = JsonOpt) -> None:
+    """Write the packaged images.toml and every file it names (Dockerfiles, stand-ins, lock
+    placeholders) into a folder of your own, where `pin` writes the locks."""
+    import os
+
+    from imagekit.spec.starter import write_starter
+
+    if directory is not None and (not directory.strip() or "\x00" in directory):
+        raise InvalidInput("DIR needs a folder path, not an empty string", where="DIR")
+    done = write_starter(Path(directory) if directory is not None else Path.cwd(), force=force)
+    if json_output:
+        print_json(done)
+        return
+
+    def shown(path: Path) -> str:  # relative to the current folder when inside it
+        here = Path.cwd()
+        return os.path.relpath(path, here) if path.is_relative_to(here) else str(path)
+
+    for path in done.written:
+        console.print(f"wrote {shown(path)}", markup=False)
+    spec = shown(done.spec)
+    console.print(f"next: imagekit pin --spec {spec}", markup=False)
+    if done.standins:
+        console.print(f"  (profile {done.default_profile} builds on stand-in bases; where "
+                      f"they are not pushed yet, run `imagekit standins build --spec {spec}` "
+                      "first)", markup=False)
+
+
 @app.command("pin")
 @guarded
 def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,

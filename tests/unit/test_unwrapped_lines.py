@@ -34,3 +34,14 @@ def test_a_path_line_is_one_line_on_a_pipe(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     [line] = done.stdout.splitlines()
     assert line.endswith(f" schemas in {folder}"), done.stdout
+
+
+def test_the_next_command_after_init_is_one_line_on_a_pipe(tmp_path: Path) -> None:
+    folder = _long_folder(tmp_path)
+    elsewhere = tmp_path / "elsewhere"       # not above the folder: its paths print in full
+    elsewhere.mkdir()
+    done = _piped("init", str(folder), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert f"next: imagekit pin --spec {folder}/images.toml" in done.stdout.splitlines()
+    assert f"wrote {folder}/standins/vllm-base/vllm-0.32.0.dist-info/METADATA" in \
+        done.stdout.splitlines()
