@@ -87,7 +87,8 @@ SUMMARIES: dict[str, str] = {
     "promote": "Copy a verified digest hop by hop and read it back at every endpoint.",
     "verify-mirror": "Check that a copy of an image is content-identical to the official one.",
     "keys": "Manage the signing key that attestations and promotions are signed with.",
-    "keys generate": "Make a signing key pair: keep imagekit.key, give out imagekit.pub.",
+    "keys generate": "Make a signing key pair: keep NAME.key, give out NAME.pub and its "
+                     "fingerprint.",
     "attest": "Sign an image's test-result and SBOM statements and attach them at its registry.",
     "verify-attestations": "Verify the signed attestations of the digest an image reference "
                            "serves.",
