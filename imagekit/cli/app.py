@@ -145,7 +145,7 @@ PLACEHOLDERS: dict[str, str] = {
     "--find-spec": "MODULE", "--force-launch": "REASON", "--format": "FORMAT", "--gpus": "N",
     "--gpus-per-node": "N", "--image": "REF", "--image-arch": "ARCH", "--image-cuda": "VERSION",
     "--insecure": "REGISTRY", "--job-mode": "MODE", "--key": "FILE", "--kind": "KIND",
-    "--kubeconfig": "FILE", "--label-node": "KEY=VALUE", "--layers": "N",
+    "--kubeconfig": "FILE", "--label-node": "NODE", "--layers": "N",
     "--layers-for": "IMAGE", "--log": "FILE", "--matrix": "FILE", "--max-context": "TOKENS",
     "--max-requests": "N", "--max-tokens": "TOKENS", "--model": "NAME",
     "--model-claim": "NAME", "--name": "NAME", "--namespace": "NAMESPACE",
