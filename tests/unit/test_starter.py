@@ -125,3 +125,27 @@ def test_init_copies_the_installed_spec_into_a_folder_that_pins(installed_spec: 
     copy = load_spec(done.spec)
     assert copy.writable_lock_path("local") == tmp_path / "mine" / "images.local.lock"
     assert all(not packaged.in_installed_package(p) for p in done.written)
+
+
+def test_the_rehearsal_works_on_a_copy_of_the_installed_spec(installed_spec: Path,
+                                                             tmp_path: Path) -> None:
+    """`imagekit rehearsal` from a wheel: its `standins build` step pins into a copy beside
+    the reports, never into the installed package (a checkout's spec is used as it is)."""
+    from imagekit.rehearsal.flow import writable_spec
+    from imagekit.spec import load_spec
+
+    out = tmp_path / "reports"
+    spec = writable_spec(load_spec(), out)
+    assert spec.root == out / "spec"
+    assert spec.writable_lock_path("local") == out / "spec" / "images.local.lock"
+    again = writable_spec(load_spec(), out)          # a second run over the same reports
+    assert again.root == out / "spec"
+    mine = write_starter_into(tmp_path / "mine")
+    assert writable_spec(mine, out) is mine
+
+
+def write_starter_into(folder: Path):  # noqa: ANN201 - an ImagesSpec
+    from imagekit.spec import load_spec
+    from imagekit.spec.starter import write_starter
+
+    return load_spec(write_starter(folder).spec)
