@@ -35,3 +35,12 @@ def path(folder: str, *parts: str) -> Path:
             from None
     root = installed if installed.is_dir() else checkout
     return root.joinpath(*parts)
+
+
+def in_installed_package(path: Path) -> bool:
+    """Whether `path` lies in the wheel's installed copy of a shipped folder (site-packages),
+    not in a checkout or a user's folder. Files there belong to the installation: an upgrade
+    replaces them, so nothing imagekit writes (a lock) may go there."""
+    target = path.absolute()
+    return any(installed.is_dir() and target.is_relative_to(installed.absolute())
+               for installed, _ in FOLDERS.values())

@@ -310,8 +310,9 @@ RECEIVERS: dict[str, tuple[str, str]] = {
                     "load_spec(path); spec_path= of resolve_target, resolve, build_report, "
                     "check_promotable, enforce, image_phase_gate, report_with_trust, "
                     "reports_for_spec, attest_reference, attest_promotion"),
-    "probes_dir": ("cli/build, cli/cluster", "probe_image/verify_images(probes=), the cluster "
-                                             "probe's ProbeOptions"),
+    "probes_dir": ("cli/build, cli/cluster, cli/cluster_accept",
+                   "probe_image/verify_images(probes=), the cluster probe's ProbeOptions, "
+                   "run_accept(probes_dir=)"),
     "manifests_dir": ("cli/cluster, cli/cluster_accept, cli/engine_launch, cli/gpujob",
                       "template_dir= of render/script_files; ProbeOptions, PreflightOptions, "
                       "FleetOptions.manifests_dir; run_accept(manifests_dir=)"),

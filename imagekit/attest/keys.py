@@ -34,24 +34,41 @@ def default_private_key(chosen: Path | None = None, key_dir: Path | None = None)
     return Path(chosen or default_key_dir(key_dir) / PRIVATE_NAME)
 
 
-def check_key_dir(directory: Path, *, overwrite: bool = False) -> tuple[Path, Path]:
+def key_file_names(name: str | None = None) -> tuple[str, str]:
+    """(NAME.key, NAME.pub); None: imagekit.key and imagekit.pub, the pair `attest` and
+    `promote` find in the key directory without --key. NAME is what reports call the signer
+    (`ci.pub` is `ci`), so it follows the trust policy's rule for a signer's name."""
+    if name is None:
+        return PRIVATE_NAME, PUBLIC_NAME
+    from imagekit.trust.policy import SIGNER_NAME
+
+    if not SIGNER_NAME.match(name):
+        raise InvalidInput("--name is letters, digits, . _ - (at most 64, starting with a "
+                           "letter or digit): it names the signer in reports", where=repr(name))
+    return f"{name}.key", f"{name}.pub"
+
+
+def check_key_dir(directory: Path, *, overwrite: bool = False,
+                  name: str | None = None) -> tuple[Path, Path]:
     """Where `generate` would write, checked before a key is made: the folder not writable by
     others (a 0777 folder lets anyone swap the public key), neither file there already (nor
     a symlink in its place) unless `overwrite`."""
     import stat
 
-    private_path, public_path = directory / PRIVATE_NAME, directory / PUBLIC_NAME
+    private_name, public_name = key_file_names(name)
+    private_path, public_path = directory / private_name, directory / public_name
     if directory.exists() or directory.is_symlink():
         try:
             info = directory.stat()
         except OSError as exc:
-            raise InvalidInput(f"--out cannot be used: {exc.strerror}", where=str(directory)) \
-                from None
+            raise InvalidInput(f"--out cannot be used: {exc.strerror}",
+                               where=str(directory.absolute())) from None
         if not stat.S_ISDIR(info.st_mode):
-            raise InvalidInput("--out is not a directory", where=str(directory))
+            raise InvalidInput("the key folder (--out) is not a directory",
+                               where=str(directory.absolute()))
         if info.st_mode & 0o002:
-            raise InvalidInput("--out is writable by others (chmod o-w it, or choose a private "
-                               "folder)", where=str(directory))
+            raise InvalidInput("the key folder is writable by others (chmod o-w it, or choose "
+                               "a private folder with --out)", where=str(directory.absolute()))
     for path in (private_path, public_path):
         if os.path.lexists(path) and not overwrite:
             what = "a symlink" if path.is_symlink() else "a key file"
@@ -73,13 +90,15 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
     os.chmod(path, mode)
 
 
-def generate(directory: Path, *, overwrite: bool = False) -> tuple[Path, Path]:
-    """Write `imagekit.key` (0600, created with that mode: never world-readable for an
-    instant) and `imagekit.pub` into `directory`. Refuses to replace either file (or to write
-    through a symlink) without `overwrite`, and a folder others may write into."""
-    private_path, public_path = check_key_dir(directory, overwrite=overwrite)
+def generate(directory: Path, *, overwrite: bool = False,
+             name: str | None = None) -> tuple[Path, Path]:
+    """Write `NAME.key` (0600, created with that mode: never world-readable for an instant)
+    and `NAME.pub` into `directory` (no name: imagekit.key and imagekit.pub). Refuses to
+    replace either file (or to write through a symlink) without `overwrite`, and a folder
+    others may write into."""
+    private_path, public_path = check_key_dir(directory, overwrite=overwrite, name=name)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    check_key_dir(directory, overwrite=overwrite)
+    check_key_dir(directory, overwrite=overwrite, name=name)
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
@@ -139,6 +158,14 @@ def load_public(path: Path) -> ec.EllipticCurvePublicKey:
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
         raise InvalidInput("the public key must be ECDSA P-256", where=str(path))
     return key
+
+
+def fingerprint(public_path: Path) -> str:
+    """`sha256:<hex>` of the public key file's key: what a trust policy's `fingerprint` names
+    (imagekit.trust.fingerprint_of)."""
+    from imagekit.trust.policy import fingerprint_of
+
+    return fingerprint_of(load_public(public_path))
 
 
 def key_hint(key: ec.EllipticCurvePublicKey) -> str:

@@ -60,7 +60,8 @@ def pin(spec: ImagesSpec, profile: str | None = None, *, check: bool = False,
         pool: ClientPool | None = None) -> tuple[str, list[PinLine]]:
     """Resolve every tag; write the lock unless `check`. Returns (profile, lines)."""
     profile_name, _ = spec.profile(profile)
-    lock_path = spec.lock_path(profile_name)
+    # writing: refused before any registry is asked when the lock has no place of its own
+    lock_path = spec.lock_path(profile_name) if check else spec.writable_lock_path(profile_name)
     lock = load_lock(lock_path, profile_name)
     own = pool is None
     pool = pool or ClientPool()

@@ -55,14 +55,17 @@ class _LazyConsole:
 
 
 #: Human output goes to stderr-free stdout; machine output (--json) is the only stdout then.
-console: Console = _LazyConsole(highlight=False)  # type: ignore[assignment]
-_err_console = _LazyConsole(stderr=True, highlight=False)
+#: Text is never wrapped (soft_wrap): on a pipe rich would break lines at 80 columns, and a
+#: line that carries a reference, a digest or a path must stay whole to be copied out of a CI
+#: log (`$IMAGE`). A terminal wraps long lines itself; tables still fit the width.
+console: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
+_err_console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 err_console: Console = _err_console  # type: ignore[assignment]
 
 
 #: `imagekit --help`: the commands under what the user is doing, in this order.
 PANELS: dict[str, tuple[str, ...]] = {
-    "Before you start": ("doctor",),
+    "Before you start": ("init", "doctor"),
     "Image phase": ("pin", "build", "probe", "images"),
     "Registry and signing": ("promote", "verify-mirror", "keys", "attest",
                              "verify-attestations"),
@@ -75,6 +78,7 @@ PANELS: dict[str, tuple[str, ...]] = {
 #: One whole sentence per command, by its path: what every command list and docs/commands.md
 #: show. A summary is never cut off (tests/unit/test_cli_surface.py).
 SUMMARIES: dict[str, str] = {
+    "init": "Write a starting images spec and the files it names into a folder of your own.",
     "doctor": "Check what a role needs before it starts: docker, registries, cluster RBAC, disk.",
     "pin": "Resolve the spec's base and mirror tags to digests in its lock file.",
     "build": "Build the fixed images from the lock's base digests, keeping every attempt's log.",
@@ -85,7 +89,8 @@ SUMMARIES: dict[str, str] = {
     "promote": "Copy a verified digest hop by hop and read it back at every endpoint.",
     "verify-mirror": "Check that a copy of an image is content-identical to the official one.",
     "keys": "Manage the signing key that attestations and promotions are signed with.",
-    "keys generate": "Make a signing key pair: keep imagekit.key, give out imagekit.pub.",
+    "keys generate": "Make a signing key pair: keep NAME.key, give out NAME.pub and its "
+                     "fingerprint.",
     "attest": "Sign an image's test-result and SBOM statements and attach them at its registry.",
     "verify-attestations": "Verify the signed attestations of the digest an image reference "
                            "serves.",
@@ -142,7 +147,7 @@ PLACEHOLDERS: dict[str, str] = {
     "--find-spec": "MODULE", "--force-launch": "REASON", "--format": "FORMAT", "--gpus": "N",
     "--gpus-per-node": "N", "--image": "REF", "--image-arch": "ARCH", "--image-cuda": "VERSION",
     "--insecure": "REGISTRY", "--job-mode": "MODE", "--key": "FILE", "--kind": "KIND",
-    "--kubeconfig": "FILE", "--label-node": "KEY=VALUE", "--layers": "N",
+    "--kubeconfig": "FILE", "--label-node": "NODE", "--layers": "N",
     "--layers-for": "IMAGE", "--log": "FILE", "--matrix": "FILE", "--max-context": "TOKENS",
     "--max-requests": "N", "--max-tokens": "TOKENS", "--model": "NAME",
     "--model-claim": "NAME", "--name": "NAME", "--namespace": "NAMESPACE",

@@ -52,21 +52,31 @@ def _pool(insecure: list[str], ca_file: Path | None) -> ClientPool:
 @keys_app.command("generate")
 @guarded
 def keys_generate(
+    name: str = typer.Option(None, "--name",
+                             help="Name the pair NAME.key and NAME.pub, written into the "
+                                  "current folder unless --out; reports call the signer NAME. "
+                                  "Without it: imagekit.key and imagekit.pub in the key "
+                                  "directory, where attest and promote find them."),
     out: str = typer.Option(None, "--out",
-                            help="Directory for imagekit.key (0600) and imagekit.pub "
-                                 "(default $IMAGEKIT_KEY_DIR or ~/.config/imagekit/keys)."),
+                            help="Directory for the key (0600) and the public key (default: "
+                                 "with --name the current folder, else $IMAGEKIT_KEY_DIR or "
+                                 "~/.config/imagekit/keys)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing key pair."),
 ) -> None:
-    """Make the project signing key. Give consumers imagekit.pub; keep imagekit.key."""
-    from imagekit.attest.keys import default_key_dir, generate
+    """Make a signing key pair. Give consumers the .pub (and its fingerprint, which a trust
+    policy names it by); keep the .key."""
+    from imagekit.attest.keys import default_key_dir, fingerprint, generate
 
     if out is not None and (not out.strip() or "\x00" in out):
         raise InvalidInput("--out needs a directory path, not an empty string", where="--out")
-    private, public = generate(Path(out) if out is not None
-                               else default_key_dir(settings().key_dir),
-                               overwrite=force)
-    console.print(f"private key: {private} (0600)", markup=False, soft_wrap=True)
-    console.print(f"public key:  {public}", markup=False, soft_wrap=True)
+    if out is not None:
+        folder = Path(out)
+    else:
+        folder = Path() if name is not None else default_key_dir(settings().key_dir)
+    private, public = generate(folder, overwrite=force, name=name)
+    console.print(f"private key: {private} (0600)", markup=False)
+    console.print(f"public key:  {public}", markup=False)
+    console.print(f"fingerprint: {fingerprint(public)}", markup=False)
 
 
 @app.command("attest")

@@ -66,6 +66,41 @@ def _checks_table(checks: list[CheckResult]) -> Table:
     return table
 
 
+@app.command("init")
+@guarded
+def init_command(directory: str = typer.Argument(
+                     None, help="Folder to write into (default: the current folder; made when "
+                                "missing)."),
+                 force: bool = typer.Option(False, "--force",
+                                            help="Replace files that exist already."),
+                 json_output: bool = JsonOpt) -> None:
+    """Write the packaged images.toml and every file it names (Dockerfiles, stand-ins, lock
+    placeholders) into a folder of your own, where `pin` writes the locks."""
+    import os
+
+    from imagekit.spec.starter import write_starter
+
+    if directory is not None and (not directory.strip() or "\x00" in directory):
+        raise InvalidInput("DIR needs a folder path, not an empty string", where="DIR")
+    done = write_starter(Path(directory) if directory is not None else Path.cwd(), force=force)
+    if json_output:
+        print_json(done)
+        return
+
+    def shown(path: Path) -> str:  # relative to the current folder when inside it
+        here = Path.cwd()
+        return os.path.relpath(path, here) if path.is_relative_to(here) else str(path)
+
+    for path in done.written:
+        console.print(f"wrote {shown(path)}", markup=False)
+    spec = shown(done.spec)
+    console.print(f"next: imagekit pin --spec {spec}", markup=False)
+    if done.standins:
+        console.print(f"  (profile {done.default_profile} builds on stand-in bases; where "
+                      f"they are not pushed yet, run `imagekit standins build --spec {spec}` "
+                      "first)", markup=False)
+
+
 @app.command("pin")
 @guarded
 def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
@@ -88,13 +123,19 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
                               (f" (was {line.locked})" if line.moved else ""))
                   if line.resolved is not None else c
                   for line, c in zip(lines, checks, strict=False)]
+    lock = images.lock_path(profile_name)
+    written = not check and all(line.resolved for line in lines)
     if json_output:
-        print_json({"profile": profile_name, "lock": str(images.lock_path(profile_name)),
-                    "written": not check and all(line.resolved for line in lines),
+        print_json({"profile": profile_name, "lock": str(lock), "written": written,
                     "entries": [line.model_dump(mode="json") for line in lines],
                     "checks": [c.model_dump(mode="json") for c in checks]})
-    else:
-        console.print(_checks_table(checks))
+    else:  # one line per tag: a pinned reference is never cut or wrapped by a table
+        for c in checks:
+            console.print(f"{c.status.value:8} {c.name}: {c.detail}", markup=False)
+        console.print(f"lock: {lock}" + ("" if written else
+                                         " (compared, not written)" if check else
+                                         " (not written: a tag did not resolve)"),
+                      markup=False)
     code = exit_code_for(checks)
     broken = [c for c in checks if c.status is Status.ERROR]
     if broken:  # a tag that could not be resolved: one line on stderr, beside the table

@@ -72,8 +72,9 @@ def cluster_accept(
                                   help="Longest the whole run may take, in seconds."),
     keep: bool = typer.Option(False, "--keep", help="Leave the Pods, Service and ConfigMaps."),
     force_launch: str = typer.Option(None, "--force-launch", metavar="REASON",
-                                     help="Launch even though this image's engine never parsed "
-                                          "the command (serve_args); the reason is recorded."),
+                                     help="Launch even though this image's engine parser "
+                                          "rejected the command or could not judge it; the "
+                                          "reason is recorded."),
     spec_file: Path = typer.Option(None, "--spec", help="Images spec (default "
                                    "$IMAGEKIT_IMAGES_SPEC, ./dockerfiles/images.toml, else the "
                                    "packaged one)."),
@@ -206,7 +207,8 @@ def cluster_accept(
     with progress_for(json_output), Kube(kube_path) as kube:
         report = run_accept(kube, ref, digest, options, store,
                             controller_image=controller_image,
-                            manifests_dir=settings().manifests_dir)
+                            manifests_dir=settings().manifests_dir,
+                            probes_dir=settings().probes_dir)
         signed = None
         if signing is not None:
             signer, _ = registry_client(ref.registry)

@@ -41,6 +41,23 @@ def _table(components: list[ComponentStatus]) -> Table:
     return table
 
 
+def _cluster_access(components: list[ComponentStatus]) -> None:
+    """Where a running cluster's kubeconfig is, as a line to paste (`imagekit cluster rbac |
+    kubectl apply -f -` needs it), and the kubectl to use, or how to get one."""
+    import shlex
+
+    cluster = next((c for c in components if c.kubeconfig is not None and c.running), None)
+    if cluster is None:
+        return
+    console.print(f"kubeconfig: {cluster.kubeconfig}", markup=False)
+    console.print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}", markup=False)
+    if cluster.kubectl is not None:
+        console.print(f"kubectl: {cluster.kubectl}", markup=False)
+    else:  # the cluster's build makes no kubectl; Debian ships the same version
+        console.print("kubectl: not found; Debian's kubernetes-client package is the cluster's "
+                      "version (1.20): apt-get install kubernetes-client", markup=False)
+
+
 @infra_app.command("up")
 @guarded
 def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the local Kubernetes "
@@ -60,6 +77,7 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
     console.print(_table(components))
     console.print(f"state: {state.state_dir / 'state.json'}   "
                   f"credentials: DOCKER_CONFIG={state.docker_config_dir}")
+    _cluster_access(components)
 
 
 @infra_app.command("down")
@@ -92,3 +110,4 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print JSON.")
         print_json(_components_json(components))
         return
     console.print(_table(components))
+    _cluster_access(components)

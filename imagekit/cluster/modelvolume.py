@@ -16,7 +16,7 @@ import contextlib
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.errors import InvalidInput, NotFound
+from imagekit.errors import ImagekitError, InvalidInput, NotFound
 from imagekit.kube import Conflict, Kube
 from imagekit.kube.watch import wait_for
 
@@ -118,8 +118,20 @@ def _gone(obj: dict | None) -> bool | None:
 
 def label_node(kube: Kube, node: str, key: str = STORAGE_LABEL_KEY,
                value: str | None = STORAGE_LABEL_VALUE) -> None:
-    """Give `node` the storage capability label (value None: take it away)."""
-    kube.resource("Node").patch(node, {"metadata": {"labels": {key: value}}})
+    """Give `node` the storage capability label (value None: take it away). A node that does
+    not exist is bad input naming the nodes there are: a node's name is often not the
+    machine's host name (the local cluster's only node is 127.0.0.1)."""
+    nodes = kube.resource("Node")
+    try:
+        nodes.patch(node, {"metadata": {"labels": {key: value}}})
+    except NotFound:
+        try:
+            names = sorted(item["metadata"]["name"] for item in nodes.list())
+            known = f"nodes: {', '.join(names)}" if names else "the cluster has no nodes"
+        except ImagekitError as exc:   # not allowed to list them: say so, not a traceback
+            known = f"the nodes could not be listed ({exc.one_line()})"
+        raise InvalidInput(f'node "{node}" not found; {known}', where="--label-node") \
+            from None
 
 
 def claim_affinity(kube: Kube, namespace: str, claim: str) -> tuple[dict | None, str]:

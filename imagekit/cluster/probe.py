@@ -347,3 +347,74 @@ def _outcome_checks(run: PodRun, outcome: PodOutcome, options: ProbeOptions, nam
                                     detail="no probes mounted (no probes/*.py found)")]
     checks.extend(probe_checks)
     return checks
+
+
+# ---------------------------------------------------------------------------------- probes alone
+
+@dataclass
+class InPodProbes:
+    """What a probe Pod said, without the cluster probe's checks around it (imageID, archive):
+    for a flow that needs one probe's verdict now (`cluster accept` asks the image's own parser
+    about a launch command no record shows parsed)."""
+
+    pod: str
+    manifest: dict
+    log: str
+    #: one per probe the Pod's log framed (`parse_probe_log`)
+    checks: list[CheckResult]
+    #: why the Pod gave no verdict (a stuck pull, a refusal, a time-out, a failed Pod); None
+    #: when it ran to its end
+    failure: str | None = None
+
+
+def probes_in_pod(kube: Kube, pinned: ImageReference, plan: list[tuple[str, list[str]]], *,
+                  name: str, namespace: str, probes_dir: Path,
+                  node_selector: dict[str, str] | None = None,
+                  tolerations: list[dict] | None = None, manifests_dir: Path | None = None,
+                  docker_config_dir: Path | None = None, enforce: str | None = None,
+                  timeout_s: float = 300.0, memory_limit: str = "2Gi") -> InPodProbes:
+    """Run `plan`'s probes in a zero-GPU Pod of the image pinned by digest (the probe Pod of
+    `cluster probe`, its pull Secret and ConfigMap the run's own), read their verdicts from
+    its log and delete everything, waiting until it is gone. `enforce`: the namespace's Pod
+    Security level the Pod is judged against before it is created."""
+    from imagekit.cluster import podsecurity
+
+    if pinned.digest is None:
+        raise InvalidInput("the probe Pod runs an image pinned by digest", where=str(pinned))
+    files = probe_files(probes_dir, plan, manifests_dir)
+    pod = manifests.render("probe-pod.yaml.j2", template_dir=manifests_dir, name=name,
+                           namespace=namespace, image=pinned, node_name=None,
+                           node_selector=node_selector or {},
+                           tolerations=tolerations if tolerations is not None
+                           else [manifests.GPU_TOLERATION], pull_secrets=[],
+                           configmap=f"{name}-probes", deadline_seconds=int(timeout_s) + 60,
+                           memory_limit=memory_limit)
+    if enforce is not None:
+        podsecurity.require([pod], enforce, namespace)
+    run = PodRun(kube, namespace, name)
+    try:
+        secret = run.pull_secret(pinned.registry, docker_config_dir)
+        if secret:
+            pod["spec"]["imagePullSecrets"] = [{"name": secret}]
+        run.apply(manifests.configmap(f"{name}-probes", namespace, files,
+                                      labels={"imagekit.dev/role": "probe"}))
+        run.start(pod)
+        outcome = run.wait(name, timeout=timeout_s)
+        log = run.collect(name, "probe").log
+    finally:
+        report = run.cleanup(grace_seconds=5)
+    if report.errors:
+        raise next(iter(report.errors.values()))
+    if outcome.stuck_reason:
+        failure: str | None = f"container stuck in {outcome.stuck_reason}: " \
+                              f"{outcome.stuck_message or ''}".rstrip(": ")
+    elif outcome.timed_out:
+        failure = f"no outcome after {timeout_s:.0f} s (phase {outcome.phase})"
+    elif outcome.refused:
+        failure = f"the node refused the Pod ({outcome.refused})"
+    elif outcome.phase != "Succeeded":
+        failure = f"the Pod {outcome.phase}"
+    else:
+        failure = None
+    return InPodProbes(pod=name, manifest=pod, log=log, checks=parse_probe_log(log),
+                       failure=failure)

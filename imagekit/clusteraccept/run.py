@@ -311,6 +311,83 @@ def launch_parsed(store: EvidenceStore, digest: Digest, options: AcceptOptions
                f"--force-launch REASON ({shown})"[:800]), switch
 
 
+#: the longest the parse Pod may take, its image pull included (the parser itself: seconds)
+PARSE_TIMEOUT_S = 600
+
+
+def parse_launch_now(kube: Kube, pinned: ImageReference, options: AcceptOptions, *, run: str,
+                     probes_dir: Path, switch: str | None = None,
+                     manifests_dir: Path | None = None, enforce: str | None = None,
+                     attempt: Attempt | None = None) -> tuple[CheckResult, str | None]:
+    """(the `launch_parsed` check, the prefill switch to launch with) for a launch command no
+    record shows parsed: the image's own engine parser judges it now, the serve_args probe in a
+    zero-GPU Pod of the pinned image (the parse `images verify` and `cluster probe` run). A
+    new --max-context or model name needs no edit of the spec and no new image phase.
+
+    PASS ("parsed now"): the launch goes ahead with the spelling of the prefill switch the
+    parser chose. FAIL: the parser's own message; nothing is launched. DEFERRED: the parser
+    could not judge (the Pod did not run, the parser cannot be imported); nothing is launched
+    either. With `force_launch` a FAIL or DEFERRED is DEFERRED with the reason, and the launch
+    goes ahead. The Pod's log and manifest go into `attempt` (`launch-parse/`)."""
+    from imagekit.cluster.probe import probes_in_pod
+    from imagekit.launch.command import ServeCommand, serve_argv, serve_probe_input
+
+    command = ServeCommand.of("launch", serve_config(options, switch))
+    # the runner splits its plan at spaces: inside the JSON a space is the escape \u0020
+    payload = serve_probe_input(options.engine, [command]).replace(" ", "\\u0020")
+    plan = [("serve_args", [options.engine.value, payload])]
+    ran = probes_in_pod(kube, pinned, plan, name=f"{run}-parse", namespace=options.namespace,
+                        probes_dir=probes_dir, node_selector=options.node_selector,
+                        tolerations=options.tolerations, manifests_dir=manifests_dir,
+                        docker_config_dir=options.docker_config_dir, enforce=enforce,
+                        timeout_s=min(PARSE_TIMEOUT_S, options.timeout_s))
+    evidence = None
+    if attempt is not None:
+        attempt.write_text("launch-parse/pod.log", ran.log)
+        attempt.write_json("launch-parse/pod.json", ran.manifest)
+        evidence = str(attempt.path / "launch-parse")
+    verdict = next((c for c in ran.checks if c.name == "probe:serve_args"), None)
+    result = verdict.data.get("result") if verdict is not None else None
+    report: ServeArgsReport | None = None
+    if verdict is not None and isinstance(result, dict) and verdict.status in (
+            Status.PASS, Status.FAIL):
+        report = ServeArgsReport.model_validate({**(result.get("data") or {}),
+                                                 "status": verdict.status,
+                                                 "detail": verdict.detail})
+    switch = report.prefill_switch if report is not None and report.prefill_switch else switch
+    argv = serve_argv(serve_config(options, switch))
+    shown = " ".join(argv)
+    data: dict = {"argv": argv, "evidence": evidence, "prefill_switch": switch,
+                  "parsed_now": {"pod": ran.pod, "serve_args": report.model_dump(mode="json")
+                                 if report is not None else None}}
+    hit = report.passed(argv) if report is not None else None
+    if report is not None and hit is not None:
+        return CheckResult(
+            name="launch_parsed", status=Status.PASS, data=data,
+            detail=f"parsed now by this image's own {report.engine} {report.version} parser "
+                   f"in a Pod ({hit.detail})"[:600]), switch
+    if report is not None:
+        said = "; ".join(c.detail for c in report.commands if c.status is not Status.PASS)
+        status, why = Status.FAIL, (f"this image's own {report.engine} {report.version} "
+                                    f"parser rejected the launch command in a Pod: "
+                                    f"{said or report.detail}")
+    else:
+        status = Status.DEFERRED
+        why = ("the launch command was never parsed by this image, and its parser could not "
+               "judge it now: " + (ran.failure or (verdict.detail if verdict is not None else
+                                                   "the Pod printed no serve_args verdict")))
+    if options.force_launch:
+        return CheckResult(
+            name="launch_parsed", status=Status.DEFERRED,
+            data={**data, "forced": options.force_launch},
+            detail=f"{why}; launched anyway, forced: {options.force_launch} ({shown})"[:800]
+        ), switch
+    return CheckResult(
+        name="launch_parsed", status=status, data=data,
+        detail=f"{why}; not submitted. Change the command, or pass --force-launch REASON "
+               f"({shown})"[:800]), switch
+
+
 def render(options: AcceptOptions, pinned: ImageReference, run: str, budget: int,
            pull_secrets: list[str], prefill_switch: str | None = None,
            template_dir: Path | None = None) -> tuple[dict, dict]:
@@ -409,6 +486,9 @@ class AcceptRun:
     manifests_dir: Path | None = None
     #: the namespace's enforced Pod Security level (`admit.prepare`)
     enforce: str = "privileged"
+    #: the in-image probes' folder (default the packaged probes): the parse of a launch
+    #: command no record shows parsed runs serve_args from here
+    probes_dir: Path | None = None
 
     @property
     def pinned(self) -> ImageReference:
@@ -436,8 +516,11 @@ class Plan:
 
     @property
     def refused(self) -> CheckResult | None:
-        return next((c for c in (self.parsed, self.budget_check) if c.status is Status.FAIL),
-                    None)
+        """The check that stops the run before anything is submitted: a FAIL, or a launch
+        command nobody could judge (DEFERRED, unless forced)."""
+        unjudged = self.parsed.status is Status.DEFERRED and not self.parsed.data.get("forced")
+        return next((c for c in (self.parsed, self.budget_check)
+                     if c.status is Status.FAIL or (c is self.parsed and unjudged)), None)
 
 
 @dataclass
@@ -466,6 +549,14 @@ def plan(ctx: AcceptRun) -> Plan:
     hooks, options = ctx.hooks, ctx.options
     hooks.stage("launch command", "parsed by this image's engine (serve_args)?")
     parsed_check, switch = launch_parsed(ctx.store, ctx.digest, options)
+    if parsed_check.status is not Status.PASS:   # no record: the image's parser judges it now
+        from imagekit.probe.runner import probes_dir
+
+        hooks.step("never parsed before: the image's own parser judges it now, in a Pod")
+        parsed_check, switch = parse_launch_now(
+            ctx.kube, ctx.pinned, options, run=ctx.run, probes_dir=probes_dir(ctx.probes_dir),
+            switch=switch, manifests_dir=ctx.manifests_dir, enforce=ctx.enforce,
+            attempt=ctx.attempt)
     ctx.checks.append(parsed_check)
     hooks.step(f"{parsed_check.status.value} launch_parsed: {parsed_check.detail}")
     hooks.stage("startup budget")
@@ -655,9 +746,11 @@ def _not_submitted(ctx: AcceptRun, spec: Plan, summary: str, seconds: float) -> 
 def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: AcceptOptions,
                store: EvidenceStore, *, controller_image: Callable[[], ImageReference],
                hooks: Hooks | None = None,
-               manifests_dir: Path | None = None) -> CheckReport:
+               manifests_dir: Path | None = None,
+               probes_dir: Path | None = None) -> CheckReport:
     """The flow above, as its steps. `controller_image` builds (or finds) the controller
-    image and returns it pinned; it is called only once the precheck is clean."""
+    image and returns it pinned; it is called only once the precheck is clean. `probes_dir`:
+    the in-image probes (default the packaged ones), for the parse of a new launch command."""
     hooks = hooks or Hooks()
     started = time.monotonic()
     run = f"accept-{digest.hex[:8]}-{secrets.token_hex(2)}"
@@ -671,7 +764,7 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
                        model=options.served_model_name) as attempt:
         ctx = AcceptRun(kube=kube, reference=reference, digest=digest, options=options,
                         store=store, hooks=hooks, attempt=attempt, run=run, started=started,
-                        manifests_dir=manifests_dir, enforce=enforce)
+                        manifests_dir=manifests_dir, enforce=enforce, probes_dir=probes_dir)
         spec = plan(ctx)
         refused = spec.refused
         if refused is not None:

@@ -556,6 +556,16 @@ def _unmount_below(root: Path) -> None:
 
 # ------------------------------------------------------------------------------ status
 
+def kubectl_for(k8s_bin: Path = DEFAULT_K8S_BIN) -> Path | None:
+    """A kubectl for this cluster: one built beside its binaries, else the first on PATH (the
+    build makes none: Debian's kubernetes-client package is the same version, 1.20)."""
+    built = k8s_bin / "kubectl"
+    if built.is_file() and os.access(built, os.X_OK):
+        return built
+    found = shutil.which("kubectl")
+    return Path(found) if found else None
+
+
 def status(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN) -> ComponentStatus:
     p = _paths(state)
     sp = _sp(state)
@@ -573,7 +583,7 @@ def status(state: InfraState, k8s_bin: Path = DEFAULT_K8S_BIN) -> ComponentStatu
     ready = _node_ready(p)
     return ComponentStatus(
         name=NAME, running=ready, address=f"127.0.0.1:{API_PORT}", pid=api.pid if api else None,
-        ours=True, kubeconfig=p.kubeconfig,
+        ours=True, kubeconfig=p.kubeconfig, kubectl=kubectl_for(k8s_bin),
         detail=f"Kubernetes v1.20.2, node {NODE_NAME} " + ("Ready" if ready else "NOT Ready")
         + f"; Pod network {podnet.POD_SUBNET} on {podnet.BRIDGE}, Services {podnet.SERVICE_CIDR}"
         + (" (bridge missing)" if not podnet.bridge_exists() else ""),

@@ -157,6 +157,8 @@ class ComponentStatus(BaseModel):
     detail: str = ""
     fix: str | None = Field(None, description="the command that fixes a missing part")
     kubeconfig: Path | None = Field(None, description="cluster only: its admin kubeconfig")
+    kubectl: Path | None = Field(None, description="cluster only: a kubectl to use with it (the "
+                                 "cluster's binaries folder, else PATH); None: none found")
 
 
 class InfraState(BaseModel):

@@ -227,6 +227,21 @@ def decision_rows(out: Path, promoted: dict[str, str]) -> tuple[list[str], list[
     return rows, decisions
 
 
+def writable_spec(spec: ImagesSpec, out: Path) -> ImagesSpec:
+    """The spec the rehearsal's steps use: `spec`, unless it is the one inside an installed
+    wheel, whose lock may not be written there (`ImagesSpec.writable_lock_path`): then a copy
+    beside the reports (`imagekit init` into `out/spec`), where `standins build` pins."""
+    from imagekit import packaged
+
+    if not packaged.in_installed_package(spec.root):
+        return spec
+    from imagekit.spec import load_spec
+    from imagekit.spec.starter import SPEC_NAME, write_starter
+
+    return load_spec(write_starter(out / "spec", force=True,
+                                   source=spec.root / SPEC_NAME).spec)
+
+
 def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Path, *,
                   cluster: bool, sink: Progress,
                   namespace: str | None = None, layers: int | None = None,
@@ -237,12 +252,16 @@ def run_rehearsal(spec: ImagesSpec, profile: str, store: EvidenceStore, out: Pat
     `state_dir`: infra's state (the CLI's $IMAGEKIT_STATE_DIR; its steps inherit the
     variable itself with the rest of the environment)."""
     profile_name = spec.profile(profile)[0]
+    env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)}
+    copy = writable_spec(spec, out)
+    if copy is not spec:   # the steps read the copy (they find the same spec otherwise)
+        from imagekit.spec.starter import SPEC_NAME
+
+        spec, env["IMAGEKIT_IMAGES_SPEC"] = copy, str(copy.root / SPEC_NAME)
     with store.attempt(f"rehearsal-{profile_name}", "rehearsal", profile=profile_name,
                        reports=str(out)) as attempt:
         # the steps write where the rehearsal does (also when it was given --evidence-dir)
-        runner = StepRunner(attempt, sink,
-                            env={**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(store.root)},
-                            state_dir=state_dir)
+        runner = StepRunner(attempt, sink, env=env, state_dir=state_dir)
         standin_layers: dict[str, int] = {}
         promoted = _steps(runner, spec, profile_name, store, out, cluster=cluster,
                           namespace=namespace, layers=layers, standin_layers=standin_layers,

@@ -77,6 +77,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.spec.models.ImagesSpec",
     "imagekit.spec.models.ResolvedImage",
     "imagekit.spec.lock.LockFile",
+    "imagekit.spec.starter.StarterResult",
     "imagekit.build.records.BuildRecord",
     "imagekit.build.pin.PinLine",
     "imagekit.standins.build.StandinRecord",

@@ -18,6 +18,8 @@ from imagekit.results import Status
 KNOWN_ENGINES = ("sglang", "vllm")
 KNOWN_PROBES = ("pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arch", "serve_args")
 REGISTRY_ROLES = ("staging", "production", "target")
+#: the folder beside the spec holding the stand-in Dockerfiles of a `standins = true` profile
+STANDINS_FOLDER = "standins"
 
 
 class Acceptance(BaseModel):
@@ -248,7 +250,24 @@ class ImagesSpec(BaseModel):
         return (self.root / self.images[name].dockerfile).resolve()
 
     def lock_path(self, profile: str) -> Path:
+        """The profile's lock: beside the spec, always (every reader and writer asks here)."""
         return (self.root / self.profiles[profile].lock).resolve()
+
+    def writable_lock_path(self, profile: str) -> Path:
+        """`lock_path`, for a writer (`pin`, `standins build`). The spec shipped in the
+        installed wheel is refused: its lock would land in site-packages, where an upgrade
+        replaces the spec it pins (a lock in the working folder instead would pin a spec
+        that is not beside it). `imagekit init` copies the spec into a folder of one's own."""
+        from imagekit import packaged
+        from imagekit.errors import SpecError
+
+        path = self.lock_path(profile)
+        if packaged.in_installed_package(self.root):
+            raise SpecError("the packaged spec is read-only (a lock beside it would be "
+                            "written into the installed package): run `imagekit init` to copy "
+                            "it into this folder, then pass --spec images.toml",
+                            where=str(self.root / "images.toml"))
+        return path
 
 
 class ResolvedImage(BaseModel):

@@ -30,9 +30,10 @@ from imagekit.evidence.kinds import StandinBuildResult, StandinRootfsResult
 from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, LockEntry, LockFile, load_lock, write_lock
+from imagekit.spec.models import STANDINS_FOLDER
 from imagekit.standins.rootfs import ensure_rootfs_image, rootfs_key
 
-STANDINS_DIR_NAME = "standins"
+STANDINS_DIR_NAME = STANDINS_FOLDER
 #: image of the spec → stand-in directory under dockerfiles/standins/
 STANDIN_FOR = {"sglang": "sglang-base", "vllm": "vllm-base"}
 TORCH_WHEEL_ENV = "IMAGEKIT_TORCH_WHEEL"
@@ -174,6 +175,7 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
     profile_name, prof = spec.profile(profile)
     if not prof.standins:
         raise SpecError(f"profile {profile_name!r} does not use stand-ins")
+    spec.writable_lock_path(profile_name)  # it pins what it pushes: refused before building
     engine.ping()
     standins_root = spec.root / STANDINS_DIR_NAME
     log: list[str] = []

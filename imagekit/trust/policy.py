@@ -48,7 +48,8 @@ TRUST_POLICY_ENV = "IMAGEKIT_TRUST_POLICY"
 #: a PEM public key is a few hundred bytes; a policy a few KiB
 MAX_KEY_BYTES = 64 * 1024
 MAX_POLICY_BYTES = 1024 * 1024
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: a signer's name: a policy entry's `name`, and a key file's stem (`ci.pub` is `ci`)
+SIGNER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _FINGERPRINT = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
 
 #: predicate type URIs -> the short names `--type`, policies and reasons use
@@ -223,7 +224,7 @@ class PolicyEntry(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not SIGNER_NAME.match(value):
             raise ValueError("a key name is letters, digits, . _ - (at most 64)")
         return value
 

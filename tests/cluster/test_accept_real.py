@@ -346,19 +346,62 @@ def test_a_broken_engine_is_a_failed_start_not_a_model_failure(
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
 
 
-def test_a_launch_command_the_image_never_parsed_is_refused_before_submission(
+def test_a_launch_command_the_images_parser_rejects_is_refused_before_submission(
         kube, accept_ns, model_claim, vllm_image) -> None:
+    """Never parsed before, so the image's own vLLM parser judges it now, in a Pod: it
+    rejects the option, in its own words, and the engine is never started."""
     tag, digest, store = vllm_image
     report = run_accept(kube, tag, digest, _options(
         accept_ns, model_claim, engine_args=["--num-scheduler-steps", "8"]), store,
-        controller_image=_controller_image)
+        controller_image=lambda: pytest.fail("nothing is to be built"))
     checks = {c.name: c for c in report.checks}
     refused = checks["launch_parsed"]
     assert refused.status is Status.FAIL and "not submitted" in refused.detail
-    assert "never passed this exact command" in refused.detail and "--force-launch" in \
-        refused.detail
-    assert "engine_start" not in checks                     # nothing was created
+    assert "vllm 0.32.0 parser rejected the launch command in a Pod" in refused.detail
+    assert "does not accept --num-scheduler-steps" in refused.detail, refused.detail
+    assert "--force-launch" in refused.detail
+    assert "engine_start" not in checks                     # no engine was created
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+    log = (Path(report.evidence) / "launch-parse" / "pod.log").read_text()
+    assert "==> imagekit-probe serve_args" in log and "--num-scheduler-steps" in log
+
+
+def test_a_new_context_length_and_model_name_are_parsed_now_in_a_pod(
+        kube, accept_ns, vllm_image) -> None:
+    """The launch step alone, against the cluster: a --max-context and a model name no
+    serve_args record holds are judged by the image's own parser in a zero-GPU Pod (seconds),
+    not refused for want of a spec edit; a bad option is rejected in the parser's words."""
+    from imagekit.clusteraccept.run import launch_parsed, parse_launch_now
+    from imagekit.probe.runner import probes_dir
+
+    tag, digest, store = vllm_image
+    options = _options(accept_ns, "model").model_copy(
+        update={"max_context": 8192, "served_model_name": "team-a/smollm"})
+    recorded, _ = launch_parsed(store, digest, options)
+    assert recorded.status is Status.FAIL                  # no record: before, not submitted
+    started = time.monotonic()
+    check, _ = parse_launch_now(kube, tag.with_digest(digest), options,
+                                run=f"accept-{secrets.token_hex(4)}", probes_dir=probes_dir(),
+                                enforce="restricted")
+    seconds = time.monotonic() - started
+    assert check.status is Status.PASS, check.detail
+    assert check.detail.startswith("parsed now by this image's own vllm 0.32.0 parser in a "
+                                   "Pod"), check.detail
+    assert "context 8192" in check.detail
+    argv = check.data["argv"]
+    assert argv[argv.index("--max-model-len") + 1] == "8192"
+    assert argv[argv.index("--served-model-name") + 1] == "team-a/smollm"
+    assert check.data["parsed_now"]["serve_args"]["commands"][0]["argv"] == argv
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+    bad = options.model_copy(update={"engine_args": [*options.engine_args,
+                                                     "--no-such-engine-flag"]})
+    check, _ = parse_launch_now(kube, tag.with_digest(digest), bad,
+                                run=f"accept-{secrets.token_hex(4)}", probes_dir=probes_dir(),
+                                enforce="restricted")
+    assert check.status is Status.FAIL and "not submitted" in check.detail
+    assert "does not accept --no-such-engine-flag" in check.detail, check.detail
+    assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
+    print(f"\nPARSE-NOW-TIMING {seconds:.1f} s")
 
 
 def test_cli_refuses_an_image_without_image_phase_evidence(tmp_path, vllm_image) -> None:

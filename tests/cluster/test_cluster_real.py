@@ -111,6 +111,24 @@ def test_node_without_storage_capability_is_reported_as_such(kube, cluster_state
         kube.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {label: None}}})
 
 
+def test_labelling_a_node_that_does_not_exist_names_the_nodes(kube, cluster_state,
+                                                              tmp_path) -> None:
+    """`model-volume --label-node "$(hostname)"`: the local node is 127.0.0.1, not the host
+    name. One line naming the nodes there are, exit 2, before any volume is made (was: the
+    API's `nodes "…" not found` and its path, which says nothing of the right name)."""
+    from imagekit.cluster.modelvolume import label_node
+
+    missing = f"no-such-node-{os.getpid()}"
+    done = cli("cluster", "model-volume", "--label-node", missing, "--path", str(tmp_path),
+               "--volume", f"never-{os.getpid()}", "--kubeconfig", str(cluster_state.kubeconfig))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f'imagekit: error: node "{missing}" not found; nodes: {NODE} (--label-node)']
+    assert kube.resource("PersistentVolume").maybe_get(f"never-{os.getpid()}") is None
+    with pytest.raises(InvalidInput, match=f'node "{missing}" not found; nodes: {NODE}'):
+        label_node(kube, missing)
+
+
 def test_untolerated_taint_and_free_gpus_reported(kube) -> None:
     checks = by_name(precheck(kube, PodIntent(node_name=NODE, gpus=1)))
     assert checks["node_taints"].status is Status.FAIL

@@ -180,3 +180,24 @@ def test_a_launch_parsed_on_ci_counts_on_the_operators_machine_from_the_signed_s
     bare = dict(statement, predicate=dict(statement["predicate"], serveArgs=[]))
     check, _ = launch_parsed(operator_with(bare, "operator-bare"), digest, options)
     assert check.status is Status.FAIL and "no serve_args evidence" in check.detail
+
+
+def test_a_launch_command_nobody_could_judge_is_not_submitted_unless_forced() -> None:
+    """The parse of a new launch command could not run (a stuck pull, a parser that cannot be
+    imported): DEFERRED, and the run stops before submission like a FAIL; only a forced one
+    (its reason in the check) goes ahead. A PASS goes ahead; a FAIL never does."""
+    from imagekit.clusteraccept.run import Plan
+
+    budget = CheckResult(name="startup_budget", status=Status.PASS)
+
+    def plan(parsed: CheckResult) -> Plan:
+        return Plan(parsed=parsed, prefill_switch=None, budget=900, budget_source="default",
+                    budget_check=budget, engine_pod={}, result={})
+
+    unjudged = CheckResult(name="launch_parsed", status=Status.DEFERRED, detail="stuck")
+    assert plan(unjudged).refused is unjudged
+    forced = unjudged.model_copy(update={"data": {"forced": "the window closes"}})
+    assert plan(forced).refused is None
+    assert plan(CheckResult(name="launch_parsed", status=Status.PASS)).refused is None
+    failed = CheckResult(name="launch_parsed", status=Status.FAIL)
+    assert plan(failed).refused is failed
