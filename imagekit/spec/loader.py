@@ -17,13 +17,14 @@ from imagekit.spec.models import ImagesSpec, ResolvedImage
 
 def default_spec_path(given: Path | str | None = None) -> Path:
     """`given` (the CLI passes `--spec`, else $IMAGEKIT_IMAGES_SPEC from imagekit.settings),
-    else ./dockerfiles/images.toml, else the packaged one (dockerfiles/
-    images.toml, shipped in the wheel). Nothing here reads the environment."""
+    else ./images.toml (what `imagekit init` writes), else ./dockerfiles/images.toml (a
+    checkout), else the packaged one (dockerfiles/images.toml, shipped in the wheel). Nothing
+    here reads the environment."""
     if given:
         return Path(given).absolute()
-    here = Path.cwd() / "dockerfiles" / "images.toml"
-    if here.exists():
-        return here.absolute()
+    for here in (Path.cwd() / "images.toml", Path.cwd() / "dockerfiles" / "images.toml"):
+        if here.exists():
+            return here.absolute()
     return packaged.path("dockerfiles", "images.toml")
 
 

@@ -148,3 +148,16 @@ def test_cluster_probe_refuses_an_empty_probes_folder_in_one_line(tmp_path: Path
     assert done.stderr.strip() == ("imagekit: error: $IMAGEKIT_PROBES_DIR names no folder of "
                                    f"probes (*.py) ({tmp_path})")
     assert not (tmp_path / "ev").exists()
+
+
+def test_the_spec_init_writes_is_found_without_spec(monkeypatch, tmp_path: Path) -> None:
+    """After `imagekit init`, the folder's images.toml is the default, before a checkout's
+    dockerfiles/images.toml and the packaged one."""
+    from imagekit.spec.loader import default_spec_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dockerfiles").mkdir()
+    (tmp_path / "dockerfiles" / "images.toml").write_text("")
+    assert default_spec_path() == tmp_path / "dockerfiles" / "images.toml"
+    (tmp_path / "images.toml").write_text("")
+    assert default_spec_path() == tmp_path / "images.toml"
