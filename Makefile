@@ -32,9 +32,9 @@ rehearsal: venv
 	$(IK) rehearsal --profile $(PROFILE) $(if $(LAYERS),--layers $(LAYERS))
 
 images: venv
-	$(IK) infra up
+	$(IK) infra up --no-cluster
 	$(IK) standins build
-	$(IK) build --all --profile $(PROFILE) --push
+	$(IK) build --all-images --profile $(PROFILE) --push
 
 verify: venv
 	$(IK) images verify --profile $(PROFILE)
@@ -60,7 +60,7 @@ docs: venv
 	$(IK) docs-commands > docs/commands.md
 
 bench: venv
-	$(IK) infra up
+	$(IK) infra up --no-cluster
 	mkdir -p bench/results
 	for script in bench/bench_*.py; do $(PY) $$script --out bench/results || exit 1; done
 	$(PY) bench/summary.py bench/results

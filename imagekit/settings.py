@@ -267,8 +267,7 @@ class Settings(BaseSettings):
 
 #: The CLI modules that build their registry clients with `RegistryOptions.from_settings(
 #: settings())`: the registry knobs reach every client through them.
-REGISTRY_CLI = ("attest", "build", "common", "doctor", "evidence", "registry", "report",
-                "trustopts")
+REGISTRY_CLI = ("common", "doctor", "registry", "trustopts")
 _REGISTRY = "RegistryOptions.from_settings(settings()) in cli/" + ", cli/".join(REGISTRY_CLI)
 
 #: Where each setting goes, for docs/environment.md: (who reads it: the imagekit/cli/ modules, each

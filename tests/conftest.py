@@ -46,7 +46,8 @@ def secret_file():
 
 @pytest.fixture(scope="session")
 def infra():  # -> imagekit.infra.state.InfraState
-    """The real local infrastructure: `imagekit infra up` once per session, then its state.
+    """The real local infrastructure: `imagekit infra up --no-cluster` once per session, then
+    its state.
 
     Never skips: a part that cannot start fails every test that needs it, with the reason.
     (`make test` runs `imagekit infra up --cluster` first, so this is normally the fast path.)
@@ -59,7 +60,7 @@ def infra():  # -> imagekit.infra.state.InfraState
 
     if os.geteuid() != 0:
         pytest.fail("real-infrastructure tests need root (imagekit infra up starts daemons)")
-    result = subprocess.run([sys.executable, "-m", "imagekit", "infra", "up"],
+    result = subprocess.run([sys.executable, "-m", "imagekit", "infra", "up", "--no-cluster"],
                             capture_output=True, text=True, timeout=1200, check=False)
     if result.returncode != 0:
         pytest.fail(f"imagekit infra up failed (exit {result.returncode}): "

@@ -72,7 +72,7 @@ def check_key_dir(directory: Path, *, overwrite: bool = False,
     for path in (private_path, public_path):
         if os.path.lexists(path) and not overwrite:
             what = "a symlink" if path.is_symlink() else "a key file"
-            raise InvalidInput(f"{what} exists already (use --force to replace it)",
+            raise InvalidInput(f"{what} exists already (use --overwrite to replace it)",
                                where=str(path))
         if os.path.lexists(path) and (path.is_dir() and not path.is_symlink()):
             raise InvalidInput("a directory is in the key file's place", where=str(path))
@@ -82,7 +82,7 @@ def check_key_dir(directory: Path, *, overwrite: bool = False,
 def _write_new(path: Path, data: bytes, mode: int) -> None:
     """Create `path` (never through a symlink, never over an existing file) with `mode`."""
     if os.path.lexists(path):
-        path.unlink()  # --force: the link itself, never what it points at
+        path.unlink()  # --overwrite: the link itself, never what it points at
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, mode)
     with os.fdopen(fd, "wb") as handle:

@@ -15,8 +15,9 @@ from imagekit.cli.app import app
 #: start (its import is ~17 ms of a promote's start-up); tests/unit/test_cli_exit.py checks
 #: the list against the package's files.
 COMMAND_MODULES = ("accept", "attest", "build", "cluster", "cluster_accept", "common",
-                   "doctor", "engine_launch", "evidence", "gpu", "gpujob", "infra", "reference",
-                   "registry", "rehearsal", "report", "trustopts")
+                   "completion", "doctor", "engine_launch", "evidence", "gpu", "gpujob",
+                   "infra", "reference", "registry", "rehearsal", "report", "surface",
+                   "trustopts")
 
 
 def _register() -> None:

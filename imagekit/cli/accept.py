@@ -19,6 +19,7 @@ from imagekit.cli.app import (
     settings,
     show_progress,
 )
+from imagekit.cli.surface import option
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -29,26 +30,18 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
 SUITE_NAMES = ("functional", "media", "needle")
 SUITE_SIZES = {"functional": 13, "media": 3}
 
-BaseUrl = typer.Option(..., "--base-url", help="Server root, e.g. http://127.0.0.1:8000 (/v1 ok).")
-Model = typer.Option(None, "--model", help="Model name; the first of /v1/models when omitted.")
-Engine = typer.Option(None, "--engine",
-                      help="vllm, sglang, transformers or generic (any OpenAI-compatible "
-                           "server); read from /v1/models when omitted.")
+BaseUrl = option("--base-url", required=True)
+Model = option("--model")
+Engine = option("--engine")
 ENGINES = ("vllm", "sglang", "transformers", "generic")
-EngineVersion = typer.Option(None, "--engine-version",
-                             help="Engine release (known-defect table); asked from /version "
-                                  "when omitted.")
-DigestOpt = typer.Option(None, "--digest", help="Image digest the server runs (evidence key).")
-NameOpt = typer.Option(None, "--name", help="Evidence name when there is no digest.")
-ApiKeyFile = typer.Option(None, "--api-key-file",
-                          help="File holding the API key (or env IMAGEKIT_API_KEY); never argv.")
-EngineConfigOpt = typer.Option(None, "--engine-config",
-                               help="TOML overriding per-engine mode fields / known defects.")
-Timeout = typer.Option(600.0, "--request-timeout",
-                       help="Longest one request to the server may take, in seconds.")
-EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                           help="Evidence store root (default ./.evidence).")
-JsonOut = typer.Option(False, "--json", help="Print one JSON document.")
+EngineVersion = option("--engine-version")
+EvidenceKeyOpt = option("--evidence-key",
+                        note="Here without one: <engine>-<model> of the server.")
+ApiKeyFile = option("--api-key-file")
+EngineConfigOpt = option("--engine-config")
+Timeout = option("--request-timeout")
+EvidenceDir = option("--evidence-dir")
+JsonOut = option("--json")
 
 
 def _api_key(path: Path | None) -> str | None:
@@ -63,12 +56,6 @@ def _api_key(path: Path | None) -> str | None:
     return secret.get_secret_value() or None if secret is not None else None
 
 
-def _digest(value: str | None) -> str | None:
-    from imagekit.oci import Digest
-
-    return str(Digest.parse(value)) if value else None
-
-
 def _check_inputs(timeout: float, engine_config: Path | None) -> float:
     """Before any request: a finite positive timeout, a readable UTF-8 engine config."""
     from imagekit.inputs import positive, read_text
@@ -76,17 +63,6 @@ def _check_inputs(timeout: float, engine_config: Path | None) -> float:
     if engine_config is not None:
         read_text(engine_config, "--engine-config")
     return positive(timeout, "--request-timeout", maximum=86400)
-
-
-def _check_name(name: str | None) -> None:
-    """Fail on a bad evidence name before any request is sent."""
-    if name:
-        from imagekit.evidence import EvidenceKey
-
-        try:
-            EvidenceKey.of(name)
-        except InvalidInput as exc:
-            raise InvalidInput(exc.message, where=exc.where or "--name") from None
 
 
 def _aspect(check: CheckResult, key: str) -> str | None:
@@ -129,37 +105,18 @@ def _print(json_output: bool, subject: str, digest: str | None, checks: list[Che
 @guarded
 def accept(
     base_url: str = BaseUrl,
-    suite: list[str] = typer.Option(["functional"], "--suite",
-                                    help="functional, media, needle or all (repeatable)."),
+    suite: list[str] = option("--suite"),
     model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
-    digest: str | None = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
+    evidence_key: str | None = EvidenceKeyOpt, api_key_file: Path = ApiKeyFile,
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
-    max_tokens: int = typer.Option(2048, "--max-tokens", min=1,
-                                    help="Most tokens the server may answer each request with."),
-    cases: str = typer.Option(
-        "record", "--cases",
-        help="Semantic cases: a shipped set (record, stand-in) or a cases FILE."),
-    reproductions: int = typer.Option(None, "--reproductions", min=1,
-                                      help="Identical repeats of the arithmetic case (default: "
-                                           "the cases')."),
-    needle_tokens: int = typer.Option(None, "--needle-tokens", min=200,
-                                      help="Size of the needle document, in tokens (default: "
-                                           "the cases' share of the served context)."),
-    needle_wrapper: list[str] = typer.Option(
-        [], "--needle-wrapper",
-        help="Prompt wrappers the needle is asked under, by name in the cases (repeatable; "
-             "default: all of them)."),
-    needle_samples: int = typer.Option(None, "--needle-samples", min=1,
-                                       help="Documents with the key per position (default: "
-                                            "the cases')."),
-    needle_position: list[float] = typer.Option(
-        [], "--needle-position", min=0.0, max=1.0,
-        help="Where in the document the key is put, 0.0 (start) to 1.0 (end) (repeatable; "
-             "default: the cases')."),
-    require: list[str] = typer.Option([], "--require-capability",
-                                      help="A capability the server must have: image, video, "
-                                           "tools or ctx=N (comma-separated or repeatable); "
-                                           "an absent one is a FAIL."),
+    max_tokens: int = option("--max-tokens", min=1),
+    cases: str = option("--cases"),
+    reproductions: int = option("--reproductions", min=1),
+    needle_tokens: int = option("--needle-tokens", min=200),
+    needle_wrapper: list[str] = option("--needle-wrapper"),
+    needle_samples: int = option("--needle-samples", min=1),
+    needle_position: list[float] = option("--needle-position", min=0.0, max=1.0),
+    require: list[str] = option("--require-capability"),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run acceptance suites against an OpenAI-compatible server and record evidence."""
@@ -167,12 +124,13 @@ def accept(
     from imagekit.acceptance.capabilities import Requirements  # noqa: PLC0415
     from imagekit.acceptance.cases import load as load_cases  # noqa: PLC0415
     from imagekit.acceptance.runner import evidence_subject, resolve_target, run_suites  # noqa: PLC0415
+    from imagekit.cli.common import evidence_key_parts  # noqa: PLC0415
 
     suites = list(SUITE_NAMES) if "all" in suite else list(dict.fromkeys(suite))
     for each in suites:
         if each not in SUITE_NAMES:
             raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITE_NAMES)} or all")
-    chosen, _ = load_cases(cases)
+    chosen, _ = load_cases(cases or "record")
     for each in needle_wrapper:
         if each not in chosen.needle.wrappers:
             raise InvalidInput(f"unknown needle wrapper {each!r}; the {chosen.name} cases have "
@@ -180,8 +138,7 @@ def accept(
     if engine is not None and engine not in ENGINES:
         raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
     required = Requirements.parse(",".join(require))
-    digest = _digest(digest)
-    _check_name(name)
+    digest, name = evidence_key_parts(evidence_key)
     timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     options = SuiteOptions(max_tokens=max_tokens, reproductions=reproductions,
@@ -254,21 +211,19 @@ class _RichRounds:
 @guarded
 def bench(
     base_url: str = BaseUrl,
-    matrix: Path = typer.Option(..., "--matrix", help="Load matrix TOML."),
+    matrix: Path = option("--matrix", required=True),
     model: str = Model, engine: str = Engine, engine_version: str = EngineVersion,
-    digest: str | None = DigestOpt, name: str = NameOpt, api_key_file: Path = ApiKeyFile,
+    evidence_key: str | None = EvidenceKeyOpt, api_key_file: Path = ApiKeyFile,
     engine_config: Path = EngineConfigOpt, timeout: float = Timeout,
-    no_calibrate: bool = typer.Option(False, "--no-calibrate",
-                                      help="Assume 1 token per prompt word."),
-    image: str = typer.Option(None, "--image",
-                              help="Image name the digest belongs to: compare with its "
-                                   "previously accepted digest (regression)."),
+    no_calibrate: bool = option("--no-calibrate"),
+    image: str = option("--compare-with"),
     evidence_dir: Path = EvidenceDir, json_output: bool = JsonOut,
 ) -> None:
     """Run a load matrix: count completions, errors and tokens per round against expectations;
     TTFT / ITL / end-to-end percentiles."""
     from imagekit.acceptance import ChatClient, load_engine_config, load_matrix  # noqa: PLC0415
     from imagekit.acceptance.runner import evidence_subject, resolve_target, run_matrix  # noqa: PLC0415
+    from imagekit.cli.common import evidence_key_parts  # noqa: PLC0415
 
     if engine is not None and engine not in ENGINES:
         raise InvalidInput(f"unknown engine {engine!r}; use {', '.join(ENGINES)}")
@@ -276,8 +231,7 @@ def bench(
 
     read_text(matrix, "load matrix")
     spec = load_matrix(matrix)
-    digest = _digest(digest)
-    _check_name(name)
+    digest, name = evidence_key_parts(evidence_key)
     timeout = _check_inputs(timeout, engine_config)
     config = load_engine_config(engine_config)
     key = _api_key(api_key_file)

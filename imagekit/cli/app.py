@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
+from imagekit import doc_url
+from imagekit.cli.surface import EXAMPLES, OPTIONS, ROOT_EXAMPLES, option
 from imagekit.errors import ImagekitError
 
 if TYPE_CHECKING:  # pydantic and rich are not imported for --help: each command imports its own
@@ -73,6 +75,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Model acceptance": ("accept", "bench", "serve-command", "launch-log"),
     "Cluster": ("cluster",),
     "Local infrastructure": ("infra", "standins", "rehearsal"),
+    "Setup": ("completion",),
 }
 
 #: One whole sentence per command, by its path: what every command list and docs/commands.md
@@ -100,8 +103,8 @@ SUMMARIES: dict[str, str] = {
     "evidence list": "List the evidence attempts per key, oldest first.",
     "evidence pull": "Import the statements that trusted keys signed about an image.",
     "gpu-record": "Validate a GPU preflight record and add it to the evidence.",
-    "schemas": "Export and check the JSON Schemas of the record models.",
-    "schemas export": "Write the JSON Schema of every record model.",
+    "schemas": "Export and check the JSON Schemas of the documents imagekit writes.",
+    "schemas export": "Write the JSON Schema of every document imagekit writes.",
     "schemas check": "Fail when a checked-in JSON Schema differs from its model.",
     "accept": "Run acceptance suites against an OpenAI-compatible server and record evidence.",
     "bench": "Run a load matrix against a server and check completions, errors and tokens.",
@@ -126,48 +129,12 @@ SUMMARIES: dict[str, str] = {
     "infra down": "Stop only the processes that imagekit started.",
     "infra status": "Show what runs and where, and the command that fixes what is missing.",
     "standins": "Build the local stand-in base images.",
-    "standins build": "Build the stand-in bases that reproduce the record's broken images.",
+    "standins build": "Build the stand-in bases that reproduce the known-broken upstream "
+                      "images.",
     "standins model": "Build the real instruct model the semantic checks judge, offline, cached "
                       "by content.",
     "rehearsal": "Run the whole release path end to end on local stand-ins.",
-}
-
-#: The placeholder each option shows, by its name: one name, one meaning, one placeholder on
-#: every command. Flags have none.
-PLACEHOLDERS: dict[str, str] = {
-    "--api-key-file": "FILE", "--await": "REF", "--await-interval": "SECONDS",
-    "--await-timeout": "SECONDS", "--base-url": "URL", "--ca-file": "FILE", "--claim": "NAME",
-    "--call-timeout": "SECONDS", "--cases": "NAME|FILE", "--delete-timeout": "SECONDS",
-    "--digest": "DIGEST",
-    "--engine": "ENGINE", "--engine-arg": "ARG", "--engine-config": "FILE",
-    "--engine-env": "KEY=VALUE", "--engine-version": "VERSION", "--env": "KEY=VALUE",
-    "--gguf": "FILE",
-    "--command": "COMMAND", "--evidence-dir": "DIR", "--expect-digest": "DIGEST",
-    "--expect-prefill-graphs": "STATE",
-    "--find-spec": "MODULE", "--force-launch": "REASON", "--format": "FORMAT", "--gpus": "N",
-    "--gpus-per-node": "N", "--image": "REF", "--image-arch": "ARCH", "--image-cuda": "VERSION",
-    "--insecure": "REGISTRY", "--job-mode": "MODE", "--key": "FILE", "--kind": "KIND",
-    "--kubeconfig": "FILE", "--label-node": "NODE", "--layers": "N",
-    "--layers-for": "IMAGE", "--log": "FILE", "--matrix": "FILE", "--max-context": "TOKENS",
-    "--max-requests": "N", "--max-tokens": "TOKENS", "--model": "NAME",
-    "--model-claim": "NAME", "--name": "NAME", "--namespace": "NAMESPACE",
-    "--needle-position": "FRACTION", "--needle-samples": "N", "--needle-tokens": "TOKENS",
-    "--needle-wrapper": "WRAPPER", "--node": "NODE", "--nodes": "N", "--out": "DIR",
-    "--path": "DIR", "--platform": "OS/ARCH", "--pod-file": "FILE", "--pod-image": "REF",
-    "--pod-security": "LEVEL", "--pod-timeout": "SECONDS", "--pods-per-node": "N",
-    "--preemption-policy": "POLICY",
-    "--preflight-arg": "ARG", "--priority-class": "NAME", "--probe": "NAME[=ARG,...]",
-    "--probes-dir": "DIR", "--profile": "NAME", "--reason": "TEXT", "--reproductions": "N",
-    "--request-timeout": "SECONDS", "--require-capability": "CAP",
-    "--require-check": "KIND[:CHECK]", "--require-link": "LINK", "--run-timeout": "SECONDS",
-    "--script": "PATH", "--selector": "KEY=VALUE", "--serve-arg": "ARG",
-    "--serve-env": "KEY=VALUE", "--served-model-name": "NAME", "--service-account": "NAME",
-    "--spec": "FILE",
-    "--startup-log": "FILE", "--startup-probe-seconds": "SECONDS",
-    "--startup-seconds": "SECONDS", "--storage-driver": "DRIVER",
-    "--storage-label": "KEY[=VALUE]", "--subject": "KEY", "--suite": "SUITE",
-    "--to": "REF", "--toleration": "KEY[=VALUE]:EFFECT", "--tp": "N", "--trust-key": "KEY",
-    "--trust-policy": "FILE", "--type": "TYPE", "--via": "REF", "--volume": "NAME",
+    "completion": "Print the shell completion script for bash, zsh or fish.",
 }
 
 #: Spellings that were removed, and what to type instead: one line, exit 2.
@@ -188,16 +155,41 @@ RENAMED_OPTIONS: dict[tuple[str, str], str] = {
     ("promote", "--deadline"): "--call-timeout",
     ("verify-mirror", "--deadline"): "--call-timeout",
     ("promote", "--await-deadline"): "--await-timeout",
+    # one name, one meaning: a public key to trust is --trust-key everywhere, a platform of an
+    # image index --platform (promote's narrowing --only-platform), the engine's device --device
+    ("verify-attestations", "--key"): "--trust-key",
+    ("verify-attestations", "--type"): "--require-type",
+    ("promote", "--platform"): "--only-platform",
+    ("cluster accept", "--platform"): "--device",
+    # where results are filed: one --evidence-key (a digest or a name)
+    ("accept", "--digest"): "--evidence-key",
+    ("accept", "--name"): "--evidence-key",
+    ("bench", "--digest"): "--evidence-key",
+    ("bench", "--name"): "--evidence-key",
+    ("gpu-record", "--digest"): "--evidence-key",
+    ("gpu-record", "--name"): "--evidence-key",
+    ("launch-log parse", "--subject"): "--evidence-key",
+    ("serve-command", "--name"): "--pod-name",
+    ("bench", "--image"): "--compare-with",
+    ("build", "--all"): "--all-images",
+    # the engine's launch: its variables are --engine-env KEY=VALUE, its extra arguments
+    # --engine-arg, on every command
+    ("probe", "--serve-env"): "--engine-env",
+    ("probe", "--serve-arg"): "--engine-arg",
+    ("cluster accept", "--tp"): "--engine-env TP=N",
+    ("cluster accept", "--max-context"): "--engine-env MAX_CONTEXT=N",
+    ("cluster accept", "--max-requests"): "--engine-env MAX_REQUESTS=N",
+    # a folder to write into is --out-dir (--out is one file)
+    ("rehearsal", "--out"): "--out-dir",
+    ("keys generate", "--out"): "--out-dir",
+    ("keys generate", "--force"): "--overwrite",
+    ("cluster model-volume", "--claim"): "--model-claim",
 }
 
-EPILOG = """Examples:
-  imagekit pin && imagekit images verify
-  imagekit keys generate
-  imagekit promote sglang --via HOST/STAGING --to HOST/PROD --key imagekit.key
-  imagekit cluster probe sglang
-  imagekit report sglang --trust-key imagekit.pub --format html
-
-Docs: docs/README.md to start, docs/commands.md for every command and option."""
+#: The root help's closing lines: a release's path, then where the docs are.
+EPILOG = "\n".join(["Examples:", *(f"  {line}" for line in ROOT_EXAMPLES), "",
+                     f"Docs: {doc_url('README')} to start, {doc_url('commands')} for every "
+                     "command and option."])
 
 
 class SentenceGroup(TyperGroup):
@@ -223,20 +215,31 @@ def summary_of(group_path: str, name: str) -> str:
     return SUMMARIES.get(" ".join([*words, name]), "")
 
 
-def _fill_placeholders(group: Any) -> None:
-    """Every option's placeholder from PLACEHOLDERS, every argument's from its name (REF,
-    FILE…): typer would print Python types (`<str>`, `<int range>`)."""
-    for command in group.commands.values():
+def _fill_placeholders(group: Any, path: tuple[str, ...] = ()) -> None:
+    """Every option's placeholder from OPTIONS, every argument's from its name (REF, FILE…):
+    typer would print Python types (`<str>`, `<int range>`). Every command's help ends with its
+    EXAMPLES and the address of its section in the command reference."""
+    for name, command in group.commands.items():
         if hasattr(command, "commands"):
-            _fill_placeholders(command)
+            _fill_placeholders(command, (*path, name))
             continue
         for param in command.params:
             if param.param_type_name == "argument":
                 param.metavar = param.metavar or ARGUMENTS.get(param.name, param.name.upper())
                 # typer lists an argument as `REF <str>`: the placeholder alone says it
                 param.display_type_rich = _no_type
-            elif not param.is_flag and param.metavar is None:
-                param.metavar = PLACEHOLDERS.get(param.opts[0])
+            elif not param.is_flag and param.metavar is None and param.opts[0] in OPTIONS:
+                param.metavar = OPTIONS[param.opts[0]].placeholder
+        if not command.hidden:
+            command.epilog = examples_epilog(" ".join((*path, name)))
+
+
+def examples_epilog(path: str) -> str:
+    """A command's closing lines: its examples as written (click's \\b keeps a paragraph from
+    being rewrapped), then where its documentation is."""
+    anchor = "-".join(["imagekit", *path.split()])
+    lines = ["\b", "Examples:", *(f"  {line}" for line in EXAMPLES.get(path, ()))]
+    return "\n".join(lines) + f"\n\n\b\nDocs: {doc_url('commands', anchor)}"
 
 
 def _no_type(ctx: Any) -> None:
@@ -245,7 +248,7 @@ def _no_type(ctx: Any) -> None:
 
 #: Arguments by their name: what to type.
 ARGUMENTS: dict[str, str] = {"reference": "REF", "source": "REF", "target": "REF",
-                             "image": "REF", "official": "OFFICIAL", "copy": "COPY",
+                             "image": "NAME", "official": "OFFICIAL", "copy": "COPY",
                              "key": "KEY", "directory": "DIR", "file": "FILE", "log": "FILE",
                              "pod_file": "FILE", "extra": "ARG", "subject": "NAME|REF|DIGEST"}
 
@@ -265,11 +268,17 @@ def _renamed(group: Any, args: Sequence[str]) -> str | None:
         command = command.commands[arg]
     path = " ".join(words)
     for arg in args:
+        if arg == "--":                       # what follows is the engine's, not imagekit's
+            break
         old = arg.split("=", 1)[0]            # `--require=probe` is the same spelling
         new = RENAMED_OPTIONS.get((path, old))
         if new is not None:
             return f"{old} is now {new} (imagekit {path})"
     return None
+
+
+#: The variable the completion scripts set when they ask imagekit for completions.
+COMPLETE_VAR = "_IMAGEKIT_COMPLETE"
 
 
 class OneLineGroup(SentenceGroup):
@@ -301,6 +310,10 @@ class OneLineGroup(SentenceGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False,
                                 windows_expand_args=windows_expand_args, **extra)
+        if os.environ.get(COMPLETE_VAR):  # the shell asks for completions: typer's classes
+            from typer.completion import completion_init
+
+            completion_init()
         renamed = _renamed(self, sys.argv[1:] if args is None else list(args))
         if renamed is not None:
             err_console.print(f"imagekit: error: {renamed}", markup=False, soft_wrap=True)
@@ -350,30 +363,35 @@ app = typer.Typer(
     epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # `imagekit completion SHELL` prints the script (typer's --install-completion would add two
+    # options to the root and detect the shell at every start)
     add_completion=False,
+    # -h is --help on every command (a context's settings pass to its subcommands)
+    context_settings={"help_option_names": ["-h", "--help"]},
     # plain click help: typer's rich help alone imports ~0.15 s of rich/markdown modules, half
     # the `imagekit --help` budget (0.3 s)
     rich_markup_mode=None,
 )
 
 
+def version_text() -> str:
+    """What `imagekit --version` prints: the version, then what this release supports."""
+    from imagekit import SUPPORTED, __version__
+
+    supported = ", ".join(f"{name} {versions}" for name, versions in SUPPORTED.items())
+    return f"imagekit {__version__}\nsupports: {supported}\n"
+
+
 def _show_version(value: bool) -> None:
     if value:
-        from imagekit import __version__
-
-        sys.stdout.write(f"imagekit {__version__}\n")
+        sys.stdout.write(version_text())
         raise typer.Exit()
 
 
 @app.callback()
 def _root(ctx: typer.Context,
-          version: bool = typer.Option(False, "--version", is_eager=True,
-                                       callback=_show_version,
-                                       help="Show imagekit's version and exit."),
-          tmpdir: Path = typer.Option(
-        None, "--tmpdir", metavar="DIR",
-        help="Where every temporary file of this run goes (default $TMPDIR, else /tmp); each "
-             "is removed when the run ends, interrupted (Ctrl-C) or not.")) -> None:
+          version: bool = option("--version", is_eager=True, callback=_show_version),
+          tmpdir: Path = option("--tmpdir")) -> None:
     """Build, verify, promote and accept LLM inference-server images, with evidence."""
     global _root_ctx, _settings
     _root_ctx, _settings = ctx, None  # the settings are read once, by the command's first line

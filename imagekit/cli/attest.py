@@ -13,6 +13,7 @@ import typer
 
 from imagekit.cli import trustopts
 from imagekit.cli.app import SUMMARIES, SentenceGroup, app, console, guarded, print_json, settings
+from imagekit.cli.surface import option
 from imagekit.cli.trustopts import TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -23,11 +24,9 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
 keys_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["keys"], no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
-                        help="Allow plain HTTP / unverified TLS for this registry.")
-CaFile = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
-                      help="Extra CA certificate (PEM) to trust.")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
+Insecure = option("--insecure")
+CaFile = option("--ca-file", exists=True, dir_okay=False)
+JsonOpt = option("--json")
 
 
 def _ref(text: str) -> ImageReference:
@@ -40,35 +39,29 @@ def _ref(text: str) -> ImageReference:
 
 
 def _pool(insecure: list[str], ca_file: Path | None) -> ClientPool:
-    from imagekit.inputs import pem_ca_file
-    from imagekit.registry import ClientPool, RegistryOptions
+    from imagekit.registry import ClientPool
 
-    if ca_file is not None:
-        pem_ca_file(ca_file)  # NOTPEM: one line, not OpenSSL's own error
-    return ClientPool(RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
-                                                    ca_file=ca_file))
+    return ClientPool(trustopts.flagged_options(insecure, ca_file))
 
 
 @keys_app.command("generate")
 @guarded
 def keys_generate(
-    name: str = typer.Option(None, "--name",
-                             help="Name the pair NAME.key and NAME.pub, written into the "
-                                  "current folder unless --out; reports call the signer NAME. "
-                                  "Without it: imagekit.key and imagekit.pub in the key "
-                                  "directory, where attest and promote find them."),
-    out: str = typer.Option(None, "--out",
-                            help="Directory for the key (0600) and the public key (default: "
-                                 "with --name the current folder, else $IMAGEKIT_KEY_DIR or "
-                                 "~/.config/imagekit/keys)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing key pair."),
+    name: str = option("--name", note="Written into the current folder unless --out-dir; "
+                       "reports call the signer NAME. Without it: imagekit.key and imagekit.pub "
+                       "in the key directory, where attest and promote find them."),
+    out: str = option("--out-dir", note="Here: the key (0600) and the public key (default: "
+                      "with --name the current folder, else $IMAGEKIT_KEY_DIR or "
+                      "~/.config/imagekit/keys)."),
+    force: bool = option("--overwrite"),
 ) -> None:
     """Make a signing key pair. Give consumers the .pub (and its fingerprint, which a trust
     policy names it by); keep the .key."""
     from imagekit.attest.keys import default_key_dir, fingerprint, generate
 
     if out is not None and (not out.strip() or "\x00" in out):
-        raise InvalidInput("--out needs a directory path, not an empty string", where="--out")
+        raise InvalidInput("--out-dir needs a directory path, not an empty string",
+                           where="--out-dir")
     if out is not None:
         folder = Path(out)
     else:
@@ -83,17 +76,16 @@ def keys_generate(
 @guarded
 def attest_cmd(
     reference: str = typer.Argument(..., help="The image (registry/repo:tag or @digest)."),
-    key: Path = typer.Option(None, "--key", dir_okay=False,
-                             help="Private key file (default $IMAGEKIT_SIGNING_KEY or the "
-                                  "key directory's imagekit.key)."),
-    kind: list[str] = typer.Option(["test-result", "sbom"], "--type",
-                                   help="test-result and/or sbom (repeatable)."),
+    key: Path = option("--key", dir_okay=False,
+                       note="Without it and $IMAGEKIT_SIGNING_KEY: the key folder's "
+                            "imagekit.key."),
+    kind: list[str] = option("--type"),
+    spec: Path = option("--spec", note="The test-result statement is the report of the "
+                                       "image's evidence under it."),
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
-    evidence_dir: Path = typer.Option(
-        None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-        help="Evidence store root (default ./.evidence)."),
+    evidence_dir: Path = option("--evidence-dir"),
 ) -> None:
     """Sign the test-result and SBOM statements of the digest REF serves and attach them as
     OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in docker."""
@@ -121,7 +113,8 @@ def attest_cmd(
         attached = attest_reference(target, key_path, store=store, pool=pool,
                                     engine=engine, kinds=tuple(kind),
                                     required=settings().required_checks_list(),
-                                    spec_path=images_spec(), state_dir=settings().state_dir)
+                                    spec_path=images_spec(spec),
+                                    state_dir=settings().state_dir)
     if json_output:
         print_json([a.model_dump(mode="json") for a in attached])
         return
@@ -134,16 +127,11 @@ def attest_cmd(
 @guarded
 def verify_cmd(
     reference: str = typer.Argument(..., help="The image at any endpoint (tag or @digest)."),
-    trust_key: list[Path] = typer.Option(
-        [], "--trust-key", "--key", dir_okay=False,
-        help="A signer's public key (imagekit.pub) to trust for every type (repeatable; "
-             "--key is cosign's spelling of it; also $IMAGEKIT_TRUST_KEYS)."),
+    trust_key: list[Path] = option("--trust-key", dir_okay=False,
+                                   note="Here trusted for every statement type."),
     trust_policy: Path = TrustPolicyOpt,
-    kind: list[str] = typer.Option(["test-result", "promotion", "sbom"], "--type",
-                                   help="Attestation types that must be there (repeatable)."),
-    require: list[str] = typer.Option([], "--require-link",
-                                      help="A chain link that must be PASS besides those the "
-                                           "signer required, e.g. gpu-preflight (repeatable)."),
+    kind: list[str] = option("--require-type"),
+    require: list[str] = option("--require-link"),
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,

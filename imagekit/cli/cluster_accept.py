@@ -23,6 +23,7 @@ from imagekit.cli.common import (
     say,
     sign_phase,
 )
+from imagekit.cli.surface import option
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -30,55 +31,33 @@ from imagekit.errors import InvalidInput
 @cluster_app.command("accept")
 @guarded
 def cluster_accept(
-    reference: str = typer.Argument(..., help="An image NAME of the spec (its latest verified "
-                                              "build) or a reference by tag or digest."),
-    namespace: str = typer.Option("imagekit", help="Namespace for the Pods (created when "
-                                                   "missing)."),
-    suite: list[str] = typer.Option(["functional"], "--suite",
-                                    help="functional, media, needle (repeatable)."),
-    matrix: Path = typer.Option(None, "--matrix", help="Load matrix TOML run after the "
-                                                       "suites."),
-    require: list[str] = typer.Option([], "--require-capability",
-                                      help="A capability the served model must have: image, "
-                                           "video, tools or ctx=N (repeatable)."),
-    model_claim: str = typer.Option(None, "--model-claim", help="Read-only PVC holding the "
-                                                               "model (mounted at /models/model)."),
-    model_name: str = typer.Option(None, "--served-model-name",
-                                   help="Name the engine serves the model as."),
-    engine_config: Path = typer.Option(None, "--engine-config",
-                                       help="Engine profiles TOML for the suites."),
-    cases: str = typer.Option(None, "--cases",
-                              help="Semantic cases: a shipped set (record, stand-in) or a "
-                                   "cases FILE (default: the profile's, else record)."),
-    engine: str = typer.Option("vllm", help="sglang or vllm."),
-    platform: str = typer.Option("gpu", help="gpu (nvidia.com/gpu = TP) or cpu (vLLM's CPU "
-                                             "platform selected explicitly, no GPU)."),
-    tp: int = typer.Option(1, help="Tensor parallel size."),
-    max_context: int = typer.Option(32768, help="Engine context length."),
-    max_requests: int = typer.Option(8, help="Engine concurrent requests."),
-    engine_env: list[str] = typer.Option(None, "--engine-env", help="KEY=VALUE for the engine "
-                                                                    "(repeatable)."),
-    engine_arg: list[str] = typer.Option(None, "--engine-arg", help="Extra engine argument "
-                                                                    "(repeatable)."),
-    startup_seconds: int = typer.Option(None, help="startupProbe budget (default: from the "
-                                                   "last observed start, else 900)."),
+    reference: str = typer.Argument(..., metavar="NAME|REF",
+                                    help="An image NAME of the spec (its latest verified "
+                                         "build) or a reference by tag or digest."),
+    namespace: str = option("--namespace", note="Created when missing."),
+    suite: list[str] = option("--suite"),
+    matrix: Path = option("--matrix", note="Run after the suites."),
+    require: list[str] = option("--require-capability"),
+    model_claim: str = option("--model-claim", note="Mounted at /models/model."),
+    model_name: str = option("--served-model-name"),
+    engine_config: Path = option("--engine-config"),
+    cases: str = option("--cases"),
+    engine: str = option("--engine"),
+    device: str = option("--device"),
+    engine_env: list[str] = option("--engine-env", note="Or any of the engine's own; TP "
+                                                        "defaults to 1, MAX_CONTEXT to 32768, "
+                                                        "MAX_REQUESTS to 8 here."),
+    engine_arg: list[str] = option("--engine-arg"),
+    startup_seconds: int = option("--startup-seconds"),
     selector: list[str] = SelectorOpt,
-    toleration: list[str] = typer.Option(None, "--toleration", help="key[=value]:Effect "
-                                         "(default: tolerate nvidia.com/gpu)."),
-    priority_class: str = typer.Option(None, help="An existing PriorityClass to use."),
-    max_tokens: int = typer.Option(96, help="Output cap of the suites' requests (a "
-                                   "random-weight stand-in is capped at 16)."),
-    timeout: float = typer.Option(1800, "--run-timeout",
-                                  help="Longest the whole run may take, in seconds."),
-    keep: bool = typer.Option(False, "--keep", help="Leave the Pods, Service and ConfigMaps."),
-    force_launch: str = typer.Option(None, "--force-launch", metavar="REASON",
-                                     help="Launch even though this image's engine parser "
-                                          "rejected the command or could not judge it; the "
-                                          "reason is recorded."),
-    spec_file: Path = typer.Option(None, "--spec", help="Images spec (default "
-                                   "$IMAGEKIT_IMAGES_SPEC, ./dockerfiles/images.toml, else the "
-                                   "packaged one)."),
-    profile: str = typer.Option(None, help="Spec profile."),
+    toleration: list[str] = option("--toleration"),
+    priority_class: str = option("--priority-class"),
+    max_tokens: int = option("--max-tokens"),
+    timeout: float = option("--run-timeout"),
+    keep: bool = option("--keep"),
+    force_launch: str = option("--force-launch"),
+    spec_file: Path = option("--spec"),
+    profile: str = option("--profile"),
     key: Path = SignKeyOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
@@ -116,18 +95,16 @@ def cluster_accept(
     from imagekit.report.gate import image_phase_gate
 
     signing = load_signing_key(key)   # a bad key is exit 2 before anything runs
+    suite = list(SUITES) if "all" in suite else suite
     for each in suite:
         if each not in SUITES:
-            raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITES)}")
-    if engine not in ("sglang", "vllm"):
-        raise InvalidInput("engine must be sglang or vllm", where=engine)
-    if platform not in ("gpu", "cpu"):
-        raise InvalidInput("--platform is gpu or cpu", where=platform)
-    if platform == "cpu" and engine != "vllm":
-        raise InvalidInput("--platform cpu is vLLM's CPU platform", where=engine)
+            raise InvalidInput(f"unknown suite {each!r}; use {', '.join(SUITES)} or all")
+    if engine not in (None, "sglang", "vllm"):
+        raise InvalidInput("--engine is sglang or vllm", where=engine)
+    if device not in ("gpu", "cpu"):
+        raise InvalidInput("--device is gpu or cpu", where=device)
     Requirements.parse(",".join(require))
     dns_label(namespace, "--namespace")
-    count(tp, "--tp", minimum=1, maximum=64)
     timeout = positive(timeout, "--run-timeout", maximum=7 * 86400)
     if startup_seconds is not None:
         count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
@@ -138,16 +115,15 @@ def cluster_accept(
         if value is not None:
             dns_subdomain(value, what)
     count(max_tokens, "--max-tokens", minimum=1, maximum=1 << 20)
-    count(max_context, "--max-context", minimum=1, maximum=1 << 24)
-    count(max_requests, "--max-requests", minimum=1, maximum=1 << 16)
     matrix_text = read_text(matrix, "load matrix") if matrix is not None else None
     if matrix is not None:
         from imagekit.acceptance import load_matrix
         load_matrix(matrix)
     config_text = read_text(engine_config, "engine config") if engine_config else None
     env = env_pairs(engine_env, "--engine-env")
+    tp, max_context, max_requests = launch_sizes(env)
     args = list(engine_arg or [])
-    if platform == "cpu":
+    if device == "cpu":
         env = {**CPU_ENGINE_ENV, **env}
         args = [*CPU_ENGINE_ARGS, *args]
     # every option before the gate and before any cluster contact (was: checked after the
@@ -172,6 +148,9 @@ def cluster_accept(
     resolved = resolve_target(reference, spec_path=spec_path, store=store, profile=profile,
                               remote=trustopts.name_resolver(trust, store))
     ref = resolved.reference
+    engine = engine or engine_of(resolved)
+    if device == "cpu" and engine != "vllm":
+        raise InvalidInput("--device cpu is vLLM's CPU platform", where=engine)
     client, docker_config = registry_client(ref.registry)
     with client:
         digest = digest_of(client, ref)
@@ -184,7 +163,7 @@ def cluster_accept(
                          state_dir=settings().state_dir)
     options = AcceptOptions(
         namespace=namespace, engine=Engine(engine), model_claim=model_claim,
-        served_model_name=model_name, tp=tp, gpus=0 if platform == "cpu" else tp,
+        served_model_name=model_name, tp=tp, gpus=0 if device == "cpu" else tp,
         max_context=max_context, max_requests=max_requests, engine_env=env,
         engine_args=args, node_selector=node_selector, tolerations=tolerated,
         priority_class_name=priority_class, startup_seconds=startup_seconds,
@@ -218,30 +197,75 @@ def cluster_accept(
     finish(report, json_output, signed)
 
 
+#: launch.sh's sizes that `cluster accept` sets from --engine-env, their defaults and bounds
+LAUNCH_SIZES = (("TP", 1, 64), ("MAX_CONTEXT", 32768, 1 << 24), ("MAX_REQUESTS", 8, 1 << 16))
+#: launch variables that have their own option here
+OWN_OPTIONS = {"ENGINE": "--engine", "SERVED_MODEL_NAME": "--served-model-name"}
+
+
+def launch_sizes(env: dict[str, str]) -> tuple[int, int, int]:
+    """TP, MAX_CONTEXT and MAX_REQUESTS taken out of --engine-env (launch.sh's variables: the
+    run's serve settings, checked), their defaults where not given; a variable with its own
+    option is refused, naming the option."""
+    from imagekit.inputs import count
+
+    for name, flag in OWN_OPTIONS.items():
+        if name in env:
+            raise InvalidInput(f"{name} is {flag} here, not --engine-env", where=name)
+    sizes = []
+    for name, default, maximum in LAUNCH_SIZES:
+        text = env.pop(name, None)
+        if text is None:
+            sizes.append(default)
+            continue
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidInput(f"--engine-env {name} must be a whole number",
+                               where=f"{name}={text}"[:80]) from None
+        sizes.append(count(value, f"--engine-env {name}", minimum=1, maximum=maximum))
+    return sizes[0], sizes[1], sizes[2]
+
+
+def engine_of(resolved) -> str:  # noqa: ANN001 - imagekit.names.Target
+    """The engine of the image to accept: its spec entry's, else the one its reference names
+    (`…/vllm:v1`); neither: one line asking for --engine."""
+    from imagekit.spec import KNOWN_ENGINES
+
+    if resolved.image is not None:
+        return str(resolved.image.engine)
+    named = [engine for engine in KNOWN_ENGINES if engine in resolved.reference.repository]
+    if len(named) == 1:
+        return named[0]
+    raise InvalidInput("cannot tell the engine of this image; pass --engine sglang or vllm",
+                       where=resolved.given)
+
+
 @cluster_app.command("model-volume")
 @guarded
 def cluster_model_volume(
-    path: Path = typer.Option(None, help="Model directory on the node (default: the real "
-                                         "instruct model, SmolLM2-135M-Instruct, built offline)."),
-    volume: str = typer.Option("imagekit-model", help="PersistentVolume name."),
-    claim: str = typer.Option("imagekit-model", help="PersistentVolumeClaim name."),
-    namespace: str = typer.Option("imagekit", help="Namespace of the claim."),
-    label_node: str = typer.Option(None, help="Give this node the storage capability label."),
-    delete: bool = typer.Option(False, "--delete", help="Delete the claim and the volume."),
+    path: Path = option("--path"),
+    volume: str = option("--volume"),
+    claim: str = option("--model-claim", note="This command makes it (named imagekit-model "
+                                              "when omitted)."),
+    namespace: str = option("--namespace"),
+    label_node: str = option("--label-node"),
+    delete: bool = option("--delete"),
     kubeconfig: Path = KubeconfigOpt,
     json_output: bool = JsonOpt,
 ) -> None:
-    """The model on a volume (record section 6): a local PersistentVolume that only nodes
-    labelled imagekit.dev/model-storage=local can mount, and a read-only claim bound to it."""
+    """The model on a volume: a local PersistentVolume that only nodes labelled
+    imagekit.dev/model-storage=local can mount, and a read-only claim bound to it."""
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.modelvolume import delete_model_volume, ensure_model_volume
     from imagekit.cluster.modelvolume import label_node as give_label
     from imagekit.cluster.probe import ensure_namespace
     from imagekit.inputs import dns_label, dns_subdomain
 
+    claim = claim if claim is not None else "imagekit-model"
     dns_label(namespace, "--namespace")
     dns_subdomain(volume, "--volume")
-    dns_subdomain(claim, "--claim")
+    dns_subdomain(claim, "--model-claim")
     if label_node is not None:  # '../namespaces/NS' would PATCH a Namespace
         dns_subdomain(label_node, "--label-node")
     if not delete:

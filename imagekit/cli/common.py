@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.app import console, print_json
+from imagekit.cli.app import console, option, print_json
 from imagekit.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -23,18 +23,19 @@ if TYPE_CHECKING:
     from imagekit.registry import RegistryClient
     from imagekit.results import CheckReport, Status
 
-KubeconfigOpt = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG",
-                             help="kubeconfig (default: the one imagekit infra recorded).")
-EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                           help="Evidence store root (default ./.evidence).")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document.")
-SelectorOpt = typer.Option(None, "--selector", help="nodeSelector key=value.")
-GpuTolerationOpt = typer.Option(
-    None, "--toleration", help="key[=value]:Effect (default: tolerate nvidia.com/gpu).")
-SignKeyOpt = typer.Option(None, "--key", dir_okay=False,
-                          help="Sign what this phase saw (cluster, node, imageID, verdicts) "
-                               "with this private key and attach it at the registry the "
-                               "image came from (read before anything runs).")
+KubeconfigOpt = option("--kubeconfig")
+EvidenceDir = option("--evidence-dir")
+JsonOpt = option("--json")
+SelectorOpt = option("--selector")
+GpuTolerationOpt = option("--toleration")
+SpecOpt = option("--spec")
+ProfileOpt = option("--profile")
+InsecureOpt = option("--insecure")
+CaFileOpt = option("--ca-file", exists=True, dir_okay=False)
+SignKeyOpt = option("--key", dir_okay=False,
+                    note="Signs what this phase saw (cluster, node, imageID, verdicts) and "
+                         "attaches it at the registry the image came from (read before "
+                         "anything runs).")
 
 
 def say(text: str) -> None:
@@ -151,3 +152,19 @@ def registry_client(registry: str) -> tuple[RegistryClient, Path | None]:
     options = registry_trust(registry, given.state_dir)
     return RegistryClient(registry, RegistryOptions.from_settings(given, **options)), \
         options.get("docker_config")
+
+
+def evidence_key_parts(key: str | None) -> tuple[str | None, str | None]:
+    """--evidence-key as (digest, name): a digest (sha256:…) is the image's, anything else a
+    name; a malformed one is one line (exit 2) before anything is sent or recorded."""
+    if not key:
+        return None, None
+    from imagekit.evidence import EvidenceKey
+
+    try:
+        parsed = EvidenceKey.of(key)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, where=exc.where or "--evidence-key") from None
+    if parsed.digest is not None:
+        return str(parsed.digest), None
+    return None, key

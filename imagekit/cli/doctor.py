@@ -10,6 +10,7 @@ import typer
 
 from imagekit.cli.app import app, guarded, print_json, settings
 from imagekit.cli.common import EvidenceDir, JsonOpt, KubeconfigOpt, images_spec, say
+from imagekit.cli.surface import option
 from imagekit.errors import InfraError, InvalidInput
 
 ROLES = ("ci", "release", "operator", "auditor")
@@ -20,36 +21,17 @@ MAX_MIN_FREE_GIB = float(1 << 20)
 @app.command("doctor")
 @guarded
 def doctor(
-    role: str = typer.Option(
-        None, "--role", metavar="ROLE",
-        help="Check only what this role needs: ci (docker, buildx, base and staging registries, "
-             "disk, evidence), release (registries, evidence, the signing key), operator "
-             "(cluster, RBAC, registries read, evidence) or auditor (registries read, evidence). "
-             "Default: every check."),
-    spec_file: Path = typer.Option(None, "--spec",
-                                   help="Images spec naming the registries (default "
-                                        "$IMAGEKIT_IMAGES_SPEC, ./dockerfiles/images.toml, else "
-                                        "the packaged one)."),
-    profile: str = typer.Option(None, "--profile",
-                                help="Spec profile whose registries are checked (default: the "
-                                     "spec's default profile)."),
-    namespace: str = typer.Option("imagekit", "--namespace",
-                                  help="Namespace whose RBAC the cluster commands need."),
+    role: str = option("--role"),
+    spec_file: Path = option("--spec", note="Its profile's registries are checked."),
+    profile: str = option("--profile"),
+    namespace: str = option("--namespace", note="Whose RBAC the cluster commands need."),
     kubeconfig: Path = KubeconfigOpt,
-    insecure: list[str] = typer.Option([], "--insecure", metavar="REGISTRY",
-                                       help="Allow plain HTTP / unverified TLS for this registry "
-                                            "(host:port); loopback registries need no flag."),
-    ca_file: Path = typer.Option(None, "--ca-file", dir_okay=False,
-                                 help="Extra CA certificate (PEM) to trust; "
-                                      "/etc/docker/certs.d/<host>/ is read too."),
+    insecure: list[str] = option("--insecure"),
+    ca_file: Path = option("--ca-file", dir_okay=False),
     evidence_dir: Path = EvidenceDir,
-    key: Path = typer.Option(None, "--key", dir_okay=False,
-                             help="Private signing key to check (default $IMAGEKIT_SIGNING_KEY; "
-                                  "without either no key is checked)."),
-    min_free: float = typer.Option(
-        None, "--min-free", metavar="GIB",
-        help="Free GiB docker's data root must have (default 20: two stand-in image phases; "
-             "raise it for CUDA bases). The evidence store needs 1 GiB besides."),
+    key: Path = option("--key", dir_okay=False, note="Here: the key to check; without it or "
+                       "$IMAGEKIT_SIGNING_KEY no key is checked."),
+    min_free: float = option("--min-free"),
     json_output: bool = JsonOpt,
 ) -> None:
     """Check what a role needs before it starts: the verdict first, then one line per check.

@@ -21,6 +21,7 @@ from imagekit.cli.app import (
     settings,
 )
 from imagekit.cli.common import EvidenceDir, JsonOpt, say
+from imagekit.cli.surface import option
 from imagekit.errors import InvalidInput
 
 launch_log_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["launch-log"], no_args_is_help=True)
@@ -31,15 +32,13 @@ app.add_typer(launch_log_app, name="launch-log")
 @guarded
 def serve_command(
     extra: list[str] = typer.Argument(None, help="Extra engine arguments, appended as given."),
-    pod_image: str = typer.Option(None, help="Instead: print the engine server Pod + ConfigMap "
-                                             "(YAML) for this image (repo@sha256:…)."),
-    startup_log: Path = typer.Option(None, help="With --pod-image: size the startupProbe from "
-                                                "this observed startup log."),
-    startup_seconds: int = typer.Option(3600, help="With --pod-image and no log: startupProbe "
-                                                   "budget in seconds."),
-    name: str = typer.Option("engine", help="With --pod-image: Pod name."),
-    namespace: str = typer.Option("imagekit", help="Namespace of the Pod (with --pod-image)."),
-    model_claim: str = typer.Option(None, help="With --pod-image: read-only model PVC."),
+    pod_image: str = option("--pod-image"),
+    startup_log: Path = option("--startup-log", note="With --pod-image."),
+    startup_seconds: int = option("--startup-seconds", note="With --pod-image."),
+    name: str = option("--pod-name", note="With --pod-image."),
+    namespace: str = option("--namespace", note="With --pod-image."),
+    model_claim: str = option("--model-claim", note="With --pod-image; mounted at "
+                                                    "/models/model."),
     json_output: bool = JsonOpt,
 ) -> None:
     """Print the engine serve command from ENGINE, MODEL_PATH, TP, MAX_CONTEXT, MAX_REQUESTS,
@@ -49,8 +48,9 @@ def serve_command(
     from imagekit.launch import ServeConfig, serve_argv
 
     if pod_image:  # every field of the manifest is checked before one line is printed
-        count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
-        dns_subdomain(name, "--name")
+        if startup_seconds is not None:
+            count(startup_seconds, "--startup-seconds", minimum=1, maximum=7 * 24 * 3600)
+        dns_subdomain(name, "--pod-name")
         dns_label(namespace, "--namespace")
         if model_claim is not None:
             dns_subdomain(model_claim, "--model-claim")
@@ -64,10 +64,14 @@ def serve_command(
         from imagekit.launch.pod import engine_pod
 
         seconds = startup_seconds
-        if startup_log is not None:
+        if seconds is None and startup_log is not None:
             seconds = required_startup_seconds(parse_startup_log(
                 read_text(startup_log, "startup log"), engine=config.engine.value)
             ).required_seconds
+        if seconds is None:  # no budget given, none observed: cluster accept's default
+            from imagekit.clusteraccept.run import DEFAULT_STARTUP_S
+
+            seconds = DEFAULT_STARTUP_S
         pod, configmap = engine_pod(config, pod_image, ProbeBudget.covering(seconds),
                                     name=name, namespace=namespace, model_claim=model_claim,
                                     template_dir=settings().manifests_dir)
@@ -88,13 +92,11 @@ def serve_command(
 @guarded
 def launch_log_parse(
     log: Path = typer.Argument(..., help="Engine startup log file."),
-    engine: str = typer.Option("sglang", help="sglang or vllm."),
-    startup_probe_seconds: int = typer.Option(
-        None, help="The startupProbe budget to judge (failureThreshold × periodSeconds)."),
-    expect_prefill_graphs: str = typer.Option(
-        None, help="disabled|enabled: check the log against DISABLE_PIECEWISE_CUDA_GRAPH."),
-    subject: str = typer.Option(None, help="Evidence key (image digest or name); with it the "
-                                           "raw log and the parsed phases go to evidence."),
+    engine: str = option("--engine"),
+    startup_probe_seconds: int = option("--startup-probe-seconds"),
+    expect_prefill_graphs: str = option("--expect-prefill-graphs"),
+    subject: str = option("--evidence-key", note="With it the raw log and the parsed phases "
+                                                 "are filed in the evidence."),
     evidence_dir: Path = EvidenceDir,
     json_output: bool = JsonOpt,
 ) -> None:
@@ -103,17 +105,23 @@ def launch_log_parse(
     from imagekit.inputs import count, read_text
     from imagekit.launch import parse_startup_log, required_startup_seconds, startup_budget_check
     from imagekit.launch.budget import ProbeBudget
+    from imagekit.launch.startup_log import engine_of_log
     from imagekit.results import exit_code_for
 
-    if engine not in ("sglang", "vllm"):
-        raise InvalidInput("engine must be sglang or vllm", where=engine)
+    if engine not in (None, "sglang", "vllm"):
+        raise InvalidInput("--engine is sglang or vllm", where=engine)
     if startup_probe_seconds is not None:
         count(startup_probe_seconds, "--startup-probe-seconds", minimum=1,
               maximum=7 * 24 * 3600)
     text = read_text(log, "startup log", max_bytes=256 * 1024 * 1024)
     if not text.strip():
         raise InvalidInput("startup log is empty", where=str(log))
+    if subject:
+        from imagekit.cli.common import evidence_key_parts
+
+        evidence_key_parts(subject)  # a malformed key: one line, before anything is read
     store = evidence_store(evidence_dir) if subject else None
+    engine = engine or engine_of_log(text) or "unknown"
     report = parse_startup_log(text, engine=engine)
     need = required_startup_seconds(report)
     suggested = ProbeBudget.covering(need.required_seconds)

@@ -16,25 +16,27 @@ from imagekit.cli.app import (
     evidence_store,
     guarded,
     print_json,
-    settings,
 )
+from imagekit.cli.surface import option
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
 evidence_app = typer.Typer(cls=SentenceGroup, help=SUMMARIES["evidence"], no_args_is_help=True)
 app.add_typer(evidence_app, name="evidence")
 
-EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                           help="Evidence store root (default ./.evidence).")
+EvidenceDir = option("--evidence-dir")
+JsonOpt = option("--json")
 
 
 @evidence_app.command("list")
 @guarded
 def list_attempts(
-    key: str = typer.Argument(None, help="A digest (sha256:…) or name; all keys when omitted."),
-    kind: str = typer.Option(None, help="Only attempts of this kind."),
+    key: str = typer.Argument(None, metavar="KEY",
+                              help="An evidence key: an image's digest (sha256:…) or a name; "
+                                   "every key when omitted."),
+    kind: str = option("--kind"),
     evidence_dir: Path = EvidenceDir,
-    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_output: bool = JsonOpt,
 ) -> None:
     """List attempts per key, oldest first (with --json: each one's subjects and roles)."""
     from rich.table import Table
@@ -81,11 +83,9 @@ def pull_attested(
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     evidence_dir: Path = EvidenceDir,
-    insecure: list[str] = typer.Option([], "--insecure", metavar="REGISTRY",
-                                       help="Allow plain HTTP / unverified TLS here."),
-    ca_file: Path = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
-                                 help="Extra CA certificate (PEM) to trust."),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+    insecure: list[str] = option("--insecure"),
+    ca_file: Path = option("--ca-file", exists=True, dir_okay=False),
+    json_output: bool = JsonOpt,
 ) -> None:
     """Import the statements trusted keys signed about the digest REF serves: each bundle
     verified (trusted key, subject = served digest, every blob re-hashed) and filed as kind
@@ -95,7 +95,7 @@ def pull_attested(
 
     from imagekit.attest.pull import pull_attestations
     from imagekit.oci import ImageReference
-    from imagekit.registry import ClientPool, RegistryOptions
+    from imagekit.registry import ClientPool
 
     ref = ImageReference.parse(reference)
     trust = trustopts.load(trust_key, trust_policy)
@@ -103,10 +103,7 @@ def pull_attested(
         raise InvalidInput("give the keys to trust: --trust-key PUB, --trust-policy FILE or "
                            "$IMAGEKIT_TRUST_KEYS")
     store = evidence_store(evidence_dir)
-    options = trustopts.registry_options(ref.registry) if not insecure and ca_file is None \
-        else RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
-                                           ca_file=ca_file)
-    with ClientPool(options) as pool:
+    with ClientPool(trustopts.registry_options(ref.registry, insecure, ca_file)) as pool:
         client = pool.get(ref.registry)
         digest = ref.digest or client.get_manifest(ref.repository, ref.identifier).digest
         outcome = pull_attestations(client, ref.repository, digest, trust, store)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from imagekit.cli.app import app, console, evidence_store, guarded, print_json
+from imagekit.cli.surface import option
 from imagekit.errors import CheckFailed
 
 
@@ -14,25 +15,24 @@ from imagekit.errors import CheckFailed
 @guarded
 def gpu_record(
     file: Path = typer.Argument(..., help="JSON written by the GPU preflight's --json."),
-    digest: str = typer.Option(None, "--digest",
-                               help="Image digest the preflight ran in (evidence key)."),
-    name: str = typer.Option(None, "--name",
-                             help="Evidence key when there is no digest "
-                                  "(default gpu-preflight-<host>)."),
-    log: Path = typer.Option(None, "--log", help="The run's log, kept beside the record."),
-    evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                                      help="Evidence store root (default ./.evidence)."),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+    evidence_key: str = option("--evidence-key",
+                               note="Here: the digest of the image the preflight ran in "
+                                    "(without one: gpu-preflight-<host>)."),
+    log: Path = option("--log"),
+    evidence_dir: Path = option("--evidence-dir"),
+    json_output: bool = option("--json"),
 ) -> None:
     """Validate a GPU preflight record, add it to evidence; exit 1 when its verdict is not PASS."""
     from rich.table import Table
 
+    from imagekit.cli.common import evidence_key_parts
     from imagekit.gpu import record_preflight
     from imagekit.gpu.evidence import summary_line
     from imagekit.inputs import load_json, read_bytes, read_text
     from imagekit.oci import Digest
     from imagekit.results import CheckReport, Status
 
+    digest, name = evidence_key_parts(evidence_key)
     parsed_digest = Digest.parse(digest) if digest else None
     # UTF-8, bounded size, no NaN, no 400-digit integers: checked before anything is recorded
     load_json(read_text(file, "GPU record"), str(file), what="GPU record")

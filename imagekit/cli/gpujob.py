@@ -23,20 +23,8 @@ if TYPE_CHECKING:
     from imagekit.kube.incluster import InCluster
     from imagekit.oci import ImageReference
 
-COMMAND = "gpu-preflight"
-
 #: Nodes one distributed preflight job may span (a dry run renders every Pod into evidence).
 MAX_NODES = 1024
-
-
-def refuse_job_options(*, gpus_per_node: int | None, pod_env: list[str] | None,
-                       pods_per_node: int | None, job_mode: str | None) -> None:
-    """Without --nodes, the job's own options are bad input (they would be ignored)."""
-    given = [option for option, value in (("--gpus-per-node", gpus_per_node),
-                                          ("--env", pod_env)) if value is not None]
-    if given or pods_per_node not in (None, 1) or job_mode not in (None, "auto"):
-        raise InvalidInput(f"{', '.join(given or ['--pods-per-node/--job-mode'])} only with "
-                           "--nodes", where=COMMAND)
 
 
 def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
@@ -45,13 +33,18 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
                   kubeconfig: Path | None, evidence_dir: Path | None, json_output: bool,
                   nodes: int, gpus_per_node: int | None, pods_per_node: int,
                   pod_env: list[str] | None, job_mode: str,
-                  preflight_arg: list[str] | None = None, each_node: bool = False) -> None:
-    """`--nodes N`: the preflight as one distributed job; its Pods, then the report."""
+                  preflight_arg: list[str] | None = None, spec: Path | None = None,
+                  trust_key: list[Path] | None = None, trust_policy: Path | None = None
+                  ) -> None:
+    """`--nodes N`: the preflight as one distributed job; its Pods, then the report (options it
+    does not use were refused by the command). A NAME is resolved as everywhere else."""
     from imagekit import packaged
+    from imagekit.cli import trustopts
+    from imagekit.cli.app import evidence_store
+    from imagekit.cli.common import images_spec
     from imagekit.cluster.gpujob import GpuJobOptions
     from imagekit.cluster.kube import Kube
     from imagekit.cluster.manifests import GPU_TOLERATION
-    from imagekit.evidence import EvidenceStore
     from imagekit.gpu.job import gpu_preflight_job
     from imagekit.inputs import (
         count,
@@ -63,12 +56,8 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
         read_text,
         tolerations,
     )
-    from imagekit.names import digest_of
-    from imagekit.oci import ImageReference
+    from imagekit.names import digest_of, resolve_target
 
-    if each_node:
-        raise InvalidInput("--nodes (one distributed job) and --each-node (one independent "
-                           "preflight per node) exclude each other", where="--each-node")
     if gpus_per_node is None:
         raise InvalidInput("--nodes needs --gpus-per-node (0 for CPU ranks on gloo)",
                            where="--gpus-per-node")
@@ -86,7 +75,10 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
     env = env_pairs(pod_env, "--env")
     node_selector = label_pairs(selector, "--selector")
     tolerated = tolerations(toleration) or [GPU_TOLERATION]
-    ref = ImageReference.parse(reference)
+    trust = trustopts.load(trust_key, trust_policy)
+    store = evidence_store(evidence_dir)
+    ref = resolve_target(reference, spec_path=images_spec(spec), store=store,
+                         remote=trustopts.name_resolver(trust, store)).reference
     client, docker_config = registry_client(ref.registry)
     with client:
         digest = digest_of(client, ref)
@@ -98,8 +90,7 @@ def preflight_job(*, reference: str, namespace: str, selector: list[str] | None,
         env=env, timeout_s=timeout, docker_config_dir=docker_config, mode=job_mode)
     options.validate()
     with Kube(kubeconfig_path(kubeconfig)) as kube:
-        result = gpu_preflight_job(kube, ref.with_digest(digest), options,
-                                   EvidenceStore(evidence_dir), submit)
+        result = gpu_preflight_job(kube, ref.with_digest(digest), options, store, submit)
     if not json_output:
         run = result.run
         console.print(f"job {run.name}: {run.mode} — {run.shape.detail}")
@@ -124,9 +115,12 @@ def each_node_preflight(pinned: ImageReference, *, namespace: str, selector: dic
     from imagekit.gpu.fleet import FleetOptions, run_fleet
     from imagekit.results import Status
 
-    if script is None or not script.is_file():
-        raise InvalidInput("--each-node needs --script, the preflight script "
-                           "(gpu_checks/preflight/__main__.py)", where=str(script))
+    if script is None:  # the command's default: imagekit's own GPU preflight
+        from imagekit import packaged
+
+        script = packaged.path("preflight")
+    if not script.exists():
+        raise InvalidInput("preflight script not found", where=str(script))
     options = FleetOptions(namespace=namespace, node_selector=selector,
                            tolerations=tolerations, gpus=gpus, script=script,
                            script_args=script_args, timeout_s=timeout, cordon_failed=cordon,

@@ -1,4 +1,5 @@
-"""`imagekit infra up [--cluster] | down | status [--json]`: the local infrastructure, as root."""
+"""`imagekit infra up [--no-cluster] | down | status [--json]`: the local infrastructure, as
+root."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from imagekit.cli.app import (
     progress_for,
     settings,
 )
+from imagekit.cli.surface import option
 
 if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays fast)
     from rich.table import Table
@@ -60,9 +62,7 @@ def _cluster_access(components: list[ComponentStatus]) -> None:
 
 @infra_app.command("up")
 @guarded
-def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the local Kubernetes "
-                                    "cluster."),
-       json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def up(cluster: bool = option("--cluster"), json_output: bool = option("--json")) -> None:
     """Install and start only what is missing (idempotent)."""
     from imagekit.infra import manager
     from imagekit.infra.state import StatePaths
@@ -82,9 +82,7 @@ def up(cluster: bool = typer.Option(False, "--cluster", help="Also start the loc
 
 @infra_app.command("down")
 @guarded
-def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
-                                      help="Also stop the cluster (default) or leave it running."),
-         json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def down(cluster: bool = option("--cluster"), json_output: bool = option("--json")) -> None:
     """Stop only the processes imagekit started (verified by PID and start time)."""
     from imagekit.infra import manager
     from imagekit.infra.state import StatePaths
@@ -99,7 +97,7 @@ def down(cluster: bool = typer.Option(True, "--cluster/--no-cluster",
 
 @infra_app.command("status")
 @guarded
-def status(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def status(json_output: bool = option("--json")) -> None:
     """What runs, where, and for anything missing the command that fixes it."""
     from imagekit.infra import manager
     from imagekit.infra.state import StatePaths

@@ -39,8 +39,9 @@ def _sections(command: Any, ctx: Any, path: list[str]) -> list[tuple[str, str, s
 def commands_markdown(root: Any = None) -> str:
     """The whole page (`root`: the click tree, by default imagekit's own)."""
     root = root if root is not None else typer.main.get_command(app)
+    # the root's settings (`-h` beside `--help`), as `imagekit` itself makes its context
     ctx = root.context_class(root, info_name="imagekit", terminal_width=WIDTH,
-                             max_content_width=WIDTH)
+                             max_content_width=WIDTH, **root.context_settings)
     sections = _sections(root, ctx, ["imagekit"])
     lines = [HEADER]
     for path, _, _ in sections[1:]:

@@ -27,6 +27,7 @@ from imagekit.cli.app import (
     show_progress,
 )
 from imagekit.cli.app import progress_for as app_progress
+from imagekit.cli.surface import option
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import InvalidInput
 
@@ -39,20 +40,13 @@ if TYPE_CHECKING:  # each command imports what it uses (`imagekit --help` stays 
     from imagekit.spec.models import ImagesSpec
     from imagekit.trust import TrustPolicy
 
-Insecure = typer.Option([], "--insecure", metavar="REGISTRY",
-                        help="Allow plain HTTP / unverified TLS for this registry (host:port); "
-                             "loopback registries need no flag.")
-CaFile = typer.Option(None, "--ca-file", exists=True, dir_okay=False,
-                      help="Extra CA certificate (PEM) to trust; /etc/docker/certs.d/<host>/ "
-                           "is read too.")
-EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                           help="Evidence store root (default ./.evidence).")
-PlatformOpt = typer.Option("linux/amd64", "--platform", help="Platform to pick from an index.")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document (no progress bars).")
-DeadlineOpt = typer.Option(None, "--call-timeout", metavar="SECONDS", envvar="IMAGEKIT_DEADLINE",
-                           help="Longest one registry call may go without progress, retries "
-                                "included (default 30).")
-VerboseOpt = typer.Option(False, "--verbose", help="Show retries and HTTP requests on stderr.")
+Insecure = option("--insecure")
+CaFile = option("--ca-file", exists=True, dir_okay=False)
+EvidenceDir = option("--evidence-dir")
+SpecOpt = option("--spec", note="An image NAME is its verified build of this spec.")
+JsonOpt = option("--json", note="No progress bars.")
+DeadlineOpt = option("--call-timeout")
+VerboseOpt = option("--verbose")
 
 
 def _transport_knobs(deadline: float | None, verbose: bool) -> float | None:
@@ -198,9 +192,9 @@ def verify_copy_cmd(
                                         "image NAME (its verified build)."),
     copy: str = typer.Argument(..., metavar="COPY",
                                help="The copy to check against it (REF or NAME)."),
-    platform: str = PlatformOpt,
-    diffids: bool = typer.Option(False, "--diffids",
-                                 help="Download, decompress and hash every layer of the copy."),
+    platform: str = option("--platform"),
+    diffids: bool = option("--diffids"),
+    spec: Path = SpecOpt,
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
@@ -217,7 +211,8 @@ def verify_copy_cmd(
 
     deadline = _transport_knobs(deadline, verbose)
     store = evidence_store(evidence_dir)
-    official_ref, copy_ref = _image(official, "OFFICIAL", store), _image(copy, "COPY", store)
+    official_ref = _image(official, "OFFICIAL", store, spec=spec)
+    copy_ref = _image(copy, "COPY", store, spec=spec)
     wanted = Platform.parse(platform)
     options = _options(insecure, ca_file, deadline)
     try:
@@ -263,7 +258,8 @@ class _HopOrderCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _image(text: str, what: str, store, *, trust=None, pool=None) -> ImageReference:  # noqa: ANN001
+def _image(text: str, what: str, store, *, trust=None, pool=None,  # noqa: ANN001
+           spec: Path | None = None) -> ImageReference:
     """A spec image NAME (its verified build of this spec and lock, pinned by digest:
     `imagekit.names`, the one resolver; with trust, the profile's staging tag verified by its
     signed statements when this store has no build) or a REF."""
@@ -272,14 +268,15 @@ def _image(text: str, what: str, store, *, trust=None, pool=None) -> ImageRefere
     if looks_like_name(text):
         from imagekit.cli.common import images_spec
 
-        return resolve_target(text, store=store, spec_path=images_spec(),
+        return resolve_target(text, store=store, spec_path=images_spec(spec),
                               remote=trustopts.name_resolver(trust, store, pool)).reference
     return _ref(text, what)
 
 
-def _source(text: str, store, *, trust=None, pool=None) -> ImageReference:  # noqa: ANN001
+def _source(text: str, store, *, trust=None, pool=None,  # noqa: ANN001
+            spec: Path | None = None) -> ImageReference:
     """SOURCE as a spec image NAME or a REF."""
-    return _image(text, "REF", store, trust=trust, pool=pool)
+    return _image(text, "REF", store, trust=trust, pool=pool, spec=spec)
 
 
 def _hops(via: list[str], awaited: list[str], order: list[tuple[str, str]]) -> list:
@@ -314,14 +311,14 @@ def _distinct_hops(source, hops: list, to_ref) -> None:
         previous = target
 
 
-def _final_hop_gate(enforce, to_ref):
+def _final_hop_gate(enforce, to_ref, spec_path: Path | None = None):  # noqa: ANN001, ANN201
     """The gate, with the images spec's `final_hop_requires` of a profile whose last registry
     is the destination added to its requirements (e.g. cluster-accept before the target)."""
     given = settings().required_checks_list()  # $IMAGEKIT_REQUIRED_CHECKS, else the defaults
     plain = enforce if given is None else functools.partial(enforce, required=given)
     if to_ref is None:
         return plain
-    spec = _spec_here()
+    spec = _spec_here(spec_path)
     if spec is None:  # no spec here: the plain gate
         return plain
     extra = spec.final_hop_requirements(to_ref.registry)
@@ -333,7 +330,7 @@ def _final_hop_gate(enforce, to_ref):
     return functools.partial(enforce, required=required)
 
 
-def _spec_here() -> ImagesSpec | None:
+def _spec_here(given: Path | None = None) -> ImagesSpec | None:
     """The images spec a promote reads (`--spec`, $IMAGEKIT_IMAGES_SPEC, ./dockerfiles, the
     packaged one), None where none loads: a promote by reference needs none, and a spec that
     does not load is the other commands' business. Read once for the gate's final-hop
@@ -341,7 +338,7 @@ def _spec_here() -> ImagesSpec | None:
     from imagekit.cli.common import images_spec
     from imagekit.spec.loader import default_spec_path
 
-    path = default_spec_path(images_spec())
+    path = default_spec_path(images_spec(given))
     try:
         changed = path.stat().st_mtime_ns
     except OSError:
@@ -359,15 +356,16 @@ def _load_spec_once(path: str, changed: int) -> ImagesSpec | None:
         return None
 
 
-def _spec_registries() -> dict:
+def _spec_registries(given: Path | None = None) -> dict:
     """The `[registries."HOST"]` upload shapes of the images spec here, if any."""
-    spec = _spec_here()
+    spec = _spec_here(given)
     return dict(spec.registries) if spec is not None else {}
 
 
 def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | None,
                    deadline: float | None, trust_key: list[Path] | None,
-                   trust_policy: Path | None, evidence_dir: Path | None
+                   trust_policy: Path | None, evidence_dir: Path | None,
+                   spec: Path | None = None
                    ) -> tuple[Platform | None, RegistryOptions, TrustPolicy, EvidenceStore]:
     """What one image's promote and a release's share: the platform asked for, the registry
     options (promote's upload chunk), the trust to gate on and the evidence store."""
@@ -377,7 +375,7 @@ def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | No
     chunk = settings().upload_chunk
     options = _options(insecure, ca_file, deadline, chunk_size=chunk or PROMOTE_CHUNK_BYTES,
                        chunk_grow_to=None if chunk else PROMOTE_CHUNK_MAX)
-    spec_shapes = _spec_registries()
+    spec_shapes = _spec_registries(spec)
     if spec_shapes:  # the registries file (IMAGEKIT_REGISTRIES) wins for the hosts it names
         options = options.model_copy(update={"shapes": {**spec_shapes, **options.shapes}})
     return wanted, options, trustopts.load(trust_key, trust_policy), evidence_store(evidence_dir)
@@ -393,34 +391,19 @@ def promote_cmd(
              "reference (tag or @digest). Several sources promote a release at once: --via "
              "and --to then name a REGISTRY[/NAMESPACE] and each image lands at "
              "NAMESPACE/<its repository's last component>:<its tag>."),
-    via: list[str] = typer.Option([], "--via", metavar="REF",
-                                  help="A relay hop imagekit copies to, in order (repeatable)."),
-    awaited: list[str] = typer.Option(
-        [], "--await", metavar="REF",
-        help="A hop that replicates by itself (pull-through cache, sync job): nothing is "
-             "copied there; it is polled until it serves the digest. Repeatable, in order "
-             "with --via; the last one may stand for --to."),
-    to: str = typer.Option(None, "--to", metavar="REF",
-                           help="The final destination (not needed after a last --await)."),
-    await_deadline: float = typer.Option(900.0, "--await-timeout", metavar="SECONDS",
-                                         help="Longest an awaited hop may take to serve the "
-                                              "digest, in seconds."),
-    await_interval: float = typer.Option(1.0, "--await-interval", metavar="SECONDS",
-                                         help="First wait between polls (doubles, max 30 s)."),
-    all_platforms: bool = typer.Option(False, "--all-platforms",
-                                       help="Copy the whole index (the default already)."),
-    platform: str = typer.Option(None, "--platform",
-                                 help="Promote only this platform of an index (the digest "
-                                      "then changes; --json says so)."),
-    key: Path = typer.Option(None, "--key", dir_okay=False,
-                             help="Sign the promotion chain with this private key file and "
-                                  "attach it at every endpoint (see `imagekit keys`)."),
-    force: bool = typer.Option(False, "--force", help="Promote despite the evidence gate "
-                                                      "(needs --reason; recorded)."),
-    reason: str = typer.Option(None, "--reason", help="Why --force (recorded in evidence)."),
-    fail_fast: bool = typer.Option(False, "--fail-fast",
-                                   help="With several sources: stop the other images cleanly "
-                                        "at the first failure."),
+    via: list[str] = option("--via"),
+    awaited: list[str] = option("--await"),
+    to: str = option("--to"),
+    await_deadline: float = option("--await-timeout"),
+    await_interval: float = option("--await-interval"),
+    all_platforms: bool = option("--all-platforms"),
+    platform: str = option("--only-platform"),
+    key: Path = option("--key", dir_okay=False,
+                       note="Signs the promotion chain and attaches it at every endpoint."),
+    force: bool = option("--force"),
+    reason: str = option("--reason"),
+    fail_fast: bool = option("--fail-fast"),
+    spec: Path = SpecOpt,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
     json_output: bool = JsonOpt,
@@ -449,7 +432,7 @@ def promote_cmd(
         load_private(key)
     deadline = _transport_knobs(deadline, verbose)
     if all_platforms and platform:
-        raise InvalidInput("--all-platforms and --platform exclude each other")
+        raise InvalidInput("--all-platforms and --only-platform exclude each other")
     await_deadline = positive(await_deadline, "--await-timeout", maximum=7 * 86400)
     await_interval = positive(await_interval, "--await-interval", maximum=3600)
     order = ctx.meta.get("imagekit.hop_order", [])
@@ -462,7 +445,8 @@ def promote_cmd(
                          await_deadline=await_deadline, await_interval=await_interval,
                          fail_fast=fail_fast, trust_key=trust_key, trust_policy=trust_policy,
                          json_output=json_output, insecure=insecure, ca_file=ca_file,
-                         evidence_dir=evidence_dir, deadline=deadline, verbose=verbose)
+                         evidence_dir=evidence_dir, deadline=deadline, verbose=verbose,
+                         spec=spec)
         return
     source = sources[0]
     hops = _hops(via, awaited, order)
@@ -470,15 +454,15 @@ def promote_cmd(
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
     wanted, options, trust, store = _promote_setup(platform, insecure, ca_file, deadline,
-                                                   trust_key, trust_policy, evidence_dir)
+                                                   trust_key, trust_policy, evidence_dir, spec)
     from imagekit.registry import ClientPool
 
     with ClientPool(options) as reader:
-        source_ref = _source(source, store, trust=trust, pool=reader)
+        source_ref = _source(source, store, trust=trust, pool=reader, spec=spec)
         _distinct_hops(source_ref, hops, to_ref)
-        gate = functools.partial(_final_hop_gate(enforce, to_ref), trust=trust,
+        gate = functools.partial(_final_hop_gate(enforce, to_ref, spec), trust=trust,
                                  pull=trustopts.puller(trust, source_ref, reader),
-                                 spec_path=images_spec(), state_dir=settings().state_dir)
+                                 spec_path=images_spec(spec), state_dir=settings().state_dir)
         if key is not None:   # the chain will be signed: only over links the evidence holds
             from imagekit.attest.statements import required_links
 
@@ -501,7 +485,7 @@ def promote_cmd(
                                         required=settings().required_links_list(),
                                         trust=trust,
                                         required_checks=settings().required_checks_list(),
-                                        spec_path=images_spec(),
+                                        spec_path=images_spec(spec),
                                         state_dir=settings().state_dir)
     if json_output:
         data = result.model_dump(mode="json")
@@ -556,7 +540,8 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
                      platform: str | None, await_deadline: float, await_interval: float,
                      fail_fast: bool, trust_key: list[Path], trust_policy: Path | None,
                      json_output: bool, insecure: list[str], ca_file: Path | None,
-                     evidence_dir: Path | None, deadline: float | None, verbose: bool) -> None:
+                     evidence_dir: Path | None, deadline: float | None, verbose: bool,
+                     spec: Path | None = None) -> None:
     """`promote SRC SRC ... --via REG[/NS] --to REG[/NS]`: a release, each image gated,
     copied, read back (and signed) on its own, all at once; exit status the worst image's."""
     from imagekit.cli.common import images_spec
@@ -578,18 +563,19 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
         raise InvalidInput("give --to REGISTRY[/NAMESPACE] (or end the hops with --await)")
     to_target = ReleaseTarget.parse(to, "--to") if to is not None else None
     wanted, options, trust, store = _promote_setup(platform, insecure, ca_file, deadline,
-                                                   trust_key, trust_policy, evidence_dir)
+                                                   trust_key, trust_policy, evidence_dir, spec)
     with ClientPool(options) as reader:
         images: list[ReleaseImage] = []
         final_gate = None  # every image ends on the same registry: its requirements once
         for given in sources:  # every NAME resolved, every place checked, before any copy
-            source_ref = _source(given, store, trust=trust, pool=reader)
+            source_ref = _source(given, store, trust=trust, pool=reader, spec=spec)
             hops, to_ref = place_hops(source_ref, targets, to_target)
             _distinct_hops(source_ref, hops, to_ref)
-            final_gate = final_gate or _final_hop_gate(enforce, to_ref)
+            final_gate = final_gate or _final_hop_gate(enforce, to_ref, spec)
             gate = functools.partial(final_gate, trust=trust,
                                      pull=trustopts.puller(trust, source_ref, reader),
-                                     spec_path=images_spec(), state_dir=settings().state_dir)
+                                     spec_path=images_spec(spec),
+                                     state_dir=settings().state_dir)
             if key is not None:
                 from imagekit.attest.statements import required_links
 
@@ -613,7 +599,7 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
                         outcome.result, key, store=store, pool=pool, evidence=outcome.evidence,
                         required=settings().required_links_list(), trust=trust,
                         required_checks=settings().required_checks_list(),
-                        spec_path=images_spec(), state_dir=settings().state_dir)
+                        spec_path=images_spec(spec), state_dir=settings().state_dir)
             except ImagekitError as exc:
                 return outcome.model_copy(update={
                     "status": Status.ERROR if exc.exit_code != 1 else Status.FAIL,

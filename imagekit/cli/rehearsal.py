@@ -20,22 +20,22 @@ from imagekit.cli.app import (
     progress_for,
     settings,
 )
+from imagekit.cli.surface import option
 
 
 @app.command("rehearsal")
 @guarded
 def rehearsal(
-    profile: str = typer.Option("local", help="Spec profile (the embedded default: local)."),
-    cluster: bool = typer.Option(True, help="Also bring up the cluster and probe there."),
-    out: Path = typer.Option(None, help="Reports directory (default rehearsal-reports/<UTC>)."),
-    evidence_dir: Path = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                                      help="Evidence store root (default ./.evidence)."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
-    layers: int = typer.Option(
-        None, "--layers", metavar="N",
-        help="Build the SGLang stand-in with at least N layers (63: the record's SGLang "
-             "base; `standins build --layers N --layers-for sglang`), the rest unchanged; "
-             "off by default."),
+    profile: str = option("--profile"),
+    spec: Path = option("--spec"),
+    cluster: bool = option("--cluster", note="With it the promoted image is probed there."),
+    out: Path = option("--out-dir", note="Here the reports (default "
+                                         "rehearsal-reports/<UTC>)."),
+    evidence_dir: Path = option("--evidence-dir"),
+    json_output: bool = option("--json"),
+    layers: int = option("--layers", note="The SGLang stand-in only (as `standins build "
+                                          "--layers N --layers-for sglang`; 63: as many as the "
+                                          "SGLang base image has)."),
 ) -> None:
     """Run the local stand-in rehearsal of the whole release path, end to end."""
     from imagekit.cli.common import images_spec
@@ -43,14 +43,15 @@ def rehearsal(
     from imagekit.results import exit_code_for, overall
     from imagekit.spec import load_spec
 
-    spec = load_spec(images_spec())
-    profile_name = spec.profile(profile)[0]
-    check_layers(layers, spec, profile_name)  # bad input before any side effect
+    spec_path = images_spec(spec)
+    images = load_spec(spec_path)
+    profile_name = images.profile(profile)[0]
+    check_layers(layers, images, profile_name)  # bad input before any side effect
     store = evidence_store(evidence_dir)  # before infra up: a run that cannot be recorded
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = check_out(out or Path("rehearsal-reports") / stamp)  # bad input before any step
     with progress_for(json_output) as sink:
-        done = run_rehearsal(spec, profile_name, store, out, cluster=cluster, sink=sink,
+        done = run_rehearsal(images, profile_name, store, out, cluster=cluster, sink=sink,
                              namespace=settings().accept_namespace, layers=layers,
                              state_dir=settings().state_dir)
     checks = done.checks

@@ -20,18 +20,17 @@ from imagekit.cli.app import (
     settings,
 )
 from imagekit.cli.common import images_spec
+from imagekit.cli.surface import option
 from imagekit.cli.trustopts import TrustKeyOpt, TrustPolicyOpt
 from imagekit.errors import CheckFailed, InvalidInput
 
-EvidenceDir = typer.Option(None, "--evidence-dir", envvar="IMAGEKIT_EVIDENCE_DIR",
-                           help="Evidence store root (default ./.evidence).")
-Profile = typer.Option(None, "--profile",
-                       help="Apply this spec profile's accepted statuses (default: the profile "
-                            "the image's evidence names; none when it names none).")
-Require = typer.Option(None, "--require-check",
-                       help="An evidence check the gate requires, KIND or KIND:CHECK "
-                            "(repeatable; default $IMAGEKIT_REQUIRED_CHECKS, else "
-                            "probe,images-verify).")
+EvidenceDir = option("--evidence-dir")
+Profile = option("--profile", note="Its accepted statuses apply.")
+Require = option("--require-check")
+Spec = option("--spec", note="An image NAME is its latest build; the profile's accepted "
+                             "statuses are read from it.")
+Insecure = option("--insecure")
+CaFile = option("--ca-file", exists=True, dir_okay=False)
 
 
 def _required(require: list[str] | None) -> list[str] | None:
@@ -40,14 +39,14 @@ def _required(require: list[str] | None) -> list[str] | None:
     return list(require) if require else settings().required_checks_list()
 
 
-def _check_profile(profile: str | None) -> None:
+def _check_profile(profile: str | None, spec: Path | None = None) -> None:
     """An explicit --profile must be one of the spec's: `--profile bogus` is bad input (exit 2),
     not a gate that refuses (exit 1)."""
     if profile is None:
         return
     from imagekit.spec import default_spec_path, load_spec
 
-    path = default_spec_path(images_spec())
+    path = default_spec_path(images_spec(spec))
     if not path.is_file():
         raise InvalidInput("--profile needs the images spec, and there is none here",
                            where=str(path))
@@ -55,13 +54,14 @@ def _check_profile(profile: str | None) -> None:
 
 
 @contextlib.contextmanager
-def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust):  # noqa: ANN001, ANN202
+def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust,  # noqa: ANN001, ANN202
+             spec: Path | None, insecure: list[str], ca_file: Path | None):
     """(store, resolution, pull) for a command that reads one image's evidence; with trust, a
     pull of the statements at REF's registry (a bare DIGEST: the store's own only)."""
     from imagekit.evidence import EvidenceStore
     from imagekit.names import looks_like_name
     from imagekit.oci import ImageReference
-    from imagekit.registry import ClientPool, RegistryOptions
+    from imagekit.registry import ClientPool
     from imagekit.report.resolve import resolve
 
     store = EvidenceStore(evidence_dir)
@@ -72,12 +72,15 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
             from imagekit.names import resolve_target
 
             target = resolve_target(text, store=store, profile=profile,
-                                    spec_path=images_spec(),
-                                    remote=trustopts.name_resolver(trust, store))
+                                    spec_path=images_spec(spec),
+                                    remote=trustopts.name_resolver(trust, store,
+                                                                   insecure=insecure,
+                                                                   ca_file=ca_file))
             reference = target.reference
         else:
             reference = ImageReference.parse(text)
-    options = trustopts.registry_options(reference.registry) if reference else None
+    options = trustopts.registry_options(reference.registry, insecure, ca_file) \
+        if reference else None
     with ClientPool(options) as pool:
         if reference is not None and looks_like_name(text):
             from imagekit.report.resolve import Resolution
@@ -86,8 +89,8 @@ def _reading(subject: str, evidence_dir: Path | None, profile: str | None, trust
                                   how="name", note=f"{text}: {reference}")
         else:
             resolved = resolve(subject, store, profile=profile,
-                               options=RegistryOptions.from_settings(settings()),
-                               state_dir=settings().state_dir, spec_path=images_spec())
+                               options=trustopts.flagged_options(insecure, ca_file),
+                               state_dir=settings().state_dir, spec_path=images_spec(spec))
         if resolved.note:
             err_console.print(resolved.note, markup=False, soft_wrap=True)
         yield store, resolved, trustopts.puller(trust, reference, pool)
@@ -99,19 +102,21 @@ def report_command(
     subject: str = typer.Argument(None, metavar="NAME|REF|DIGEST",
                                   help="An image of the spec (its latest build), a reference, "
                                        "or a digest."),
-    all_images: bool = typer.Option(False, "--all-images",
-                                    help="Every image of the spec (latest build of the "
-                                         "profile) into --out DIR; exit 1 if one is missing."),
-    fmt: str = typer.Option("md", "--format", "-f",
-                            help="md, json, junit, intoto, html, or all (needs --out DIR)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout "
-                             "(a directory with --format all)."),
+    all_images: bool = option("--all-images", note="Each one's latest build of the profile, "
+                                                   "into --out-dir; exit 1 if one is "
+                                                   "missing."),
+    fmt: str = option("--format"),
+    json_output: bool = option("--json", note="The same as --format json."),
+    out: Path = option("--out"),
+    out_dir: Path = option("--out-dir", note="With --format all or --all-images."),
     require: list[str] = Require,
     profile: str = Profile,
-    record: bool = typer.Option(False, "--record", help="Also archive every format as an "
-                                "evidence attempt of kind `report` (append-only)."),
+    record: bool = option("--record"),
+    spec: Path = Spec,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
+    insecure: list[str] = Insecure,
+    ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
 ) -> None:
     """Report everything the evidence says about one image: versions, base, fix layers, each
@@ -122,24 +127,39 @@ def report_command(
     from imagekit.report.render import FORMATS, write_all
     from imagekit.report.resolve import resolve
 
+    if json_output:
+        if fmt not in ("md", "json"):
+            raise InvalidInput(f"--json is --format json, not --format {fmt}")
+        fmt = "json"
     if fmt not in (*FORMATS, "all"):
         raise InvalidInput(f"unknown report format {fmt!r} (one of {', '.join(FORMATS)}, all)")
-    if (fmt == "all" or all_images) and out is None:
-        raise InvalidInput("--format all and --all-images write files: give --out DIR")
+    several = fmt == "all" or all_images
+    if several and out_dir is None:
+        raise InvalidInput("--format all and --all-images write several files: give "
+                           "--out-dir DIR" + (" (--out is one file)" if out is not None else ""))
+    if not several and out_dir is not None:
+        raise InvalidInput("--out-dir is for several files (--format all, --all-images); "
+                           "one report goes to --out FILE or stdout")
+    if several and out is not None:
+        raise InvalidInput("--out is one file; --format all and --all-images write into "
+                           "--out-dir")
     if all_images == (subject is not None):
         raise InvalidInput("give either NAME|REF|DIGEST or --all-images")
-    if out is not None:      # before any registry lookup: nothing done that cannot be written
-        from imagekit.inputs import writable_dir, writable_file
+    from imagekit.inputs import writable_dir, writable_file
 
-        (writable_dir if fmt == "all" or all_images else writable_file)(out, "--out")
-    _check_profile(profile)
+    # before any registry lookup: nothing done that cannot be written
+    if out_dir is not None:
+        writable_dir(out_dir, "--out-dir")
+    if out is not None:
+        writable_file(out, "--out")
+    _check_profile(profile, spec)
     trust = trustopts.load(trust_key, trust_policy)
     store = EvidenceStore(evidence_dir)
     if all_images:
         from imagekit.report.batch import reports_for_spec
 
-        results = reports_for_spec(store, out, fmt=fmt, profile=profile,
-                                   required=_required(require), spec_path=images_spec(),
+        results = reports_for_spec(store, out_dir, fmt=fmt, profile=profile,
+                                   required=_required(require), spec_path=images_spec(spec),
                                    state_dir=settings().state_dir)
         for item in results:
             if item.missing:
@@ -153,24 +173,23 @@ def report_command(
     if trust:
         from imagekit.report.chain import report_with_trust
 
-        with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
+        with _reading(subject, evidence_dir, profile, trust, spec, insecure, ca_file) as \
+                (store, resolved, pull):
             report = report_with_trust(store, resolved.digest, trust, pull,
                                        required=_required(require), requested=subject,
                                        name=resolved.name, profile=profile,
                                        resolution=resolved.note or None,
-                                       spec_path=images_spec(),
+                                       spec_path=images_spec(spec),
                                        state_dir=settings().state_dir)
     else:
-        from imagekit.registry import RegistryOptions
-
         resolved = resolve(subject, store, profile=profile,
-                           options=RegistryOptions.from_settings(settings()),
-                           state_dir=settings().state_dir, spec_path=images_spec())
+                           options=trustopts.flagged_options(insecure, ca_file),
+                           state_dir=settings().state_dir, spec_path=images_spec(spec))
         if resolved.note:
             err_console.print(resolved.note, markup=False, soft_wrap=True)
         report = build_report(store, resolved.digest, required=_required(require),
                               requested=subject, name=resolved.name, profile=profile,
-                              resolution=resolved.note or None, spec_path=images_spec(),
+                              resolution=resolved.note or None, spec_path=images_spec(spec),
                               state_dir=settings().state_dir)
     if record:
         from imagekit.report.render import record_report
@@ -178,7 +197,7 @@ def report_command(
         where = record_report(store, report)
         err_console.print(f"archived in {where}", markup=False)
     if fmt == "all":
-        written = write_all(report, out)
+        written = write_all(report, out_dir)
         for path in written.values():
             err_console.print(f"{derive(report).summary} → {path}", markup=False)
         return
@@ -195,24 +214,30 @@ def report_command(
 @app.command("gate")
 @guarded
 def gate_command(
-    subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST"),
+    subject: str = typer.Argument(..., metavar="NAME|REF|DIGEST",
+                                  help="An image of the spec (its latest build), a reference, "
+                                       "or a digest."),
     require: list[str] = Require,
     profile: str = Profile,
+    spec: Path = Spec,
     trust_key: list[Path] = TrustKeyOpt,
     trust_policy: Path = TrustPolicyOpt,
+    insecure: list[str] = Insecure,
+    ca_file: Path = CaFile,
     evidence_dir: Path = EvidenceDir,
-    json_output: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
+    json_output: bool = option("--json"),
 ) -> None:
     """Would the promotion gate let this digest through? Exit 0 yes, 1 no (reasons listed).
     With --trust-key, a digest this store has no evidence of is decided from the statements
     trusted keys signed at REF's registry (each reason names its signer and registry)."""
     from imagekit.report import check_promotable
 
-    _check_profile(profile)
+    _check_profile(profile, spec)
     trust = trustopts.load(trust_key, trust_policy)
-    with _reading(subject, evidence_dir, profile, trust) as (store, resolved, pull):
+    with _reading(subject, evidence_dir, profile, trust, spec, insecure, ca_file) as \
+            (store, resolved, pull):
         decision = check_promotable(store, resolved.digest, _required(require), profile=profile,
-                                    trust=trust, pull=pull, spec_path=images_spec(),
+                                    trust=trust, pull=pull, spec_path=images_spec(spec),
                                     state_dir=settings().state_dir)
     if json_output:
         print_json(decision)
@@ -237,22 +262,27 @@ app.add_typer(schemas_app, name="schemas")
 
 @schemas_app.command("export")
 @guarded
-def schemas_export(directory: Path = typer.Argument(None, help="Default: imagekit/schemas.")
-                   ) -> None:
-    """Write the schema of every model in imagekit.schemas.export.MODELS."""
+def schemas_export(directory: Path = typer.Argument(
+                       None, help="Default: the schemas folder inside the installed imagekit."),
+                   json_output: bool = option("--json")) -> None:
+    """Write the JSON Schema of every document imagekit writes (evidence records, reports)."""
     from imagekit.inputs import writable_dir
     from imagekit.schemas.export import SCHEMA_DIR, export
 
     writable_dir(directory or SCHEMA_DIR, "schemas directory")
     written = export(directory or SCHEMA_DIR)
+    if json_output:
+        print_json({"directory": str(directory or SCHEMA_DIR),
+                    "written": [str(path) for path in written]})
+        return
     console.print(f"{len(written)} schemas in {directory or SCHEMA_DIR}", markup=False)
 
 
 @schemas_app.command("check")
 @guarded
-def schemas_check(directory: Path = typer.Argument(None, help="Default: imagekit/schemas."),
-                  json_output: bool = typer.Option(False, "--json",
-                                                   help="Print one JSON document.")) -> None:
+def schemas_check(directory: Path = typer.Argument(
+                      None, help="Default: the schemas folder inside the installed imagekit."),
+                  json_output: bool = option("--json")) -> None:
     """Exit 1 when a checked-in schema differs from its model (run `schemas export`)."""
     from imagekit.inputs import existing_dir
     from imagekit.schemas.export import SCHEMA_DIR, check

@@ -4,25 +4,19 @@ reader the gate, the report and the NAME resolver are handed (imagekit.attest.pu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+from imagekit.cli.surface import option
 
 if TYPE_CHECKING:
     from imagekit.oci import ImageReference
     from imagekit.trust import TrustPolicy
 
-TrustKeyOpt = typer.Option(
-    [], "--trust-key", metavar="KEY", dir_okay=False,
-    help="A signer's public key (imagekit.pub) whose signed statements at the registry count "
-         "where the local evidence has none (repeatable; also $IMAGEKIT_TRUST_KEYS, "
-         "os.pathsep-separated).")
-TrustPolicyOpt = typer.Option(
-    None, "--trust-policy", metavar="FILE", dir_okay=False,
-    help="Trust policy (YAML/TOML): per key a name, the predicate types and promotion links "
-         "it may vouch for, whether its acceptances count (docs/reference/trust-policy.md; "
-         "also $IMAGEKIT_TRUST_POLICY).")
+TrustKeyOpt = option("--trust-key", dir_okay=False,
+                     note="Here they count where the local evidence has none.")
+TrustPolicyOpt = option("--trust-policy", dir_okay=False)
 
 
 def load(trust_key: list[Path] | None, trust_policy: Path | None) -> TrustPolicy:
@@ -38,17 +32,29 @@ def load(trust_key: list[Path] | None, trust_policy: Path | None) -> TrustPolicy
     return load_trust(list(trust_key or []), trust_policy, env=env)
 
 
-def registry_options(registry: str, base: Any = None) -> Any:
-    """RegistryOptions for reading one registry: `base` when the command has its own (promote:
-    --insecure/--ca-file), else infra's CA and docker config for its loopback registries."""
-    if base is not None:
-        return base
+def flagged_options(insecure: Sequence[str] = (), ca_file: Path | None = None) -> Any:
+    """RegistryOptions from the settings with the command's --insecure and --ca-file (the CA
+    file checked as PEM first: one line, not OpenSSL's error)."""
     from imagekit.cli.app import settings
     from imagekit.registry import RegistryOptions
+
+    if ca_file is not None:
+        from imagekit.inputs import pem_ca_file
+
+        pem_ca_file(ca_file)
+    return RegistryOptions.from_settings(settings(), insecure=frozenset(insecure),
+                                         ca_file=ca_file)
+
+
+def registry_options(registry: str, insecure: Sequence[str] = (),
+                     ca_file: Path | None = None) -> Any:
+    """RegistryOptions for reading one registry: the command's --insecure/--ca-file, and for
+    infra's loopback registries infra's CA and docker config."""
+    from imagekit.cli.app import settings
     from imagekit.report.resolve import _registry_options
 
-    given = settings()
-    return _registry_options(registry, RegistryOptions.from_settings(given), given.state_dir)
+    return _registry_options(registry, flagged_options(insecure, ca_file),
+                             settings().state_dir)
 
 
 def puller(trust: TrustPolicy, reference: ImageReference | None, pool: Any) -> Any:
@@ -61,11 +67,12 @@ def puller(trust: TrustPolicy, reference: ImageReference | None, pool: Any) -> A
     return make(pool, reference)
 
 
-def name_resolver(trust: TrustPolicy | None, store: Any, pool: Any = None) -> Any:
+def name_resolver(trust: TrustPolicy | None, store: Any, pool: Any = None,
+                  insecure: Sequence[str] = (), ca_file: Path | None = None) -> Any:
     """For `imagekit.names.resolve_target(remote=…)`: a spec NAME with no build in this store
     resolves to the profile's staging tag at the registry, verified by a test-result statement
     a trusted key signed about the digest it serves (pulled into the store). None without
-    trust."""
+    trust. Without `pool`, the registry is read with the command's --insecure/--ca-file."""
     if not trust:
         return None
 
@@ -77,7 +84,7 @@ def name_resolver(trust: TrustPolicy | None, store: Any, pool: Any = None) -> An
         from imagekit.report.trusted import TEST_RESULT_TYPE, signed_statements
 
         own = pool is None
-        readers = pool or ClientPool(registry_options(reference.registry))
+        readers = pool or ClientPool(registry_options(reference.registry, insecure, ca_file))
         try:
             client = readers.get(reference.registry)
             digest = digest_of(client, reference)

@@ -94,7 +94,7 @@ PERMISSIONS: tuple[Permission, ...] = (
                    "cannot be counted from one namespace"),
     Permission(verbs=("list",), resource="priorityclasses", group="scheduling.k8s.io",
                cluster=True, commands=_GPU,
-               why="what the Priority admission plugin will compute for the Pod (the record's "
+               why="what the Priority admission plugin will compute for the Pod (its "
                    "403 on preemptionPolicy Never), predicted before submission"),
     Permission(verbs=("get",), resource="persistentvolumes", cluster=True, commands=_GPU,
                why="the model volume's node affinity: whether the chosen node can mount it"),

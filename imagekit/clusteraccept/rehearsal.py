@@ -38,17 +38,18 @@ MAX_TOKENS = 96
 
 def accept_args(reference: str, profile: str, namespace: str = NAMESPACE) -> list[str]:
     """`imagekit cluster accept …` arguments of the rehearsal's step."""
-    return ["cluster", "accept", reference, "--platform", "cpu", "--namespace", namespace,
+    return ["cluster", "accept", reference, "--device", "cpu", "--namespace", namespace,
             "--model-claim", CLAIM, "--served-model-name", MODEL, "--selector",
             STORAGE_SELECTOR, "--suite", "functional", "--suite", "needle", "--matrix", MATRIX,
-            "--max-context", "4096", "--max-tokens", str(MAX_TOKENS), "--profile", profile,
+            "--engine-env", "MAX_CONTEXT=4096", "--max-tokens", str(MAX_TOKENS),
+            "--profile", profile,
             "--json"]
 
 
 def volume_args(node: str, namespace: str = NAMESPACE) -> list[str]:
     return ["cluster", "model-volume", "--namespace", namespace, "--volume",
             f"{namespace}-instruct-model",
-            "--claim", CLAIM, "--label-node", node]
+            "--model-claim", CLAIM, "--label-node", node]
 
 
 from imagekit.acceptance.protocol import STANDIN_REASON  # noqa: E402
@@ -144,7 +145,7 @@ AUDITOR = "auditor"
 
 
 def key_dir(root: Path, actor: str) -> Path:
-    """Where `imagekit keys generate --out` puts an actor's key pair (imagekit.key 0600)."""
+    """Where `imagekit keys generate --out-dir` puts an actor's key pair (imagekit.key 0600)."""
     return root / "keys" / actor
 
 

@@ -175,7 +175,7 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
               store: EvidenceStore) -> FleetReport:
     assert pinned.digest is not None
     if options.script is None:
-        raise InvalidInput("--each-node needs --script (gpu_checks/preflight)")
+        raise InvalidInput("--each-node needs a preflight script (--script)")
     nodes = select_nodes(kube, options.node_selector)
     selector_text = ",".join(f"{k}={v}" for k, v in options.node_selector.items()) or "(all)"
     run_id = _secrets.token_hex(3)

@@ -145,6 +145,22 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", text)]
 
 
+#: Lines only one engine prints (the parser reads both engines' lines either way; the engine
+#: only names the report).
+_VLLM_ONLY = re.compile(r"\bvLLM\b|VllmWorker|Model loading took|Graph capturing finished|"
+                        r"Starting vLLM")
+_SGLANG_ONLY = re.compile(r"Load weight (?:begin|end)\.|Capture cuda graph|"
+                          r"fired up and ready to roll|\bsglang\b")
+
+
+def engine_of_log(text: str) -> str | None:
+    """sglang or vllm, as the log's own lines tell; None when they tell neither or both."""
+    vllm, sglang = bool(_VLLM_ONLY.search(text)), bool(_SGLANG_ONLY.search(text))
+    if vllm == sglang:
+        return None
+    return "vllm" if vllm else "sglang"
+
+
 def parse_startup_log(lines: Iterable[str] | str, engine: str = "sglang") -> StartupReport:
     """Parse a whole startup log (text or lines). Unknown lines are skipped."""
     if isinstance(lines, str):

@@ -197,14 +197,14 @@ def resolve_source(client: RegistryClient, source: ImageReference, all_platforms
         entry = parsed.select(platform)
         return client.get_manifest(source.repository, entry.digest), entry.platform
     if isinstance(parsed, ImageManifest) and platform is not None:
-        # a single-platform image: --platform must name the platform it is, never silently
+        # a single-platform image: --only-platform must name the platform it is, never silently
         # promote another one
         config = parse_config(client.get_blob_bytes(source.repository, parsed.config.digest,
                                                     parsed.config.size))
         have = Platform(os=config.os or "", architecture=config.architecture or "",
                         variant=config.variant)
         if not have.satisfies(platform):
-            raise InvalidInput(f"--platform {platform}: the source is a single-platform "
+            raise InvalidInput(f"--only-platform {platform}: the source is a single-platform "
                                f"{have} image, not an index", where=str(source))
     return top, None
 
@@ -213,7 +213,7 @@ def digest_note(source_digest: Digest, promoted: Digest, chosen: Platform | None
     """Why the promoted digest is not the one the source reference names (None: it is)."""
     if promoted == source_digest:
         return None
-    return (f"the source names index {source_digest}; --platform {chosen} promoted that "
+    return (f"the source names index {source_digest}; --only-platform {chosen} promoted that "
             f"platform's manifest {promoted}, so the digest changed: the tag at each "
             "endpoint names the single-platform manifest, not the source's index")
 

@@ -95,11 +95,11 @@ def check_out(out: Path) -> Path:
     from imagekit.clusteraccept import rehearsal as step
     from imagekit.inputs import writable_dir
 
-    writable_dir(out, "--out")  # /proc/x: refused before the first step, not after the last
+    writable_dir(out, "--out-dir")  # /proc/x: refused before the first step, not after the last
     for actor in (*step.ACTORS, step.AUDITOR):
         kept = step.store_dir(out / "actors", actor)
         if kept.exists() and any(kept.iterdir()):
-            raise InvalidInput("an actor's evidence store must start empty; give a new --out",
+            raise InvalidInput("an actor's evidence store must start empty; give a new --out-dir",
                                where=str(kept))
     return out
 
@@ -150,8 +150,8 @@ def actor_keys(runner: StepRunner, actors: Path) -> bool:
     for actor in others:
         step.store_dir(actors, actor).mkdir(parents=True, exist_ok=True)
     for actor in step.ACTORS:
-        code, _ = runner.run(f"{actor}-keys", "keys", "generate", "--out",
-                             str(step.key_dir(actors, actor)), "--force",
+        code, _ = runner.run(f"{actor}-keys", "keys", "generate", "--out-dir",
+                             str(step.key_dir(actors, actor)), "--overwrite",
                              store=step.store_dir(actors, actor) if actor in others else None)
         if code != 0:
             return False
@@ -289,7 +289,7 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
     from imagekit.clusteraccept import rehearsal as step
 
     prof = spec.profile(profile_name)[1]
-    code, _ = runner.run("infra-up", "infra", "up", *(["--cluster"] if cluster else []))
+    code, _ = runner.run("infra-up", "infra", "up", "--cluster" if cluster else "--no-cluster")
     if code == 0:
         runner.use_infra_credentials()
     padded = padded_image(spec) if layers else None
@@ -349,7 +349,7 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
     # the auditor: a fourth, empty store, trusting all three; the reports from the registry
     auditor = step.store_dir(actors, step.AUDITOR)
     for name, reference in promoted.items():
-        runner.run(f"{name}-report", "report", reference, "--format", "all", "--out",
+        runner.run(f"{name}-report", "report", reference, "--format", "all", "--out-dir",
                    str(out), "--profile", profile_name,
                    *step.trust_args(actors, *step.ACTORS), store=auditor)
     return promoted

@@ -66,7 +66,7 @@ def write_starter(directory: Path, *, force: bool = False,
                   source: Path | None = None) -> StarterResult:
     """Copy the starting spec into `directory` (made when missing). Every target is checked
     before anything is written: an existing file is refused (one line naming them) unless
-    `force`; a folder or a symlink in a file's place is refused always."""
+    `force` (--overwrite); a folder or a symlink in a file's place is refused always."""
     directory = directory.absolute()
     files = starter_files(source)
     if directory.exists() and not directory.is_dir():
@@ -82,7 +82,7 @@ def write_starter(directory: Path, *, force: bool = False,
     if existing and not force:
         more = f" and {len(existing) - 1} more" if len(existing) > 1 else ""
         raise InvalidInput(f"{existing[0]}{more} exist already; nothing was written (use "
-                           "--force to replace them)", where=str(directory))
+                           "--overwrite to replace them)", where=str(directory))
     written: list[Path] = []
     for name, shipped in files.items():
         target = directory / name

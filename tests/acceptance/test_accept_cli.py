@@ -34,7 +34,7 @@ def statuses(output: dict) -> dict[str, str]:
 
 def test_functional_suite_passes_twelve_checks_and_keeps_every_exchange(
         ref: Ref, tmp_path: Path) -> None:
-    code, out, _ = accept(tmp_path, "--base-url", ref.url + "/v1", "--digest", DIGEST)
+    code, out, _ = accept(tmp_path, "--base-url", ref.url + "/v1", "--evidence-key", DIGEST)
     assert code == 0, out
     assert list(statuses(out)) == FUNCTIONAL
     assert set(statuses(out).values()) == {"PASS"}
@@ -149,7 +149,7 @@ def test_unreachable_server_is_exit_2_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, words", [
     (["--suite", "nonsense"], "unknown suite"),
     (["--engine", "tgi"], "unknown engine"),
-    (["--digest", "sha256:nothex"], "digest"),
+    (["--evidence-key", "sha256:nothex"], "digest"),
     (["--needle-wrapper", "fancy"], "unknown needle wrapper"),
 ])
 def test_bad_input_is_exit_2(ref: Ref, tmp_path: Path, args: list[str], words: str) -> None:
@@ -184,7 +184,7 @@ def test_dropped_stream_fails_streaming(ref: Ref, tmp_path: Path) -> None:
 
 
 def test_bad_evidence_name_is_rejected_before_any_request(ref: Ref, tmp_path: Path) -> None:
-    code, _, err = accept(tmp_path, "--base-url", ref.url, "--name", "my run")
+    code, _, err = accept(tmp_path, "--base-url", ref.url, "--evidence-key", "my run")
     assert code == 2 and "not a usable name" in err
     assert ref.seen_auth() == []
 

@@ -39,7 +39,7 @@ def test_main_matrix_mirrors_the_record_shape() -> None:
 
 def test_small_matrix_passes_with_counts_and_percentiles(ref: Ref, tmp_path: Path) -> None:
     code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SMALL),
-                         "--digest", "sha256:" + "cd" * 32)
+                         "--evidence-key", "sha256:" + "cd" * 32)
     assert code == 0, out
     names = [c["name"] for c in out["checks"]]
     assert len(names) == 9 and names[-1] == "matrix-totals"
@@ -182,8 +182,8 @@ def test_poisson_arrivals_are_seeded_and_at_the_rate() -> None:
 
 def test_slo_goodput_tpot_open_loop_and_regression(ref: Ref, tmp_path: Path) -> None:
     first, second = "sha256:" + "a1" * 32, "sha256:" + "b2" * 32
-    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--digest",
-                         first, "--image", "reg.example/team/model")
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--evidence-key",
+                         first, "--compare-with", "reg.example/team/model")
     checks = {c["name"]: c for c in out["checks"]}
     assert checks["regression"]["status"] == "DEFERRED"          # nothing accepted before
     assert "no previously accepted digest" in checks["regression"]["detail"]
@@ -200,16 +200,16 @@ def test_slo_goodput_tpot_open_loop_and_regression(ref: Ref, tmp_path: Path) -> 
 
     # the same image, a newer digest whose server answers slowly: regression FAIL
     ref.set(delay_s=0.3)
-    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--digest",
-                         second, "--image", "reg.example/team/model")
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--evidence-key",
+                         second, "--compare-with", "reg.example/team/model")
     regression = {c["name"]: c for c in out["checks"]}["regression"]
     assert regression["status"] == "FAIL", regression
     assert "a1" * 32 in regression["detail"] and "TTFT" in regression["detail"]
     assert "whole interval" in regression["detail"] and "p50" in regression["detail"]
     # a regressed digest never becomes the baseline: a third run still compares with the first
     ref.set(delay_s=0.0)
-    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--digest",
-                         "sha256:" + "c3" * 32, "--image", "reg.example/team/model")
+    code, out, _ = bench(tmp_path, "--base-url", ref.url, "--matrix", str(SLO), "--evidence-key",
+                         "sha256:" + "c3" * 32, "--compare-with", "reg.example/team/model")
     regression = {c["name"]: c for c in out["checks"]}["regression"]
     assert "a1" * 32 in regression["detail"]
 

@@ -40,10 +40,10 @@ def test_index_promoted_whole_by_default_keeps_its_digest(pool, reg, repo, infra
             assert client.manifest_exists(repo, Digest.parse(entry["digest"])) is not None
 
     done = imagekit("promote", f"{reg['staging']}/{repo}:multi", "--to",
-                    f"{reg['production']}/{repo}:amd-only", "--platform", "linux/amd64",
+                    f"{reg['production']}/{repo}:amd-only", "--only-platform", "linux/amd64",
                     "--json", "--force", "--reason", "test image without evidence", env=env)
     assert done.returncode == 0, done.stderr
     single = json.loads(done.stdout)
     assert single["digest"] == str(amd.digest) and single["source_digest"] == str(index.digest)
     assert "digest changed" in single["digest_changed"]
-    assert "--platform linux/amd64" in single["digest_changed"]
+    assert "--only-platform linux/amd64" in single["digest_changed"]

@@ -39,7 +39,7 @@ def test_imagekit_verifies_what_cosign_attest_wrote(pool, reg, repo, keypair, pe
         assert attested.returncode == 0, attested.stderr
     finally:
         (tmp_path / "import-cosign.key").unlink(missing_ok=True)
-    done = imagekit("verify-attestations", ref, "--key", str(public), "--type", "test-result", "--json",
+    done = imagekit("verify-attestations", ref, "--trust-key", str(public), "--require-type", "test-result", "--json",
                     env=dict(os.environ))
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)

@@ -21,7 +21,7 @@ DIGEST = Digest.parse("sha256:" + "cd" * 32)
 
 COMMANDS = {
     "cluster probe": ["cluster", "probe", "127.0.0.1:5003/x/y:v1"],
-    "cluster accept": ["cluster", "accept", "127.0.0.1:5003/x/y:v1", "--platform", "cpu"],
+    "cluster accept": ["cluster", "accept", "127.0.0.1:5003/x/y:v1", "--device", "cpu"],
     "cluster gpu-preflight": ["cluster", "gpu-preflight", "127.0.0.1:5003/x/y:v1"],
 }
 

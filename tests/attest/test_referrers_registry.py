@@ -90,8 +90,8 @@ def test_attest_there_cosign_verifies_oras_lists_imagekit_reads_the_api(
     assert [r["digest"] for r in listed["referrers"]] == [attached["manifest"]]
     # no evidence here: the signed test-result says FAILED, and verify says so (exit 1), but
     # the signature and subject checks PASS through the API listing
-    done = imagekit("verify-attestations", by_digest, "--key", str(public), "--type", "test-result",
-                    "--json", env=env)
+    done = imagekit("verify-attestations", by_digest, "--trust-key", str(public),
+                    "--require-type", "test-result", "--json", env=env)
     report = json.loads(done.stdout)
     statuses = {c["name"].split()[0] + " " + c["name"].split()[1]: c["status"]
                 for c in report["checks"] if c["name"].startswith("attestation")}
@@ -153,8 +153,8 @@ def test_promote_carries_attestations_api_then_tag_schema_then_api(
         run = peers.cosign_verify(by_digest, public, uri)
         assert run.returncode == 0, run.stderr[-500:]
     assert len(peers.oras_discover(by_digest)["referrers"]) == 2
-    done = imagekit("verify-attestations", by_digest, "--key", str(public), "--type", "promotion",
-                    "--json", env=env)
+    done = imagekit("verify-attestations", by_digest, "--trust-key", str(public),
+                    "--require-type", "promotion", "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     names = {c["name"]: c["status"] for c in json.loads(done.stdout)["checks"]}
     assert names["link hops"] == "PASS" and names["link base-identity"] == "PASS"

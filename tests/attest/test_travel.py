@@ -101,7 +101,7 @@ def test_at_target_cosign_verifies_oras_lists_imagekit_verifies(promoted, peers)
     types = {r["annotations"]["dev.sigstore.bundle.predicateType"]
              for r in listed["referrers"]}
     assert types == set(TYPES.values())
-    done = imagekit("verify-attestations", f"{promoted['reg']['target']}/{promoted['repo']}:v1", "--key",
+    done = imagekit("verify-attestations", f"{promoted['reg']['target']}/{promoted['repo']}:v1", "--trust-key",
                     str(promoted["public"]), "--json", env=promoted["env"])
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
@@ -115,12 +115,12 @@ def test_at_production_basic_auth_too(promoted, peers):
     for uri in TYPES.values():
         done = peers.cosign_verify(ref, promoted["public"], uri)
         assert done.returncode == 0, done.stderr[-500:]
-    done = imagekit("verify-attestations", ref, "--key", str(promoted["public"]), env=promoted["env"])
+    done = imagekit("verify-attestations", ref, "--trust-key", str(promoted["public"]), env=promoted["env"])
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_missing_link_fails_by_name(promoted):
-    done = imagekit("verify-attestations", f"{promoted['reg']['target']}/{promoted['repo']}:v1", "--key",
+    done = imagekit("verify-attestations", f"{promoted['reg']['target']}/{promoted['repo']}:v1", "--trust-key",
                     str(promoted["public"]), "--require-link", "build", env=promoted["env"])
     assert done.returncode == 1
     assert "FAIL     link build: ABSENT" in done.stdout
@@ -146,7 +146,7 @@ def test_a_hop_through_crane_registry_carries_everything(promoted, crane_registr
         run = peers.cosign_verify(by_digest, promoted["public"], uri)
         assert run.returncode == 0, run.stderr[-500:]
     assert len(peers.oras_discover(by_digest)["referrers"]) == 3
-    done = imagekit("verify-attestations", crane_ref, "--key", str(promoted["public"]), env=promoted["env"])
+    done = imagekit("verify-attestations", crane_ref, "--trust-key", str(promoted["public"]), env=promoted["env"])
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -156,7 +156,7 @@ def test_wrong_public_key_fails_and_cosign_refuses(promoted, peers, tmp_path):
     private, wrong = keys.generate(tmp_path)
     private.unlink()
     ref = f"{promoted['reg']['target']}/{promoted['repo']}@{promoted['digest']}"
-    done = imagekit("verify-attestations", ref, "--key", str(wrong), env=promoted["env"])
+    done = imagekit("verify-attestations", ref, "--trust-key", str(wrong), env=promoted["env"])
     assert done.returncode == 1
     # the right key's bundles are another signer's here: named and ignored, never a FAIL
     # of their own (cosign's semantics); the verdict: nothing trusted is there
@@ -188,7 +188,7 @@ def test_a_changed_byte_in_an_attestation_blob_fails_by_name(promoted, peers, po
     data_file.write_bytes(original[:at] + flipped + original[at + 1:])
     try:
         ref = f"{registry}/{promoted['repo']}@{promoted['digest']}"
-        done = imagekit("verify-attestations", ref, "--key", str(promoted["public"]), env=promoted["env"])
+        done = imagekit("verify-attestations", ref, "--trust-key", str(promoted["public"]), env=promoted["env"])
         assert done.returncode == 1
         line = next(x for x in done.stdout.splitlines() if x.strip().startswith("FAIL"))
         assert f"attestation test-result {referrer.short}" in line
@@ -205,7 +205,7 @@ def test_an_attestation_removed_fails_by_name(promoted, peers, pool):
                              PROMOTION_TYPE)
     detach(client, promoted["repo"], promoted["digest"], referrer)
     ref = f"{registry}/{promoted['repo']}@{promoted['digest']}"
-    done = imagekit("verify-attestations", ref, "--key", str(promoted["public"]), env=promoted["env"])
+    done = imagekit("verify-attestations", ref, "--trust-key", str(promoted["public"]), env=promoted["env"])
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL     attestation promotion: missing attestation: no verified " \
            f"{PROMOTION_TYPE}" in done.stdout, done.stdout

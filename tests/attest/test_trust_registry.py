@@ -134,12 +134,12 @@ def test_trusting_the_scanner_its_failed_statement_refuses(world):
 
 
 def test_verify_with_one_key_ignores_the_other_signer(world):
-    done = imagekit("verify-attestations", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
+    done = imagekit("verify-attestations", world["main"]["ref"], "--trust-key", _pub(world, "ci"), "--require-type",
                     "test-result", env=world["env"])
     assert done.returncode == 0, done.stdout
     assert "ignored" in done.stdout and "not trusted" in done.stdout
     # --require applies to a test-result too: no GPU preflight was signed
-    done = imagekit("verify-attestations", world["main"]["ref"], "--key", _pub(world, "ci"), "--type",
+    done = imagekit("verify-attestations", world["main"]["ref"], "--trust-key", _pub(world, "ci"), "--require-type",
                     "test-result", "--require-link", "gpu-preflight", env=world["env"])
     assert done.returncode == 1, done.stdout
     assert "FAIL     required gpu-preflight (test-result): missing" in done.stdout

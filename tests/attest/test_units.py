@@ -153,10 +153,10 @@ def test_verify_bad_input_is_one_line_exit_2(tmp_path):
     import sys
 
     _, public = keys.generate(tmp_path)
-    for args, needle in ((["127.0.0.1:1/x:1", "--key", str(public), "--type", "nope"],
-                          "unknown attestation type 'nope'"),
-                         (["not a ref", "--key", str(public)], "REF:"),
-                         (["127.0.0.1:1/x:1", "--key", str(tmp_path / "imagekit.key")],
+    for args, needle in ((["127.0.0.1:1/x:1", "--trust-key", str(public), "--require-type",
+                           "nope"], "unknown attestation type 'nope'"),
+                         (["not a ref", "--trust-key", str(public)], "REF:"),
+                         (["127.0.0.1:1/x:1", "--trust-key", str(tmp_path / "imagekit.key")],
                           "not a PEM public key")):
         done = subprocess.run([sys.executable, "-m", "imagekit", "verify-attestations", *args],
                               capture_output=True, text=True, timeout=60, check=False)

@@ -130,7 +130,7 @@ def test_serve_command_with_an_unknown_flag_fails_serve_args_naming_it(verified,
                              cwd=REPO, env={"PATH": "/usr/bin:/bin", "ENGINE": "sglang"})
     assert printed.returncode == 0, printed.stderr
     done = subprocess.run([sys.executable, "-m", "imagekit", "probe", "sglang", "--probe",
-                           "serve_args", "--serve-arg=--no-such-flag", "--evidence-dir",
+                           "serve_args", "--engine-arg=--no-such-flag", "--evidence-dir",
                            str(session_store.root), "--json"], capture_output=True, text=True,
                           timeout=300, cwd=REPO)
     assert done.returncode == 1, done.stderr

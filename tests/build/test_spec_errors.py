@@ -64,7 +64,7 @@ def test_unknown_engine_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_missing_dockerfile_is_one_line_exit_2(tmp_path: Path) -> None:
     spec = _spec_copy(tmp_path)
     (spec.parent / "vllm" / "Dockerfile").unlink()
-    _assert_one_line(_cli("build", "--all", "--spec", str(spec)), "Dockerfile",
+    _assert_one_line(_cli("build", "--all-images", "--spec", str(spec)), "Dockerfile",
                      "does not exist")
 
 
@@ -135,8 +135,8 @@ def test_unknown_probe_and_profile(tmp_path: Path) -> None:
 def test_not_toml_and_missing_spec(tmp_path: Path) -> None:
     bad = tmp_path / "images.toml"
     bad.write_text("version = [\n")
-    _assert_one_line(_cli("build", "--all", "--spec", str(bad)), "not valid TOML")
-    _assert_one_line(_cli("build", "--all", "--spec", str(tmp_path / "nope.toml")),
+    _assert_one_line(_cli("build", "--all-images", "--spec", str(bad)), "not valid TOML")
+    _assert_one_line(_cli("build", "--all-images", "--spec", str(tmp_path / "nope.toml")),
                      "images spec not found")
 
 

@@ -196,9 +196,9 @@ def test_an_interrupted_accept_leaves_nothing_behind(kube, accept_ns, model_clai
     config = token_kubeconfig(kube, cluster_state.kubeconfig, accept_ns, "imagekit",
                               tmp_path / "operator.kubeconfig")
     process = subprocess.Popen(
-        [sys.executable, "-m", "imagekit", "cluster", "accept", str(tag), "--platform", "cpu",
+        [sys.executable, "-m", "imagekit", "cluster", "accept", str(tag), "--device", "cpu",
          "--namespace", accept_ns, "--model-claim", model_claim, "--served-model-name", MODEL,
-         "--selector", STORAGE_SELECTOR, "--max-context", "4096", "--cases", "stand-in",
+         "--selector", STORAGE_SELECTOR, "--engine-env", "MAX_CONTEXT=4096", "--cases", "stand-in",
          "--kubeconfig", str(config),
          "--evidence-dir", str(evidence), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -407,7 +407,7 @@ def test_a_new_context_length_and_model_name_are_parsed_now_in_a_pod(
 def test_cli_refuses_an_image_without_image_phase_evidence(tmp_path, vllm_image) -> None:
     tag, _, _ = vllm_image
     done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "accept", str(tag),
-                           "--evidence-dir", str(tmp_path), "--platform", "cpu"],
+                           "--evidence-dir", str(tmp_path), "--device", "cpu"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1, done.stderr
     assert "no image-phase evidence" in done.stderr and "Traceback" not in done.stderr

@@ -228,7 +228,7 @@ def _signed_probe_phase_verifies(doc: dict, image, public: Path, state) -> None:
     assert predicate["cluster"].startswith("https://127.0.0.1:")
     assert predicate["verdict"] == "PASS"
     assert {c["name"] for c in predicate["checks"]} >= {"image_id", "pod_completed"}
-    verified = cli("verify-attestations", ref, "--key", str(public), "--type", "cluster-probe", "--json",
+    verified = cli("verify-attestations", ref, "--trust-key", str(public), "--require-type", "cluster-probe", "--json",
                    env_extra={"DOCKER_CONFIG": str(state.docker_config_dir)})
     assert verified.returncode == 0, verified.stdout + verified.stderr
 

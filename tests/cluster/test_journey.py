@@ -45,7 +45,7 @@ def actors(tmp_path_factory) -> Path:
     under its name; a stranger's key the release engineer must not be fooled by."""
     root = tmp_path_factory.mktemp("actors")
     for actor in (*step.ACTORS, "stranger"):
-        done = ik("keys", "generate", "--out", str(step.key_dir(root, actor)),
+        done = ik("keys", "generate", "--out-dir", str(step.key_dir(root, actor)),
                   store=root / "unused")
         assert done.returncode == 0, done.stderr
         shutil.copyfile(step.key_dir(root, actor) / "imagekit.pub",
@@ -62,11 +62,11 @@ def operator_claim(kube, actors):
     ns = f"ik-journey-{secrets.token_hex(3)}"
     store = step.store_dir(actors, "operator")
     done = ik("cluster", "model-volume", "--namespace", ns, "--volume", f"{ns}-model",
-              "--claim", step.CLAIM, "--label-node", NODE, store=store)
+              "--model-claim", step.CLAIM, "--label-node", NODE, store=store)
     assert done.returncode == 0, done.stdout + done.stderr
     yield ns
     ik("cluster", "model-volume", "--delete", "--namespace", ns, "--volume", f"{ns}-model",
-       "--claim", step.CLAIM, store=store)
+       "--model-claim", step.CLAIM, store=store)
     kube.call("DELETE", f"/api/v1/namespaces/{ns}")
 
 

@@ -225,13 +225,32 @@ def test_vllm_lines() -> None:
     assert report.cuda_graph_seconds == 21 and report.ready
 
 
+def test_the_engine_is_told_by_the_logs_own_lines(tmp_path: Path) -> None:
+    """`launch-log parse` without --engine: sglang for the record's log, vllm for vLLM's lines,
+    neither for text that is no engine's (then the report says unknown, never a guess)."""
+    from imagekit.launch.startup_log import engine_of_log
+
+    vllm = ("(VllmWorker rank=1 pid=311) INFO 08-14 12:58:02 [gpu_model_runner.py:2007] Model "
+            "loading took 58.3 GiB and 615.12 seconds\n")
+    assert engine_of_log(record_first_start()) == "sglang"
+    assert engine_of_log(vllm) == "vllm"
+    assert engine_of_log("hello\nworld\n") is None
+    assert engine_of_log(record_first_start() + vllm) is None   # both: not a guess
+    log = tmp_path / "vllm.log"
+    log.write_text(vllm)
+    done = subprocess.run([sys.executable, "-m", "imagekit", "launch-log", "parse", str(log),
+                           "--json"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], "IMAGEKIT_EVIDENCE_DIR": str(tmp_path)})
+    assert json.loads(done.stdout)["startup"]["engine"] == "vllm", done.stderr
+
+
 def test_launch_log_parse_cli_judges_budget_and_keeps_evidence(tmp_path: Path) -> None:
     log = tmp_path / "sglang-start1.log"
     log.write_text(record_first_start())
     evidence = tmp_path / "evidence"
     result = subprocess.run(
         [sys.executable, "-m", "imagekit", "launch-log", "parse", str(log), "--json",
-         "--startup-probe-seconds", "1800", "--subject", "sha256:" + "a" * 64],
+         "--startup-probe-seconds", "1800", "--evidence-key", "sha256:" + "a" * 64],
         capture_output=True, text=True, timeout=60,
         env={"PATH": os.environ["PATH"], "IMAGEKIT_EVIDENCE_DIR": str(evidence)})
     assert result.returncode == 1, result.stderr
@@ -247,7 +266,7 @@ def test_launch_log_parse_cli_judges_budget_and_keeps_evidence(tmp_path: Path) -
 def _parse(log: Path, evidence: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "imagekit", "launch-log", "parse", str(log), "--json",
-         "--subject", "name-startup-test", *extra], capture_output=True, text=True, timeout=60,
+         "--evidence-key", "name-startup-test", *extra], capture_output=True, text=True, timeout=60,
         env={"PATH": os.environ["PATH"], "IMAGEKIT_EVIDENCE_DIR": str(evidence)})
 
 

@@ -76,8 +76,8 @@ def test_each_node_runs_the_real_preflight_and_prints_the_table(torch_image, tes
                                                                kube, tmp_path,  # noqa: F811
                                                                cli) -> None:
     before = kube.get(f"/api/v1/nodes/{NODE}")["spec"]
-    common = ["cluster", "gpu-preflight", str(torch_image), "--each-node", "--namespace",
-              test_ns, "--selector", f"kubernetes.io/hostname={NODE}", "--gpus", "0",
+    common = ["cluster", "gpu-preflight", str(torch_image), "--each-node", "--submit",
+              "--namespace", test_ns, "--selector", f"kubernetes.io/hostname={NODE}", "--gpus", "0",
               "--script", str(SCRIPT), *[f"--preflight-arg={a}" for a in SMALL]]
     env = {"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")}
     done = cli(*common, "--json", "--cordon-failed", "--taint-failed", env=env)
@@ -123,8 +123,9 @@ def test_marking_a_fake_node_and_never_a_node_that_was_not_judged(torch_image, t
     name, label = fake_node
     # the fake node cannot run a Pod (not Ready): a precheck finding, never a mark
     selector = [f"--selector={k}={v}" for k, v in label.items()]
-    done = cli("cluster", "gpu-preflight", str(torch_image), "--each-node", "--namespace",
-                test_ns, *selector, "--gpus", "0", "--script", str(SCRIPT), "--json",
+    done = cli("cluster", "gpu-preflight", str(torch_image), "--each-node", "--submit",
+               "--namespace", test_ns, *selector, "--gpus", "0", "--script", str(SCRIPT),
+               "--json",
                 "--cordon-failed", "--taint-failed",
                 env={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")})
     assert done.returncode == 1, done.stderr[-2000:]

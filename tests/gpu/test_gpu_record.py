@@ -111,7 +111,7 @@ def cli(*args: str, evidence: Path) -> subprocess.CompletedProcess[str]:
 
 def test_gpu_record_keeps_the_file_byte_for_byte(tmp_path: Path) -> None:
     source = SAMPLES / "2026-11-29-h200x2.json"
-    done = cli(str(source), "--digest", DIGEST, "--log",
+    done = cli(str(source), "--evidence-key", DIGEST, "--log",
                str(SAMPLES / "2026-11-29-h200x2.log"), "--json", evidence=tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -133,7 +133,7 @@ def test_gpu_record_fail_record_exits_1_and_is_still_kept(tmp_path: Path) -> Non
     data["status"] = "FAIL"
     bad = tmp_path / "fail.json"
     bad.write_text(json.dumps(data))
-    done = cli(str(bad), "--name", "node-a", evidence=tmp_path / "ev")
+    done = cli(str(bad), "--evidence-key", "node-a", evidence=tmp_path / "ev")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == \
         [f"imagekit: error: GPU preflight verdict is FAIL ({bad})"]

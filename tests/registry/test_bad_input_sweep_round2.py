@@ -93,7 +93,7 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         return lambda F: ["promote", R.ref(mode), "--to", sink, *force, *extra]
 
     def verify(mode: str) -> object:
-        return lambda F: ["verify-attestations", R.ref(mode), "--key", str(F["good.pub"])]
+        return lambda F: ["verify-attestations", R.ref(mode), "--trust-key", str(F["good.pub"])]
 
     cases: list[tuple] = [
         # -- the signing key: checked before the gate and before any copy ----------------------
@@ -114,13 +114,13 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         ("attest-key-world-readable", lambda F: ["attest", R.ref("ok"), "--type", "test-result",
                                                  "--key", str(F["open.key"])], {2},
          "readable by others", {}),
-        ("verify-key-dev-zero", lambda F: ["verify-attestations", R.ref("ok"), "--key", "/dev/zero"], {2},
+        ("verify-key-dev-zero", lambda F: ["verify-attestations", R.ref("ok"), "--trust-key", "/dev/zero"], {2},
          "not a regular file", {}),
-        ("verify-key-fifo", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["fifo"])], {2},
+        ("verify-key-fifo", lambda F: ["verify-attestations", R.ref("ok"), "--trust-key", str(F["fifo"])], {2},
          "not a regular file", {}),
-        ("verify-key-p384", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["p384.pub"])], {2},
+        ("verify-key-p384", lambda F: ["verify-attestations", R.ref("ok"), "--trust-key", str(F["p384.pub"])], {2},
          "P-256", {}),
-        ("verify-key-private", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["good.key"])],
+        ("verify-key-private", lambda F: ["verify-attestations", R.ref("ok"), "--trust-key", str(F["good.key"])],
          {2}, "public key", {}),
         # -- profiles: '' is not the default ---------------------------------------------------
         ("rehearsal-profile-empty", lambda F: ["rehearsal", "--profile", ""], {2}, "empty", {}),
@@ -129,14 +129,14 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         ("gate-profile-empty", lambda F: ["gate", DIGEST_ARG, "--profile", ""], {2}, "empty", {}),
         ("accept-profile-empty", lambda F: ["cluster", "accept", PINNED, "--profile", ""], {2},
          "empty", {}),
-        ("rehearsal-out-proc", lambda F: ["rehearsal", "--out", "/proc/imagekit-x"], {2},
-         "--out", {}),
+        ("rehearsal-out-proc", lambda F: ["rehearsal", "--out-dir", "/proc/imagekit-x"], {2},
+         "--out-dir", {}),
         # -- --platform: validated, and checked against the source -----------------------------
-        ("promote-platform-mismatch", promote_from("ok", "--platform", "linux/arm64"), {2},
+        ("promote-platform-mismatch", promote_from("ok", "--only-platform", "linux/arm64"), {2},
          "single-platform", {}),
-        ("promote-platform-unicode", promote_from("ok", "--platform", "ü/ö"), {2}, "platform",
+        ("promote-platform-unicode", promote_from("ok", "--only-platform", "ü/ö"), {2}, "platform",
          {}),
-        ("promote-platform-empty", promote_from("ok", "--platform", ""), {2}, "platform", {}),
+        ("promote-platform-empty", promote_from("ok", "--only-platform", ""), {2}, "platform", {}),
         ("promote-await-source", lambda F: ["promote", R.ref("ok"), "--await", R.ref("ok"),
                                             *force], {2}, "nothing would be moved", {}),
         # -- Kubernetes names ----------------------------------------------------------------
@@ -198,15 +198,15 @@ def _cases(R: ReferrersRegistry) -> list[tuple]:
         ("attest-ca-notpem", lambda F: ["attest", R.ref("ok"), "--type", "test-result", "--key",
                                         str(F["good.key"]), "--ca-file", str(F["notpem.pem"])],
          {2}, "PEM", {}),
-        ("verify-ca-notpem", lambda F: ["verify-attestations", R.ref("ok"), "--key", str(F["good.pub"]),
+        ("verify-ca-notpem", lambda F: ["verify-attestations", R.ref("ok"), "--trust-key", str(F["good.pub"]),
                                         "--ca-file", str(F["notpem.pem"])], {2}, "PEM", {}),
         # -- keys generate --out ---------------------------------------------------------------
-        ("keys-out-empty", lambda F: ["keys", "generate", "--out", ""], {2}, "--out", {}),
-        ("keys-out-pub-exists", lambda F: ["keys", "generate", "--out", str(F["has-pub"])], {2},
+        ("keys-out-empty", lambda F: ["keys", "generate", "--out-dir", ""], {2}, "--out", {}),
+        ("keys-out-pub-exists", lambda F: ["keys", "generate", "--out-dir", str(F["has-pub"])], {2},
          "exists already", {}),
-        ("keys-out-symlink", lambda F: ["keys", "generate", "--out", str(F["linked"])], {2},
+        ("keys-out-symlink", lambda F: ["keys", "generate", "--out-dir", str(F["linked"])], {2},
          "symlink", {}),
-        ("keys-out-0777", lambda F: ["keys", "generate", "--out", str(F["open-dir"])], {2},
+        ("keys-out-0777", lambda F: ["keys", "generate", "--out-dir", str(F["open-dir"])], {2},
          "writable by others", {}),
         # -- hostile referrer documents: verify ----------------------------------------------
         ("verify-tag-manifests-string", verify("tag-str"), {2}, "tag schema index", {}),
@@ -362,17 +362,17 @@ def test_the_sweep_can_fail(hostile: ReferrersRegistry, tmp_path: Path) -> None:
     referrers is a FAIL (missing attestations, exit 1), not an error."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "ev")}
     out = tmp_path / "keys"
-    made = subprocess.run([sys.executable, "-m", "imagekit", "keys", "generate", "--out",
+    made = subprocess.run([sys.executable, "-m", "imagekit", "keys", "generate", "--out-dir",
                            str(out)], env=env, capture_output=True, text=True, timeout=60,
                           cwd=REPO)
     assert made.returncode == 0, made.stderr
     assert (out / "imagekit.key").stat().st_mode & 0o777 == 0o600
-    again = subprocess.run([sys.executable, "-m", "imagekit", "keys", "generate", "--out",
-                            str(out), "--force"], env=env, capture_output=True, text=True,
+    again = subprocess.run([sys.executable, "-m", "imagekit", "keys", "generate", "--out-dir",
+                            str(out), "--overwrite"], env=env, capture_output=True, text=True,
                            timeout=60, cwd=REPO)
     assert again.returncode == 0, again.stderr
     done = subprocess.run([sys.executable, "-m", "imagekit", "verify-attestations", hostile.ref("ok"),
-                           "--key", str(out / "imagekit.pub")], env=env, capture_output=True,
+                           "--trust-key", str(out / "imagekit.pub")], env=env, capture_output=True,
                           text=True, timeout=60, cwd=REPO)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "missing attestation" in done.stdout and "Traceback" not in done.stderr
@@ -392,7 +392,7 @@ def test_sigterm_is_one_line(hostile: ReferrersRegistry, tmp_path: Path, command
     private.chmod(0o600)
     public.write_bytes(key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    argv = ["verify-attestations", hostile.ref("all-500"), "--key", str(public)] if command == "verify-attestations" \
+    argv = ["verify-attestations", hostile.ref("all-500"), "--trust-key", str(public)] if command == "verify-attestations" \
         else ["attest", hostile.ref("all-500"), "--type", "test-result", "--key", str(private)]
     (tmp_path / "ev").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "ev"),
@@ -445,7 +445,7 @@ def test_model_volume_delete_of_nothing_says_so(infra, tmp_path: Path) -> None:
     """Was: "deleted" for objects that do not exist."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "imagekit", "cluster", "model-volume",
-                           "--delete", "--volume", "imagekit-sweep-none", "--claim",
+                           "--delete", "--volume", "imagekit-sweep-none", "--model-claim",
                            "imagekit-sweep-none", "--namespace", "default"], env=env,
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr

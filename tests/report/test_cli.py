@@ -72,7 +72,7 @@ def test_bad_input_is_one_line_exit_2(rehearsal) -> None:
              ["report", rehearsal.digest, "--require-check", "probe:"],
              ["report", "Not A Ref"],
              ["report", "127.0.0.1:1/nothing/here:tag"],       # unreachable registry
-             ["report", "--all-images"],                         # needs --out DIR
+             ["report", "--all-images"],                         # needs --out-dir DIR
              ["report", rehearsal.digest, "--all-images", "--out", "/tmp/x"],
              ["report"])
     running = [(args, subprocess.Popen([sys.executable, "-m", "imagekit", *args], cwd=REPO,
@@ -166,7 +166,7 @@ def test_a_base_reference_does_not_resolve_to_the_image_built_on_it(store) -> No
 def test_report_all_formats_into_a_directory(rehearsal, tmp_path) -> None:
     root = rehearsal.store.root
     assert ik("report", rehearsal.digest, "--format", "all", evidence=root).returncode == 2
-    done = ik("report", rehearsal.digest, "--format", "all", "--out", str(tmp_path / "r"),
+    done = ik("report", rehearsal.digest, "--format", "all", "--out-dir", str(tmp_path / "r"),
               evidence=root)
     assert done.returncode == 0, done.stderr
     stem = "sglang-" + rehearsal.digest.removeprefix("sha256:")[:12]

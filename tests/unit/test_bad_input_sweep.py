@@ -130,7 +130,7 @@ CASES: list[tuple[str, object, str]] = [
                                        "--startup-probe-seconds", "0"],
      "--startup-probe-seconds"),
     # names
-    ("serve-name", lambda F: ["serve-command", "--pod-image", PINNED, "--name", "UP::bad"],
+    ("serve-name", lambda F: ["serve-command", "--pod-image", PINNED, "--pod-name", "UP::bad"],
      "DNS-1123"),
     ("serve-namespace", lambda F: ["serve-command", "--pod-image", PINNED, "--namespace",
                                    "../x"], "--namespace"),
@@ -148,8 +148,8 @@ CASES: list[tuple[str, object, str]] = [
      "directory"),
     ("report-out-unwritable", lambda F: ["report", DIGEST_ARG, "--out",
                                          str(F["file-not-dir"] / "r.md")], "--out"),
-    ("report-all-unwritable", lambda F: ["report", DIGEST_ARG, "--format", "all", "--out",
-                                         str(F["file-not-dir"] / "dir")], "--out"),
+    ("report-all-unwritable", lambda F: ["report", DIGEST_ARG, "--format", "all", "--out-dir",
+                                         str(F["file-not-dir"] / "dir")], "--out-dir"),
     ("precheck-namespace", lambda F: ["cluster", "precheck", "--namespace", "UP"],
      "--namespace"),
     ("evidence-kind", lambda F: ["evidence", "list", "--kind", "../../x"], "--kind"),
@@ -157,7 +157,7 @@ CASES: list[tuple[str, object, str]] = [
     ("promote-to", lambda F: ["promote", REF, "--to", "UP::bad"], "--to"),
     ("verify-copy-ref", lambda F: ["verify-mirror", "UPPER/Case::x", REF], "OFFICIAL"),
     ("probe-ref", lambda F: ["cluster", "probe", "UPPER/Case::x"], "UPPER"),
-    ("accept-name", lambda F: ["accept", "--base-url", "http://127.0.0.1:5161", "--name",
+    ("accept-name", lambda F: ["accept", "--base-url", "http://127.0.0.1:5161", "--evidence-key",
                                "../x"], "x"),
     # files: missing, not UTF-8, empty, random bytes, too odd
     ("recreate-missing", lambda F: ["cluster", "recreate", "/nonexistent.yaml"], "not found"),
@@ -176,10 +176,10 @@ CASES: list[tuple[str, object, str]] = [
      "UTF-8"),
     ("precheck-containers5", lambda F: ["cluster", "precheck", "--pod-file",
                                         str(F["containers5.yaml"])], "containers"),
-    ("launch-log-empty", lambda F: ["launch-log", "parse", str(F["empty"]), "--subject", "x"],
+    ("launch-log-empty", lambda F: ["launch-log", "parse", str(F["empty"]), "--evidence-key", "x"],
      "empty"),
-    ("launch-log-random", lambda F: ["launch-log", "parse", str(F["random"]), "--subject", "x"],
-     "UTF-8"),
+    ("launch-log-random", lambda F: ["launch-log", "parse", str(F["random"]), "--evidence-key",
+                                     "x"], "UTF-8"),
     ("launch-log-missing", lambda F: ["launch-log", "parse", "/nonexistent.log"], "not found"),
     ("serve-startup-log-nonutf8", lambda F: ["serve-command", "--pod-image", PINNED,
                                              "--startup-log", str(F["nonutf8"])], "UTF-8"),
@@ -236,7 +236,7 @@ CASES: list[tuple[str, object, str]] = [
                                               "--evidence-dir", str(F["file-not-dir"])],
      "--evidence-dir"),
     ("launch-log-evidence-unwritable", lambda F: ["launch-log", "parse",
-                                                  str(REPO / "README.md"), "--subject", "x",
+                                                  str(REPO / "README.md"), "--evidence-key", "x",
                                                   "--evidence-dir", str(F["file-not-dir"])],
      "--evidence-dir"),
     ("gpu-record-evidence-unwritable", lambda F: ["gpu-record", str(F["nan.json"]).replace(
@@ -267,13 +267,13 @@ CASES: list[tuple[str, object, str]] = [
     ("promote-force-no-reason", lambda F: ["promote", REF, "--to", REF, "--force"], "--reason"),
     ("accept-force-launch-blank", lambda F: ["cluster", "accept", REF, "--force-launch", " "],
      "--force-launch"),
-    ("probe-serve-env", lambda F: ["probe", REF, "--engine", "sglang", "--serve-env", "NOPE=1"],
-     "--serve-env"),
+    ("probe-engine-env", lambda F: ["probe", REF, "--engine", "sglang", "--engine-env",
+                                    "NOPE=1"], "--engine-env"),
     ("report-format", lambda F: ["report", "sha256:" + "b" * 64, "--format", "bogus"],
      "imagekit report"),
     ("accept-suite", lambda F: ["accept", "--base-url", "http://127.0.0.1:5161", "--suite",
                                 "bogus"], "imagekit accept"),
-    ("gpu-record-digest", lambda F: ["gpu-record", str(F["bigint.json"]), "--digest",
+    ("gpu-record-digest", lambda F: ["gpu-record", str(F["bigint.json"]), "--evidence-key",
                                      "sha256:zz"], "sha256"),
     ("evidence-key", lambda F: ["evidence", "list", "sha256:zz"], "sha256"),
     ("schemas-check-onto-file", lambda F: ["schemas", "check", str(F["file-not-dir"])],
@@ -358,7 +358,7 @@ def test_the_sweep_can_fail() -> None:
     """A good input is not refused: the sweep's checks are not true of every run."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "imagekit", "serve-command", "--pod-image",
-                           PINNED, "--name", "ok-name", "--namespace", "ok"], env=env,
+                           PINNED, "--pod-name", "ok-name", "--namespace", "ok"], env=env,
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "name: ok-name" in done.stdout and done.stderr == ""

@@ -44,7 +44,7 @@ def test_a_named_pair_in_the_current_folder_with_its_fingerprint(tmp_path: Path)
     again = _keys("--name", "ci", cwd=folder)
     assert again.returncode == 2 and again.stdout == ""
     assert again.stderr.splitlines() == [
-        "imagekit: error: a key file exists already (use --force to replace it) (ci.key)"]
+        "imagekit: error: a key file exists already (use --overwrite to replace it) (ci.key)"]
     assert fingerprint_of(load_public(pub)) == printed          # the pair is untouched
 
 
@@ -55,7 +55,7 @@ def test_the_printed_fingerprint_is_the_one_a_trust_policy_names(tmp_path: Path)
     from imagekit.trust import load_trust
 
     tmp_path.chmod(0o755)
-    done = _keys("--name", "ci", "--out", "keys", cwd=tmp_path)
+    done = _keys("--name", "ci", "--out-dir", "keys", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     fingerprint = done.stdout.splitlines()[-1].removeprefix("fingerprint: ")
     policy = tmp_path / "policy.yaml"

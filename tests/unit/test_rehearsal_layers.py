@@ -118,7 +118,7 @@ def test_check_layers_bounds_are_standins_builds(layers: int) -> None:
 def test_bad_layers_is_one_line_exit_2_before_anything(tmp_path: Path) -> None:
     out, evidence = tmp_path / "reports", tmp_path / "ev"
     done = subprocess.run([sys.executable, "-m", "imagekit", "rehearsal", "--layers", "500",
-                           "--out", str(out), "--evidence-dir", str(evidence)],
+                           "--out-dir", str(out), "--evidence-dir", str(evidence)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == "imagekit: error: --layers 500: give 1-120 (imagekit)" or \

@@ -120,13 +120,13 @@ def test_a_rehearsal_whose_actor_store_is_not_empty_is_bad_input_before_anything
     kept.mkdir(parents=True)
     (kept / "leftover").write_text("x")
     evidence = tmp_path / "evidence"
-    done = subprocess.run([sys.executable, "-m", "imagekit", "rehearsal", "--out",
+    done = subprocess.run([sys.executable, "-m", "imagekit", "rehearsal", "--out-dir",
                            str(tmp_path / "out"), "--evidence-dir", str(evidence)],
                           capture_output=True, text=True, timeout=60, check=False,
                           env=dict(os.environ))
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"imagekit: error: an actor's evidence store must start empty; give a new --out "
+        f"imagekit: error: an actor's evidence store must start empty; give a new --out-dir "
         f"({kept})"]
     assert not any(evidence.rglob("attempt.json"))
 

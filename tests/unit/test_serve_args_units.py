@@ -54,9 +54,10 @@ def test_the_rehearsals_accept_command_is_one_the_spec_has_serve_args_parse() ->
 
     args = rehearsal.accept_args("127.0.0.1:5003/imagekit/vllm:x", "local")
     value = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--")}
-    assert value["--platform"] == "cpu"
+    assert value["--device"] == "cpu"
+    launch = dict([value["--engine-env"].split("=", 1)])
     options = AcceptOptions(namespace="ns", served_model_name=value["--served-model-name"],
-                            max_context=int(value["--max-context"]),
+                            max_context=int(launch["MAX_CONTEXT"]),
                             engine_args=list(CPU_ENGINE_ARGS))
     spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
     commands = {c.label: c for c in serve_commands_of(spec.images["vllm"], "local")}

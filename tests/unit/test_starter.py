@@ -43,7 +43,7 @@ def test_init_writes_a_spec_that_loads_with_every_file_it_names(tmp_path: Path) 
     assert not (tmp_path / "images.local.lock").exists()
     lines = done.stdout.splitlines()
     assert "wrote images.toml" in lines and "wrote vllm/Dockerfile" in lines
-    assert "next: imagekit pin --spec images.toml" in lines
+    assert "next: imagekit pin" in lines
     # the locks are the spec's neighbours
     assert spec.lock_path("local") == (tmp_path / "images.local.lock").resolve()
     assert spec.writable_lock_path("local") == spec.lock_path("local")
@@ -56,10 +56,10 @@ def test_init_refuses_to_overwrite_in_one_line_unless_forced(tmp_path: Path) -> 
     again = _cli("init", "ci", cwd=tmp_path)
     assert again.returncode == 2
     [line] = again.stderr.splitlines()
-    assert line.startswith("imagekit: error: images.toml and ") and "--force" in line, line
+    assert line.startswith("imagekit: error: images.toml and ") and "--overwrite" in line, line
     assert again.stdout == ""
     assert mine.read_text().endswith("# edited\n")       # nothing was written
-    forced = _cli("init", "ci", "--force", cwd=tmp_path)
+    forced = _cli("init", "ci", "--overwrite", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert "next: imagekit pin --spec ci/images.toml" in forced.stdout.splitlines()
     assert not mine.read_text().endswith("# edited\n")
@@ -67,7 +67,7 @@ def test_init_refuses_to_overwrite_in_one_line_unless_forced(tmp_path: Path) -> 
 
 def test_init_refuses_a_folder_in_a_files_place(tmp_path: Path) -> None:
     (tmp_path / "images.toml").mkdir()
-    done = _cli("init", "--force", cwd=tmp_path)
+    done = _cli("init", "--overwrite", cwd=tmp_path)
     assert done.returncode == 2 and "something other than a file" in done.stderr
     assert not (tmp_path / "vllm").exists()
 

@@ -1,7 +1,7 @@
 """The grammars and answers the cluster commands share, each written once:
 tolerations, `--probe` choices, image facts (imagekit.inputs), tag -> digest
-(imagekit.names.digest_of), the preemption rule (imagekit.cluster.precheck), the job options
-refused without `--nodes` (imagekit.cli.gpujob)."""
+(imagekit.names.digest_of), the preemption rule (imagekit.cluster.precheck), the options each
+`cluster gpu-preflight` mode refuses (imagekit.cli.cluster.PREFLIGHT_MODES)."""
 
 from __future__ import annotations
 
@@ -92,13 +92,24 @@ def test_the_preemption_rule() -> None:
     assert PodIntent.from_pod(pod).non_preempting
 
 
-def test_job_options_are_refused_without_nodes() -> None:
-    from imagekit.cli.gpujob import refuse_job_options
+def test_each_mode_refuses_the_options_it_would_ignore() -> None:
+    """`cluster gpu-preflight`: each mode names the options it uses; one given on the command
+    line that the mode would ignore is one line (the job's options without --nodes, the
+    single Pod's with it)."""
+    from typer.testing import CliRunner
 
-    refuse_job_options(gpus_per_node=None, pod_env=None, pods_per_node=1, job_mode="auto")
-    with pytest.raises(InvalidInput, match="^--gpus-per-node, --env only with --nodes$"):
-        refuse_job_options(gpus_per_node=8, pod_env=["A=1"], pods_per_node=1,
-                           job_mode="auto")
-    with pytest.raises(InvalidInput, match="--pods-per-node/--job-mode only with --nodes"):
-        refuse_job_options(gpus_per_node=None, pod_env=None, pods_per_node=1,
-                           job_mode="indexed-job")
+    from imagekit.cli import app
+
+    def refusal(*args: str) -> str:
+        done = CliRunner().invoke(app, ["cluster", "gpu-preflight", "127.0.0.1:1/x:1", *args],
+                                  prog_name="imagekit")
+        assert done.exit_code == 2, done.output
+        return done.output.strip()
+
+    assert refusal("--gpus-per-node", "8", "--env", "A=1") == (
+        "imagekit: error: --gpus-per-node, --env do nothing with one preflight Pod (without "
+        "--nodes or --each-node): leave them out (cluster gpu-preflight)")
+    assert refusal("--job-mode", "indexed-job").startswith("imagekit: error: --job-mode does")
+    assert refusal("--nodes", "2", "--gpus-per-node", "8", "--storage-label", "a=b") == (
+        "imagekit: error: --storage-label does nothing with --nodes N (one distributed job): "
+        "leave it out (cluster gpu-preflight)")
