@@ -394,20 +394,22 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                                pip_cert=settings().pip_cert, probes=settings().probes_dir)
     if json_output:
         print_json(report)
-    else:
+    else:  # the verdict first, then each image under its own verdict and reference
+        count = len(report.images)
+        console.print(f"verdict: {report.verdict.value} ({count} image{'s' * (count != 1)}, "
+                      f"{report.seconds:.1f} s)", markup=False)
         for entry in report.images:
-            console.print(f"[bold]{entry.image}[/bold] {entry.reference} "
-                          f"({'cached' if entry.cached else 'built'})")
-            console.print(f"  image ID {entry.image_id}  base {entry.base}")
+            console.print(f"{entry.image}: {entry.verdict.value} {entry.reference} "
+                          f"({'cached' if entry.cached else 'built'})", markup=False)
+            console.print(f"  image ID {entry.image_id}  base {entry.base}", markup=False)
             console.print("  versions: " + ", ".join(f"{k} {v}" for k, v in
-                                                      entry.versions.items() if v))
+                                                      entry.versions.items() if v),
+                          markup=False)
             console.print(_checks_table(entry.checks))
             for accepted in entry.accepted:
                 console.print(f"  accepted {accepted.check} {accepted.status.value}: "
-                              f"{accepted.reason}")
-            console.print(f"  verdict: {entry.verdict.value}")
-        console.print(f"verdict: {report.verdict.value} ({report.seconds:.1f} s)   "
-                      f"manifest: {report.evidence}")
+                              f"{accepted.reason}", markup=False)
+        console.print(f"manifest: {report.evidence}", markup=False)
     if report.verdict is Status.ERROR:
         raise typer.Exit(2)
     if report.verdict is not Status.PASS:

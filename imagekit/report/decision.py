@@ -381,8 +381,8 @@ def _fix_step(blocking: Sequence[Blocker]) -> str:
 
 
 def _accepted_parts(accepted: Sequence[AcceptedCheck]) -> list[str]:
-    """`1 accepted FAIL (torch_arch: stand-in CPU torch)`, each check once whichever phases
-    it ran in."""
+    """`3 accepted FAIL (torch_arch: stand-in CPU torch)`: the lines counted as `count_text`
+    counts them (one per phase it ran in), each check's reason named once."""
     parts = []
     for status in (Status.ERROR, Status.FAIL, Status.DEFERRED):
         seen: dict[str, str] = {}
@@ -398,7 +398,8 @@ def _accepted_parts(accepted: Sequence[AcceptedCheck]) -> list[str]:
                     why += "…"
                 seen[name] = why
         if seen:
-            parts.append(f"{len(seen)} accepted {status.value} ("
+            lines = sum(1 for a in accepted if a.status is status)
+            parts.append(f"{lines} accepted {status.value} ("
                          + ", ".join(f"{n}: {w}" for n, w in seen.items()) + ")")
     return parts
 
