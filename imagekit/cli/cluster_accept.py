@@ -131,14 +131,14 @@ def cluster_accept(
     node_selector = label_pairs(selector, "--selector")
     tolerated = tolerations(toleration) or [GPU_TOLERATION]
     spec_path = images_spec(spec_file)  # --spec, else $IMAGEKIT_IMAGES_SPEC (the settings)
-    if profile is not None:
-        from imagekit.spec import load_spec
+    if cases is None:   # the profile's set (--profile, else the spec's default profile)
+        from imagekit.spec import default_spec_path, load_spec
 
-        _, chosen_profile = load_spec(spec_path).profile(profile)
-        chosen = chosen_profile.cases
-        if cases is None:   # the profile's set; its file is relative to the spec
-            cases = chosen if not chosen.endswith(".toml") else str(
-                Path(spec_path).absolute().parent / chosen)
+        spec_file_used = default_spec_path(spec_path)
+        _, chosen_profile = load_spec(spec_file_used).profile(profile)
+        chosen = chosen_profile.cases   # a shipped set's name, or a file beside the spec
+        cases = chosen if not chosen.endswith(".toml") else str(
+            spec_file_used.parent / chosen)
     from imagekit.acceptance.cases import load as load_cases
 
     _, cases_text = load_cases(cases)
