@@ -311,17 +311,14 @@ def _distinct_hops(source, hops: list, to_ref) -> None:
         previous = target
 
 
-def _final_hop_gate(enforce, to_ref, spec_path: Path | None = None):  # noqa: ANN001, ANN201
+def _final_hop_gate(enforce, to_ref, images: ImagesSpec | None):  # noqa: ANN001, ANN201
     """The gate, with the images spec's `final_hop_requires` of a profile whose last registry
     is the destination added to its requirements (e.g. cluster-accept before the target)."""
     given = settings().required_checks_list()  # $IMAGEKIT_REQUIRED_CHECKS, else the defaults
     plain = enforce if given is None else functools.partial(enforce, required=given)
-    if to_ref is None:
+    if to_ref is None or images is None:  # no destination, or no spec here: the plain gate
         return plain
-    spec = _spec_here(spec_path)
-    if spec is None:  # no spec here: the plain gate
-        return plain
-    extra = spec.final_hop_requirements(to_ref.registry)
+    extra = images.final_hop_requirements(to_ref.registry)
     if not extra:
         return plain
     from imagekit.report.required import parse_requirements
@@ -333,52 +330,41 @@ def _final_hop_gate(enforce, to_ref, spec_path: Path | None = None):  # noqa: AN
 def _spec_here(given: Path | None = None) -> ImagesSpec | None:
     """The images spec a promote reads (`--spec`, $IMAGEKIT_IMAGES_SPEC, ./dockerfiles, the
     packaged one), None where none loads: a promote by reference needs none, and a spec that
-    does not load is the other commands' business. Read once for the gate's final-hop
-    requirements and the registries' upload shapes."""
+    does not load is the other commands' business. Read once per command (`_promote_setup`),
+    for the registries' upload shapes and the gate's final-hop requirements."""
     from imagekit.cli.common import images_spec
+    from imagekit.spec import load_spec
     from imagekit.spec.loader import default_spec_path
 
     path = default_spec_path(images_spec(given))
-    try:
-        changed = path.stat().st_mtime_ns
-    except OSError:
+    if not path.is_file():
         return None
-    return _load_spec_once(str(path), changed)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_spec_once(path: str, changed: int) -> ImagesSpec | None:
-    from imagekit.spec import load_spec
-
     try:
         return load_spec(path)
     except Exception:  # noqa: BLE001 - no usable spec here: promote by reference goes on
         return None
 
 
-def _spec_registries(given: Path | None = None) -> dict:
-    """The `[registries."HOST"]` upload shapes of the images spec here, if any."""
-    spec = _spec_here(given)
-    return dict(spec.registries) if spec is not None else {}
-
-
 def _promote_setup(platform: str | None, insecure: list[str], ca_file: Path | None,
                    deadline: float | None, trust_key: list[Path] | None,
                    trust_policy: Path | None, evidence_dir: Path | None,
                    spec: Path | None = None
-                   ) -> tuple[Platform | None, RegistryOptions, TrustPolicy, EvidenceStore]:
+                   ) -> tuple[Platform | None, RegistryOptions, TrustPolicy, EvidenceStore,
+                              ImagesSpec | None]:
     """What one image's promote and a release's share: the platform asked for, the registry
-    options (promote's upload chunk), the trust to gate on and the evidence store."""
+    options (promote's upload chunk), the trust to gate on, the evidence store and the images
+    spec here (None when none loads)."""
     from imagekit.oci import Platform
 
     wanted = Platform.parse(platform) if platform is not None else None
     chunk = settings().upload_chunk
     options = _options(insecure, ca_file, deadline, chunk_size=chunk or PROMOTE_CHUNK_BYTES,
                        chunk_grow_to=None if chunk else PROMOTE_CHUNK_MAX)
-    spec_shapes = _spec_registries(spec)
-    if spec_shapes:  # the registries file (IMAGEKIT_REGISTRIES) wins for the hosts it names
-        options = options.model_copy(update={"shapes": {**spec_shapes, **options.shapes}})
-    return wanted, options, trustopts.load(trust_key, trust_policy), evidence_store(evidence_dir)
+    images = _spec_here(spec)
+    if images is not None and images.registries:  # the registries file (IMAGEKIT_REGISTRIES) wins
+        options = options.model_copy(update={"shapes": {**images.registries, **options.shapes}})
+    return (wanted, options, trustopts.load(trust_key, trust_policy),
+            evidence_store(evidence_dir), images)
 
 
 @app.command("promote", cls=_HopOrderCommand)
@@ -453,14 +439,14 @@ def promote_cmd(
     if to is None and not (hops and isinstance(hops[-1], AwaitHop)):
         raise InvalidInput("give --to REF (or end the hops with --await REF)")
     to_ref = _ref(to, "--to") if to is not None else None
-    wanted, options, trust, store = _promote_setup(platform, insecure, ca_file, deadline,
-                                                   trust_key, trust_policy, evidence_dir, spec)
+    wanted, options, trust, store, loaded_spec = _promote_setup(
+        platform, insecure, ca_file, deadline, trust_key, trust_policy, evidence_dir, spec)
     from imagekit.registry import ClientPool
 
     with ClientPool(options) as reader:
         source_ref = _source(source, store, trust=trust, pool=reader, spec=spec)
         _distinct_hops(source_ref, hops, to_ref)
-        gate = functools.partial(_final_hop_gate(enforce, to_ref, spec), trust=trust,
+        gate = functools.partial(_final_hop_gate(enforce, to_ref, loaded_spec), trust=trust,
                                  pull=trustopts.puller(trust, source_ref, reader),
                                  spec_path=images_spec(spec), state_dir=settings().state_dir)
         if key is not None:   # the chain will be signed: only over links the evidence holds
@@ -562,8 +548,8 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
     if to is None and not (targets and isinstance(targets[-1], tuple)):
         raise InvalidInput("give --to REGISTRY[/NAMESPACE] (or end the hops with --await)")
     to_target = ReleaseTarget.parse(to, "--to") if to is not None else None
-    wanted, options, trust, store = _promote_setup(platform, insecure, ca_file, deadline,
-                                                   trust_key, trust_policy, evidence_dir, spec)
+    wanted, options, trust, store, loaded_spec = _promote_setup(
+        platform, insecure, ca_file, deadline, trust_key, trust_policy, evidence_dir, spec)
     with ClientPool(options) as reader:
         images: list[ReleaseImage] = []
         final_gate = None  # every image ends on the same registry: its requirements once
@@ -571,7 +557,7 @@ def _promote_release(sources: list[str], via: list[str], awaited: list[str],
             source_ref = _source(given, store, trust=trust, pool=reader, spec=spec)
             hops, to_ref = place_hops(source_ref, targets, to_target)
             _distinct_hops(source_ref, hops, to_ref)
-            final_gate = final_gate or _final_hop_gate(enforce, to_ref, spec)
+            final_gate = final_gate or _final_hop_gate(enforce, to_ref, loaded_spec)
             gate = functools.partial(final_gate, trust=trust,
                                      pull=trustopts.puller(trust, source_ref, reader),
                                      spec_path=images_spec(spec),

@@ -281,10 +281,14 @@ def _outcome(kube: Kube, options: FleetOptions, node: str, pod: dict
     started = time.monotonic()
     outcome = wait_for_pod(kube, options.namespace, name, timeout=options.timeout_s)
     log = kube.pod_logs(options.namespace, name)
-    if outcome.stuck_reason or outcome.timed_out or outcome.refused:
-        why = f"stuck in {outcome.stuck_reason}: {outcome.stuck_message or ''}" \
-            if outcome.stuck_reason else f"the node refused the Pod ({outcome.refused})" \
-            if outcome.refused else f"no outcome after {options.timeout_s:.0f}s"
+    why = None  # the Pod never gave the preflight a run: an ERROR of the Pod, not the node
+    if outcome.stuck_reason:
+        why = f"stuck in {outcome.stuck_reason}: {outcome.stuck_message or ''}"
+    elif outcome.timed_out:
+        why = f"no outcome after {options.timeout_s:.0f}s"
+    elif outcome.refused:
+        why = f"the node refused the Pod ({outcome.refused})"
+    if why is not None:
         return NodeRow(node=node, status=Status.ERROR, stage="pod", detail=why, pod=name), \
             log, None
     record, why = parse_pod_log(log)
