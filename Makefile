@@ -47,7 +47,7 @@ lint: venv
 
 test: venv lint
 	$(IK) infra up --cluster
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=30 tests
 
 test-unit: venv
 	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu and not engine"
