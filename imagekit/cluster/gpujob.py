@@ -413,7 +413,7 @@ def _submit(kube: Kube, pinned: ImageReference, options: GpuJobOptions, rendered
     secret = pods_run.pull_secret(pinned.registry, options.docker_config_dir)  # the run's own
     started = time.monotonic()
     try:
-        pods_run.apply(rendered.configmap)
+        pods_run.create(rendered.configmap)
         created_services = [pods_run.create(svc) for svc in rendered.services]
         if rendered.mode == MODE_PER_INDEX:
             ip = created_services[1]["spec"]["clusterIP"]

@@ -1,15 +1,18 @@
-"""What each cluster command needs of the API, verb by verb, and the RBAC objects that grant
-exactly that (`imagekit cluster rbac`).
+"""What each cluster command sends to the API server, verb by verb, and the RBAC objects that
+grant exactly that (`imagekit cluster rbac`).
 
-One table serves both: the objects `cluster rbac` prints are built from it, and every cluster
-command asks the API server for its own rows (SelfSubjectAccessReview, `imagekit.kube.access`)
-before its first create. A row says why the command needs it; docs/reference/rbac.md is
-written from the same rows (tests/unit/test_permissions.py keeps it so).
+`USES` is declared per command and is what the command was recorded sending, not what it was
+thought to need: tests/cluster/test_rbac_use_real.py runs every cluster command on the local
+cluster under a transport that names each request as the API server's authorizer does, and
+fails when a command sends something its entry lacks or its entry holds something it never
+sent. Everything else is derived from it: the Role and ClusterRole `cluster rbac` prints, the
+access reviews each command asks before its first create (`imagekit.kube.access`), doctor's
+RBAC check, and the table of docs/reference/rbac.md (`PERMISSIONS`, with `WHY` per resource).
 
-Namespaced rows go into a Role in the run's namespace. Only reads of what is truly
-cluster-scoped (nodes, PriorityClasses, PersistentVolumes, CSINodes) and the list of Pods on a
-node across namespaces (free GPUs) go into a read-only ClusterRole. What an administrator does
-once (a model volume, labelling or cordoning nodes, creating the namespace) is not granted.
+Namespaced uses go into a Role in the run's namespace; reads of what is cluster-scoped (nodes,
+PriorityClasses, PersistentVolumes, CSINodes) and of the Pods of every namespace (free GPUs)
+into a read-only ClusterRole. What `NOT_GRANTED` names is sent only by an administrator's
+credential or tolerated when refused, and is never granted.
 """
 
 from __future__ import annotations
@@ -22,14 +25,175 @@ from imagekit.kube.access import Access
 
 #: the cluster commands that run with the operator's credentials (`imagekit cluster <name>`)
 COMMANDS = ("probe", "gpu-preflight", "accept", "precheck", "recreate")
+#: the administrator's own (`cluster model-volume`): recorded too, granted by no Role
+ADMIN_COMMANDS = ("model-volume",)
 SERVICE_ACCOUNT = "imagekit"
 #: the labels Pod Security admission reads on a namespace (1.23+)
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 LEVELS = ("privileged", "baseline", "restricted")
 
 
+class Use(BaseModel):
+    """One verb on one resource in one scope, as the API server's authorizer names a request
+    (`verb`, API group, resource, subresource, and the namespace it is in)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    #: "namespace": the run's own namespace (the Role); "cluster": a cluster-scoped object or
+    #: every namespace at once (the read-only ClusterRole); else one other namespace, by name
+    scope: str = "namespace"
+
+    @property
+    def resource_name(self) -> str:
+        """`pods/log`, `jobs.batch`: how kubectl and RBAC rules spell it."""
+        plural = f"{self.resource}.{self.group}" if self.group else self.resource
+        return f"{plural}/{self.subresource}" if self.subresource else plural
+
+    @property
+    def rule_resource(self) -> str:
+        """`pods/log`: how an RBAC rule's `resources` names it (the group apart)."""
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+    def __str__(self) -> str:
+        where = {"namespace": "", "cluster": " (cluster-wide)"}.get(
+            self.scope, f" in namespace {self.scope}")
+        return f"{self.verb} {self.resource_name}{where}"
+
+
+def uses(verbs: str, resource: str, scope: str = "namespace") -> frozenset[Use]:
+    """`uses("create,delete", "jobs.batch")`: one `Use` per verb, `resource` spelt as kubectl
+    spells it (`plural[.group][/subresource]`)."""
+    name, _, subresource = resource.partition("/")
+    plural, _, group = name.partition(".")
+    return frozenset(Use(verb=verb, resource=plural, group=group, subresource=subresource,
+                         scope=scope) for verb in verbs.split(","))
+
+
+_NAMESPACE = uses("get", "namespaces")
+_POD_RUN = (uses("create,get,list,watch,delete", "pods") | uses("get", "pods/log")
+            | uses("create,delete", "configmaps") | uses("create,delete", "secrets"))
+_NODE_CHECKS = (uses("list", "nodes", "cluster") | uses("list", "pods", "cluster")
+                | uses("list", "priorityclasses.scheduling.k8s.io", "cluster"))
+_MODEL_CLAIM = uses("get", "persistentvolumeclaims") | uses("get", "persistentvolumes", "cluster")
+_STORAGE_DRIVER = uses("get", "csinodes.storage.k8s.io", "cluster")
+
+#: What every authenticated user may send (the built-in system:basic-user ClusterRole), so no
+#: Role grants it: the access reviews a command asks before anything else. The discovery GETs
+#: (/api/v1, /apis/<group>/<version>, /version) are non-resource requests, open to every user
+#: through system:discovery.
+OPEN_TO_EVERY_USER: frozenset[Use] = uses(
+    "create", "selfsubjectaccessreviews.authorization.k8s.io", "cluster")
+
+
+def read_back(used: frozenset[Use]) -> frozenset[Use]:
+    """The `get` of each kind `used` creates: a create sent again over a connection closed
+    under it, answered 409 (the first one landed), reads the object back (`Kube.create`)."""
+    return frozenset(u.model_copy(update={"verb": "get"}) for u in used
+                     if u.verb == "create" and u not in OPEN_TO_EVERY_USER)
+
+
+#: What each command was recorded sending (tests/cluster/test_rbac_use_real.py says with which
+#: options), with the read-back of what it creates; the discovery GETs and the access reviews
+#: every credential may send are apart (`OPEN_TO_EVERY_USER`).
+_SENT: dict[str, frozenset[Use]] = {
+    "probe": _NAMESPACE | _POD_RUN | uses("list", "events"),
+    "precheck": _NAMESPACE | _NODE_CHECKS | _MODEL_CLAIM | _STORAGE_DRIVER,
+    "gpu-preflight": (
+        _NAMESPACE | _POD_RUN | _NODE_CHECKS | _STORAGE_DRIVER
+        | uses("create,delete", "services") | uses("get", "endpoints")
+        | uses("create,get,delete", "jobs.batch")
+        | uses("get", "services", "kube-system")
+        | uses("get,patch", "nodes", "cluster")),
+    "accept": (_NAMESPACE | _POD_RUN | uses("list", "events") | _NODE_CHECKS | _MODEL_CLAIM
+               | uses("create,delete", "services")),
+    "recreate": _NAMESPACE | uses("create,get,list,watch,delete", "pods"),
+    "model-volume": (
+        _NAMESPACE | uses("list", "serviceaccounts") | uses("patch", "nodes", "cluster")
+        | uses("create,get,list,watch,delete", "persistentvolumeclaims")
+        | uses("create,get,list,watch,delete", "persistentvolumes", "cluster")),
+}
+
+USES: dict[str, frozenset[Use]] = {c: u | read_back(u) for c, u in _SENT.items()}
+
+#: Sent, and never granted: why each is left to an administrator or may be refused.
+NOT_GRANTED: dict[Use, str] = {
+    **dict.fromkeys(uses("get,patch", "nodes", "cluster"),
+                    "gpu-preflight --cordon-failed/--taint-failed marks a node whose preflight "
+                    "failed, and model-volume --label-node labels one: an administrator's, "
+                    "asked by access review only when the option is given"),
+    **dict.fromkeys(uses("get", "services", "kube-system"),
+                    "gpu-preflight --nodes looks for the cluster DNS Service; refused, the "
+                    "rendezvous goes by the Service's ClusterIP, which needs no DNS"),
+    **dict.fromkeys(uses("list", "serviceaccounts"),
+                    "model-volume waits for the namespace's default ServiceAccount (it may "
+                    "have just created the namespace): an administrator's command"),
+    **dict.fromkeys(uses("create,list,watch,delete", "persistentvolumeclaims")
+                    | uses("create,list,watch,delete", "persistentvolumes", "cluster"),
+                    "the model volume (`cluster model-volume`) is made and removed once by an "
+                    "administrator"),
+}
+
+#: Why each granted resource is needed: the reference page's words, one row each.
+WHY: dict[tuple[str, str], str] = {
+    ("namespaces", "namespace"):
+        "read the run's namespace (its own only, by name): that it exists, and its Pod "
+        "Security level (the pod-security.kubernetes.io/enforce label) before a Pod is rendered",
+    ("pods", "namespace"):
+        "the probe, preflight, engine and controller Pods: created pinned by digest, watched "
+        "until they end (list+watch from a resourceVersion), deleted by uid at cleanup",
+    ("pods/log", "namespace"):
+        "the probes' framed output, the preflight's record and the engine's start phases are "
+        "read from the containers' logs",
+    ("events", "namespace"):
+        "a probe or engine Pod that does not start is explained by its events (FailedMount, "
+        "ErrImagePull, FailedScheduling) in the evidence",
+    ("configmaps", "namespace"):
+        "the probes, the preflight package and the controller's scripts travel in a ConfigMap "
+        "of the run's own, deleted with it (read back only when a create sent again over a "
+        "dropped connection answers 409)",
+    ("secrets", "namespace"):
+        "the run's own image pull Secret for a registry that needs credentials, deleted with "
+        "the run (read back as a ConfigMap is)",
+    ("services", "namespace"):
+        "the engine's Service (accept) and the multi-node preflight's headless and rendezvous "
+        "Services, deleted with the run (read back as a ConfigMap is)",
+    ("endpoints", "namespace"):
+        "a multi-node preflight reports which of its Pods the headless Service resolved when a "
+        "rank does not join",
+    ("jobs.batch", "namespace"):
+        "a multi-node preflight is one Indexed Job (or one Job per index where the server "
+        "lacks Indexed Jobs, found by a dry-run create); its Pods are watched, not the Job",
+    ("persistentvolumeclaims", "namespace"):
+        "the model volume's claim: which volume it is bound to, so the node check can say "
+        "whether the node may mount it",
+    ("nodes", "cluster"):
+        "labels, taints, readiness and allocatable GPUs of the nodes a GPU Pod may land on, "
+        "judged before submission",
+    ("pods", "cluster"):
+        "the GPUs already requested on a node by Pods of every namespace: free GPUs cannot be "
+        "counted from one namespace",
+    ("priorityclasses.scheduling.k8s.io", "cluster"):
+        "what the Priority admission plugin will compute for the Pod (its 403 on "
+        "preemptionPolicy Never), predicted before submission",
+    ("persistentvolumes", "cluster"):
+        "the model volume's node affinity: whether the chosen node can mount it",
+    ("csinodes.storage.k8s.io", "cluster"):
+        "whether a storage driver a volume needs (--storage-driver) is registered on the node",
+}
+
+
+def granted(command: str) -> frozenset[Use]:
+    """What the Role and ClusterRole grant for `command`: its uses but `NOT_GRANTED`."""
+    return frozenset(u for u in USES[command] if u not in NOT_GRANTED)
+
+
 class Permission(BaseModel):
-    """One verb on one resource, the commands that use it, and why."""
+    """One row of the reference table: the verbs on one resource the commands are granted,
+    the commands that use it, and why."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -46,78 +210,42 @@ class Permission(BaseModel):
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
 
 
-_RUNS = ("probe", "gpu-preflight", "accept")
-_GPU = ("gpu-preflight", "accept", "precheck")
+#: the RBAC verbs in the order rules and the table list them
+VERB_ORDER = ("create", "get", "list", "watch", "update", "patch", "delete", "deletecollection")
 
-PERMISSIONS: tuple[Permission, ...] = (
-    Permission(verbs=("get",), resource="namespaces", commands=COMMANDS,
-               why="read the run's namespace: that it exists, and its Pod Security level "
-                   "(the pod-security.kubernetes.io/enforce label) before a Pod is rendered"),
-    Permission(verbs=("create", "get", "list", "watch", "delete"), resource="pods",
-               commands=(*_RUNS, "recreate"),
-               why="the probe, preflight, engine and controller Pods: created pinned by digest, "
-                   "watched until they end (list+watch from a resourceVersion), deleted by uid "
-                   "at cleanup"),
-    Permission(verbs=("get",), resource="pods", subresource="log", commands=_RUNS,
-               why="the probes' framed output, the preflight's record and the engine's start "
-                   "phases are read from the containers' logs"),
-    Permission(verbs=("list",), resource="events", commands=(*_RUNS, "recreate"),
-               why="a Pod that does not start is explained by its events (FailedMount, "
-                   "ErrImagePull, FailedScheduling) in the evidence"),
-    Permission(verbs=("create", "get", "update", "delete"), resource="configmaps",
-               commands=_RUNS,
-               why="the probes, the preflight package and the controller's scripts travel in a "
-                   "ConfigMap (created, or replaced when a kept one exists), deleted with the run"),
-    Permission(verbs=("create", "get", "update", "delete"), resource="secrets",
-               commands=_RUNS,
-               why="the run's own image pull Secret for a registry that needs credentials, "
-                   "deleted with the run"),
-    Permission(verbs=("create", "get", "delete"), resource="services",
-               commands=("gpu-preflight", "accept"),
-               why="the engine's Service (accept) and the multi-node preflight's headless and "
-                   "rendezvous Services, deleted with the run"),
-    Permission(verbs=("get",), resource="endpoints", commands=("gpu-preflight",),
-               why="a multi-node preflight reports which of its Pods the headless Service "
-                   "resolved when a rank does not join"),
-    Permission(verbs=("create", "get", "list", "watch", "delete"), resource="jobs",
-               group="batch", commands=("gpu-preflight",),
-               why="a multi-node preflight is one Indexed Job (or one Job per index where the "
-                   "server lacks Indexed Jobs, found by a dry-run create)"),
-    Permission(verbs=("get",), resource="persistentvolumeclaims", commands=_GPU,
-               why="the model volume's claim: which volume it is bound to, so the node check "
-                   "can say whether the node may mount it"),
-    Permission(verbs=("get", "list"), resource="nodes", cluster=True, commands=_GPU,
-               why="labels, taints, readiness and allocatable GPUs of the nodes a GPU Pod may "
-                   "land on, judged before submission"),
-    Permission(verbs=("list",), resource="pods", cluster=True, commands=_GPU,
-               why="the GPUs already requested on a node by Pods of every namespace: free GPUs "
-                   "cannot be counted from one namespace"),
-    Permission(verbs=("list",), resource="priorityclasses", group="scheduling.k8s.io",
-               cluster=True, commands=_GPU,
-               why="what the Priority admission plugin will compute for the Pod (its "
-                   "403 on preemptionPolicy Never), predicted before submission"),
-    Permission(verbs=("get",), resource="persistentvolumes", cluster=True, commands=_GPU,
-               why="the model volume's node affinity: whether the chosen node can mount it"),
-    Permission(verbs=("get",), resource="csinodes", group="storage.k8s.io", cluster=True,
-               commands=_GPU,
-               why="whether a storage driver a volume needs is registered on the node"),
-)
+
+def _rows(commands: tuple[str, ...]) -> list[Permission]:
+    rows = []
+    for (name, scope), why in WHY.items():
+        found = {(c, u) for c in commands for u in granted(c)
+                 if u.resource_name == name and u.scope == scope}
+        if not found:
+            continue
+        verbs = {u.verb for _, u in found}
+        use = next(iter(found))[1]
+        rows.append(Permission(
+            verbs=tuple(v for v in VERB_ORDER if v in verbs), resource=use.resource,
+            group=use.group, subresource=use.subresource, cluster=scope == "cluster",
+            commands=tuple(c for c in commands if any(c == d for d, _ in found)), why=why))
+    return rows
+
+
+#: the reference table's rows: every granted use of the operator's commands, by resource
+PERMISSIONS: tuple[Permission, ...] = tuple(_rows(COMMANDS))
 
 
 def needed(command: str, namespace: str) -> list[Access]:
-    """Every `verb resource` `command` will use in `namespace`, as access reviews."""
+    """Every granted `verb resource` `command` uses in `namespace`, as access reviews."""
     if command not in COMMANDS:
         raise InvalidInput(f"unknown cluster command {command!r}; one of {', '.join(COMMANDS)}")
-    out = []
-    for row in PERMISSIONS:
-        if command not in row.commands:
-            continue
-        for verb in row.verbs:
-            out.append(Access(verb=verb, resource=row.resource, group=row.group,
-                              subresource=row.subresource,
-                              namespace=None if row.cluster else namespace,
-                              name=namespace if row.resource == "namespaces" else ""))
-    return out
+    return [Access(verb=use.verb, resource=use.resource, group=use.group,
+                   subresource=use.subresource,
+                   namespace=None if use.scope == "cluster" else namespace,
+                   name=namespace if use.resource == "namespaces" else "")
+            for row in PERMISSIONS for use in sorted(
+                granted(command), key=lambda u: VERB_ORDER.index(u.verb))
+            if (use.resource, use.group, use.subresource, use.scope == "cluster")
+            == (row.resource, row.group, row.subresource, row.cluster)]
 
 
 def grant_command(namespace: str, service_account: str = SERVICE_ACCOUNT) -> str:
@@ -148,7 +276,7 @@ def rbac_objects(namespace: str, *, service_account: str = SERVICE_ACCOUNT,
                  with_namespace: bool = True) -> list[dict]:
     """The Namespace (labelled with `pod_security`, unless None), ServiceAccount, Role and
     RoleBinding in `namespace`, and the read-only ClusterRole and its binding where `commands`
-    read cluster-scoped objects: exactly `PERMISSIONS` for those commands."""
+    read cluster-scoped objects: exactly the granted `USES` of those commands."""
     dns_label(namespace, "--namespace")
     dns_label(service_account, "--service-account")
     if pod_security is not None and pod_security not in LEVELS:
@@ -157,7 +285,7 @@ def rbac_objects(namespace: str, *, service_account: str = SERVICE_ACCOUNT,
     for command in commands:
         if command not in COMMANDS:
             raise InvalidInput(f"--command must be one of {', '.join(COMMANDS)}", where=command)
-    rows = [r for r in PERMISSIONS if set(r.commands) & set(commands)]
+    rows = _rows(tuple(commands))
     name = f"imagekit-{service_account}" if service_account != SERVICE_ACCOUNT else "imagekit"
     labels = {"app.kubernetes.io/managed-by": "imagekit"}
     subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]

@@ -143,7 +143,7 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
     secret = run.pull_secret(ref.registry, options.docker_config_dir)  # the run's own
     if secret:
         pod["spec"]["imagePullSecrets"] = [{"name": secret}]
-    run.apply(configmap)
+    run.create(configmap)
     checks: list[CheckResult] = []
     started = time.monotonic()
     try:

@@ -83,7 +83,8 @@ def pull_secret_for(kube: Kube, namespace: str, registry: str,
     """Create/refresh a kubernetes.io/dockerconfigjson Secret holding only `registry`'s entry
     from docker's config.json; returns its name, or None when there is no credential. The
     credential goes from file to API object; it is never printed, logged or put in evidence.
-    `name`: a Secret of this run only (deleted with it), else one shared per registry."""
+    `name`: a Secret of this run only (created; deleted with it), else one shared per
+    registry (created or replaced)."""
     from imagekit.registry.credentials import CredentialSource
 
     credential = CredentialSource(docker_config_dir).lookup(registry).credential
@@ -94,12 +95,13 @@ def pull_secret_for(kube: Kube, namespace: str, registry: str,
                            "imagePullSecrets cannot carry", where=registry)
     auth = base64.b64encode(f"{credential.username}:{credential.secret}".encode()).decode()
     config = {"auths": {registry: {"auth": auth}}}
+    # a run's own is created (one of the same name is not the run's); a shared one refreshed
+    send = kube.create if name is not None else kube.apply
     name = name or "imagekit-pull-" + re.sub(r"[^a-z0-9-]", "-", registry.lower()).strip("-")
-    kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-                "metadata": {"name": name, "namespace": namespace,
-                             "labels": {"app.kubernetes.io/managed-by": "imagekit"}},
-                "data": {".dockerconfigjson": base64.b64encode(
-                    json.dumps(config).encode()).decode()}})
+    send({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+          "metadata": {"name": name, "namespace": namespace,
+                       "labels": {"app.kubernetes.io/managed-by": "imagekit"}},
+          "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()}})
     return name
 
 
@@ -242,7 +244,7 @@ def run_probe(kube: Kube, ref: ImageReference, registry_client, options: ProbeOp
         cm = manifests.configmap(f"{name}-probes", options.namespace, files,
                                  labels={"imagekit.dev/role": "probe"})
         try:
-            run.apply(cm)
+            run.create(cm)
         except BaseException:
             _drop_secret(run, options, checks)
             raise
@@ -396,7 +398,7 @@ def probes_in_pod(kube: Kube, pinned: ImageReference, plan: list[tuple[str, list
         secret = run.pull_secret(pinned.registry, docker_config_dir)
         if secret:
             pod["spec"]["imagePullSecrets"] = [{"name": secret}]
-        run.apply(manifests.configmap(f"{name}-probes", namespace, files,
+        run.create(manifests.configmap(f"{name}-probes", namespace, files,
                                       labels={"imagekit.dev/role": "probe"}))
         run.start(pod)
         outcome = run.wait(name, timeout=timeout_s)

@@ -151,6 +151,11 @@ def nodes_to_mark(rows: list[NodeRow]) -> list[str]:
     return [r.node for r in rows if r.stage == "preflight" and r.status is Status.FAIL]
 
 
+#: what `mark_node` sends (read the node, then patch it): asked by access review before a run
+#: that may mark nodes, as no Role `cluster rbac` prints grants it
+MARKING = (Access(verb="get", resource="nodes"), Access(verb="patch", resource="nodes"))
+
+
 def mark_node(kube: Kube, node: str, cordon: bool, taint: bool) -> list[str]:
     """Cordon and/or taint one node; returns what was changed (already-set marks are not)."""
     done: list[str] = []
@@ -231,15 +236,14 @@ def run_fleet(kube: Kube, pinned: ImageReference, options: FleetOptions,
             assert configmap is not None
             # permissions (marking nodes is an administrator's, asked only when wanted), the
             # namespace and its Pod Security level: refused before anything exists
-            marking = [Access(verb="patch", resource="nodes")] \
-                if options.cordon_failed or options.taint_failed else []
+            marking = list(MARKING) if options.cordon_failed or options.taint_failed else []
             admit.prepare(kube, "gpu-preflight", options.namespace, list(pods.values()),
                           extra=marking)
             ref = ImageReference.parse(next(iter(pods.values()))["spec"]["containers"][0]
                                        ["image"])
             run = PodRun(kube, options.namespace, configmap["metadata"]["name"])
             secret = run.pull_secret(ref.registry, options.docker_config_dir)
-            run.apply(configmap)
+            run.create(configmap)
             for pod in pods.values():
                 if secret:
                     pod["spec"]["imagePullSecrets"] = [{"name": secret}]

@@ -83,17 +83,40 @@ def test_probe_passes_as_the_service_account_and_its_pod_meets_restricted(
     assert len(denied) == 3
 
 
-def test_a_verb_taken_off_the_role_refuses_before_anything_is_created(
+def test_a_verb_the_probe_sends_taken_off_the_role_refuses_before_anything_is_created(
         kube, cluster_state, python_image, operator_ns, tmp_path) -> None:
-    grant(kube, operator_ns, edit=without_verb("delete", "pods"))
+    """The verb taken off is one `cluster probe` was recorded sending (`permissions.USES`,
+    held to the probe's real requests by test_rbac_use_real.py): `delete pods`, its cleanup's.
+    The run as the ServiceAccount is recorded too: it stops after its access reviews, before
+    any request on a resource, and its one line names the missing verb and how to grant it."""
+    from typer.testing import CliRunner
+
+    from imagekit.cli.app import app
+    from imagekit.cluster.permissions import OPEN_TO_EVERY_USER, USES, Use
+
+    from .recording import recording
+
+    taken = Use(verb="delete", resource="pods")
+    assert taken in USES["probe"]
+    grant(kube, operator_ns, edit=without_verb(taken.verb, taken.resource))
     config = token_kubeconfig(kube, cluster_state.kubeconfig, operator_ns, "imagekit",
                               tmp_path / "operator.kubeconfig")
-    done = _probe(python_image, operator_ns, config, tmp_path, cluster_state)
-    assert done.returncode == 2, done.stdout + done.stderr
-    line = done.stderr.strip()
-    assert len(line.splitlines()) == 1, line
-    assert "delete pods in namespace " + operator_ns in line, line
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "python_runs.py").write_text(PROBE_OK)
+    with recording() as recorder:
+        done = CliRunner().invoke(app, [
+            "cluster", "probe", str(python_image.reference), "--probes-dir", str(probes),
+            "--namespace", operator_ns, "--kubeconfig", str(config), "--json"],
+            env={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence"),
+                 "DOCKER_CONFIG": str(cluster_state.docker_config_dir)})
+    assert done.exit_code == 2, done.output
+    [line] = [x for x in done.output.splitlines() if x.strip()]
+    assert line.startswith(f"imagekit: error: cluster probe as imagekit may not delete pods "
+                           f"in namespace {operator_ns}; nothing was created."), line
     assert f"imagekit cluster rbac --namespace {operator_ns}" in line
+    # only access reviews went out (and discovery): no read, no create
+    assert recorder.uses(operator_ns) == set(OPEN_TO_EVERY_USER)
     assert namespace_objects(kube, operator_ns) == []
     assert not (tmp_path / "evidence").exists() or not any((tmp_path / "evidence").rglob(
         "result.json"))
