@@ -337,6 +337,8 @@ def assert_both_admit(checkov: Path, objects: dict[str, dict], directory: Path) 
     the checks mapped to the standard's controls (one checkov process for all of them)."""
     from imagekit.cluster import podsecurity
 
+    # a list's items (PodsSeen reads Pods by listing) carry no kind: they are the list's Pods
+    objects = {name: {"apiVersion": "v1", "kind": "Pod", **obj} for name, obj in objects.items()}
     for name, obj in objects.items():
         assert podsecurity.violations(obj, "restricted") == [], name
     verdicts = judge(checkov, objects, directory)

@@ -49,3 +49,18 @@ def test_both_refuse_each_hostile_pod(verdicts, hostile: pss.Hostile) -> None:
 def test_the_design_page_shows_the_mapping() -> None:
     page = (REPO / "docs" / "design" / "cluster.md").read_text()
     assert pss.docs_table() in page, "regenerate docs/design/cluster.md's Pod Security table"
+
+
+def test_the_real_cluster_tests_check_fails_when_checkov_alone_refuses(checkov, tmp_path) -> None:
+    """`assert_both_admit` (what the real-cluster tests call on the Pods the server stored): a
+    Pod as a list returns it (no kind) is judged; one the standard admits but checkov refuses
+    (an added NET_BIND_SERVICE, which CKV_K8S_25 fails) makes it fail, naming checkov."""
+    listed = pss.compliant()
+    del listed["kind"], listed["apiVersion"]
+    pss.assert_both_admit(checkov, {"listed": listed}, tmp_path / "a")
+    stricter = pss.compliant()
+    stricter["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = [
+        "NET_BIND_SERVICE"]
+    assert podsecurity.violations(stricter, "restricted") == []
+    with pytest.raises(AssertionError, match="checkov disagrees.*CKV_K8S_25"):
+        pss.assert_both_admit(checkov, {"stricter": stricter}, tmp_path / "b")
