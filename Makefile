@@ -50,7 +50,7 @@ test: venv lint
 	$(PY) -m pytest -q --durations=30 tests
 
 test-unit: venv
-	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu and not engine"
+	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu and not engine and not checker"
 
 schemas: venv
 	$(IK) schemas export imagekit/schemas

@@ -93,11 +93,13 @@ def pod_security_check(kube: Kube, pod: dict, namespace: str) -> CheckResult:
     labels = (found.get("metadata") or {}).get("labels") or {}
     enforce = podsecurity.level(labels.get(permissions.ENFORCE_LABEL), f"namespace {namespace}")
     broken = podsecurity.violations(pod, enforce)
-    data = {"enforce": enforce, "meets": podsecurity.meets(pod)}
+    data = {"enforce": enforce, "meets": podsecurity.meets(pod),
+            "broken_controls": list(dict.fromkeys(v.control for v in broken))}
     if broken:
         return CheckResult(name="pod_security", status=Status.FAIL, data=data,
                            detail=f"namespace {namespace} enforces {enforce!r}: "
-                                  + "; ".join(f"{f} {r}" for f, r in broken))
+                                  + "; ".join(f"{v.field} {v.rule} [{v.control}]"
+                                              for v in broken))
     return CheckResult(name="pod_security", status=Status.PASS, data=data,
                        detail=f"namespace {namespace} enforces {enforce!r}; the Pod meets "
                               f"{data['meets']!r}")

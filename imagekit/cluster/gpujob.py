@@ -148,19 +148,28 @@ class ServerShape:
         return MODE_INDEXED if self.indexed_jobs and self.cluster_dns else MODE_PER_INDEX
 
 
+def indexed_probe_job(namespace: str) -> dict:
+    """The Indexed Job `server_shape` creates with dryRun (never stored): restricted like every
+    Pod imagekit renders, so a namespace that warns on its level says nothing of it."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "imagekit-indexed-probe", "namespace": namespace},
+            "spec": {"completionMode": "Indexed", "completions": 1, "parallelism": 1,
+                     "template": {"spec": {
+                         "restartPolicy": "Never",
+                         "securityContext": manifests.POD_SECURITY_CONTEXT,
+                         "containers": [{
+                             "name": "c", "image": "registry.invalid/probe:dry-run",
+                             "securityContext": manifests.CONTAINER_SECURITY_CONTEXT}]}}}}
+
+
 def server_shape(kube: Kube, namespace: str) -> ServerShape:
     """Server version, whether a dry-run Indexed Job keeps `completionMode` (a 1.20 server
     drops the unknown field silently, 1.21 drops it while the gate is off), and whether a
     cluster DNS Service exists (`kube-system/kube-dns`, the name CoreDNS keeps too)."""
     info = kube.version()
     version = str(info.get("gitVersion", "unknown"))
-    probe = {"apiVersion": "batch/v1", "kind": "Job",
-             "metadata": {"name": "imagekit-indexed-probe", "namespace": namespace},
-             "spec": {"completionMode": "Indexed", "completions": 1, "parallelism": 1,
-                      "template": {"spec": {"restartPolicy": "Never", "containers": [
-                          {"name": "c", "image": "registry.invalid/probe:dry-run"}]}}}}
     try:
-        created = kube.create(probe, dry_run=True)
+        created = kube.create(indexed_probe_job(namespace), dry_run=True)
         indexed = created.get("spec", {}).get("completionMode") == "Indexed"
     except ImagekitError as exc:
         indexed = False

@@ -31,6 +31,15 @@ def cluster_state():
 
 
 @pytest.fixture(scope="session")
+def checkov():
+    """The independent Pod Security checker (checkov, in its own venv; installed once per
+    machine, from PyPI on a fresh one)."""
+    from .pss import checker
+
+    return checker()
+
+
+@pytest.fixture(scope="session")
 def kube(cluster_state):
     from imagekit.cluster.kube import Kube
 

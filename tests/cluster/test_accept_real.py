@@ -156,7 +156,7 @@ def exec_kube(cluster_state, tmp_path_factory, kube, accept_ns):
 
 
 @pytest.fixture(scope="module")
-def accepted(exec_kube, accept_ns, model_claim, vllm_image):
+def accepted(exec_kube, accept_ns, model_claim, vllm_image, checkov, tmp_path_factory):
     tag, digest, store = vllm_image
     assert str(_resolve(tag)) == str(digest)
     from .operator import PodsSeen
@@ -173,6 +173,11 @@ def accepted(exec_kube, accept_ns, model_claim, vllm_image):
         {"engine-server", "acceptance-controller"}
     for pod in seen.pods.values():
         assert podsecurity.violations(pod, "restricted") == [], pod["metadata"]["name"]
+    # and checkov, the independent checker, agrees on the same stored Pods
+    from .pss import assert_both_admit
+
+    assert_both_admit(checkov, {p["metadata"]["name"]: p for p in seen.pods.values()},
+                      tmp_path_factory.mktemp("accept-pods"))
     return report, hooks, store, digest, time.monotonic() - started
 
 

@@ -36,7 +36,8 @@ def _cli(*args: str, timeout: int = 480) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout, cwd=REPO, env=dict(os.environ))
 
 
-def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_image, tmp_path):
+def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_image, tmp_path,
+                                                       checkov):
     from imagekit.cluster import podsecurity
 
     from .operator import PodsSeen
@@ -57,6 +58,10 @@ def test_two_pods_one_world_through_the_job_controller(kube, test_ns, torch_imag
     assert len(job_pods) == 2
     for pod in job_pods:
         assert podsecurity.violations(pod, "restricted") == [], pod["metadata"]["name"]
+    from .pss import assert_both_admit  # and checkov, the independent checker, agrees
+
+    assert_both_admit(checkov, {p["metadata"]["name"]: p for p in job_pods},
+                      tmp_path / "judged")
     report = json.loads(done.stdout)
     checks = {c["name"]: c for c in report["checks"]}
     assert report["digest"] == str(torch_image.digest)

@@ -20,6 +20,7 @@ from imagekit.cluster import podsecurity
 
 from .helpers import NODE
 from .operator import PodsSeen, grant, namespace_objects, token_kubeconfig
+from .pss import assert_both_admit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -117,7 +118,8 @@ def one_gpu(kube):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_gpu_preflight_interrupted_leaves_nothing_and_a_rerun_passes(
-        kube, operator, python_image, cluster_state, tmp_path, one_gpu, signum) -> None:
+        kube, operator, python_image, cluster_state, tmp_path, one_gpu, signum,
+        checkov) -> None:
     namespace, config = operator
     script = tmp_path / "preflight_standin.py"
     script.write_text("import time\nprint('PREFLIGHT_STANDIN_STARTED', flush=True)\n"
@@ -142,6 +144,7 @@ def test_gpu_preflight_interrupted_leaves_nothing_and_a_rerun_passes(
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     [pod] = seen.pods.values()           # as the API server stored it: restricted
     assert podsecurity.violations(pod, "restricted") == []
+    assert_both_admit(checkov, {"preflight-pod": pod}, tmp_path / "judged")   # checkov agrees
     checks = {c["name"]: c["status"] for c in json.loads(rerun.stdout)["checks"]}
     assert checks["preflight_pod"] == "PASS"
     assert namespace_objects(kube, namespace) == []

@@ -20,6 +20,7 @@ from imagekit.cluster import podsecurity
 
 from .helpers import BUSYBOX, busybox_pod
 from .operator import PodsSeen, grant, namespace_objects, token_kubeconfig, without_verb
+from .pss import assert_both_admit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -55,7 +56,7 @@ def _probe(image, namespace: str, config: Path, tmp_path: Path, state, *extra: s
 
 
 def test_probe_passes_as_the_service_account_and_its_pod_meets_restricted(
-        kube, cluster_state, python_image, operator_ns, tmp_path) -> None:
+        kube, cluster_state, python_image, operator_ns, tmp_path, checkov) -> None:
     documents = grant(kube, operator_ns)
     assert {d["kind"] for d in documents} == {"Namespace", "ServiceAccount", "Role",
                                               "RoleBinding", "ClusterRole",
@@ -70,6 +71,7 @@ def test_probe_passes_as_the_service_account_and_its_pod_meets_restricted(
     # the Pod as the API server stored it: restricted, and its container ran to the end
     [pod] = seen.pods.values()
     assert podsecurity.violations(pod, "restricted") == []
+    assert_both_admit(checkov, {"probe-pod": pod}, tmp_path / "judged")   # checkov agrees
     assert pod["spec"]["securityContext"]["runAsUser"] == 65532
     assert namespace_objects(kube, operator_ns) == []
     # the ServiceAccount may not act outside its namespace, nor write nodes
