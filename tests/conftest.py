@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,54 @@ def secret_file():
     yield write
     for path in written:
         path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(wheel, deleted source copy): imagekit's wheel built once per session from a copy of this
+    tree as git sees it (tests/build/wheel.py), for every test that installs or ships it. The
+    copy is deleted after the build, so nothing can find its way back to it."""
+    import shutil
+
+    from tests.build import wheel
+
+    root = tmp_path_factory.mktemp("wheel-build")
+    source, dist = wheel.source_copy(root / "src"), root / "dist"
+    dist.mkdir()
+    built = wheel.build(source, dist)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (found,) = dist.glob("imagekit-*.whl")
+    shutil.rmtree(source)
+    return found, source
+
+
+@dataclass(frozen=True)
+class TorchImage:
+    """The one CPU torch image the cluster tests run (`reference` by tag, `digest`)."""
+    reference: object   # imagekit.oci.ImageReference
+    digest: object      # imagekit.oci.Digest
+
+    @property
+    def pinned(self):
+        return self.reference.with_digest(self.digest)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def torch_image(infra, tmp_path_factory: pytest.TempPathFactory) -> TorchImage:
+    """The sglang stand-in (bookworm + python3 + this machine's CPU torch), pushed to staging by
+    `imagekit standins build` (content-keyed: warm when tests/build ran): the one torch image
+    of the suite, for the GPU preflight Pods of tests/gpu and tests/cluster alike."""
+    from imagekit.engine import Engine
+    from imagekit.evidence import EvidenceStore
+    from imagekit.spec import load_spec
+    from imagekit.standins import build_standins
+
+    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    engine = Engine(binary=str(infra.docker_client))
+    records = build_standins(spec, engine, EvidenceStore(tmp_path_factory.mktemp("torch-ev")),
+                             "local")
+    [record] = [r for r in records if r.image == "sglang"]
+    return TorchImage(reference=record.reference, digest=record.digest)
 
 
 @pytest.fixture(scope="session")
