@@ -22,27 +22,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
               pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 SCRIPT = REPO / "gpu_checks" / "preflight" / "__main__.py"  # ships the package
 NODE = "127.0.0.1"
 SMALL = ["--max-bytes=64K", "--check-bytes=64K", "--matmul-n=64", "--iters=5"]
-
-
-@pytest.fixture(scope="session")
-def torch_image(cluster_state, tmp_path_factory):  # noqa: F811
-    """The sglang stand-in (bookworm + python3 + the machine's CPU torch), pushed to staging by
-    `imagekit standins build` (content-keyed: warm when tests/build ran)."""
-    from imagekit.engine import Engine
-    from imagekit.evidence import EvidenceStore
-    from imagekit.spec import load_spec
-    from imagekit.standins import build_standins
-
-    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
-    engine = Engine(binary=str(cluster_state.docker_client))
-    records = build_standins(spec, engine, EvidenceStore(tmp_path_factory.mktemp("ev")),
-                             "local")
-    [record] = [r for r in records if r.image == "sglang"]
-    return record.reference.with_digest(record.digest)
 
 
 @pytest.fixture
