@@ -8,8 +8,8 @@ this module.
 - a served context too short for the needle document: a context limit, not a miss.
 
 The model comes from `imagekit.standins.instruct.ensure_instruct_model()` (built offline and
-cached by content), served by the session's one vLLM start; five reruns with identical
-verdicts are test_real_model.py's."""
+cached by content), served by the session's one vLLM start; reruns with identical
+verdicts are test_real_model.py's (two) and make bench's (twenty)."""
 
 from __future__ import annotations
 
