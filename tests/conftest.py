@@ -93,6 +93,46 @@ def torch_image(infra, tmp_path_factory: pytest.TempPathFactory) -> TorchImage:
     return TorchImage(reference=record.reference, digest=record.digest)
 
 
+@dataclass(frozen=True)
+class VerifiedImages:
+    """`images verify` over the local profile, once per test run: its report and the store it
+    wrote. Tests that add to a store take their own copy (`store_copy`), so each still starts
+    from the image phase alone."""
+    report: object      # imagekit.imagesverify.VerifyReport
+    store_root: Path
+
+    def store_copy(self, dest: Path):  # -> imagekit.evidence.EvidenceStore
+        import shutil
+
+        from imagekit.evidence import EvidenceStore
+
+        shutil.copytree(self.store_root, dest)
+        return EvidenceStore(dest)
+
+    def entry(self, name: str):  # -> imagekit.imagesverify.ImageEntry
+        (found,) = [e for e in self.report.images if e.image == name]  # type: ignore[attr-defined]
+        return found
+
+
+@pytest.fixture(scope="session")
+def verified_images(infra, tmp_path_factory: pytest.TempPathFactory) -> VerifiedImages:
+    """Both fixed images built, pushed and probed once per test run (stand-ins first), shared
+    by the image-phase, cluster-probe and cluster-accept tests where isolation allows."""
+    from imagekit.engine import Engine
+    from imagekit.evidence import EvidenceStore
+    from imagekit.imagesverify import verify_images
+    from imagekit.spec import load_spec
+    from imagekit.standins import build_standins
+
+    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    engine = Engine(binary=str(infra.docker_client))
+    root = tmp_path_factory.mktemp("verified-images") / "store"
+    store = EvidenceStore(root)
+    build_standins(spec, engine, store, "local")
+    report = verify_images(spec, engine, store, profile="local")
+    return VerifiedImages(report=report, store_root=root)
+
+
 @pytest.fixture(scope="session")
 def infra():  # -> imagekit.infra.state.InfraState
     """The real local infrastructure: `imagekit infra up --no-cluster` once per session, then
