@@ -125,7 +125,9 @@ def _start_engine(kind: str, tmp: Path) -> RealEngine:
     return RealEngine(url=server.base_url, model=model.name, server=server, log=log)
 
 
-@pytest.fixture(scope="package")
+# Engines are scoped to what uses them: an idle engine still takes CPU from the rest of the
+# suite. vllm_text serves one module; each `transformers serve` start serves one test.
+@pytest.fixture(scope="module")
 def vllm_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
     engine = _start("vllm", tmp_path_factory.mktemp("vllm"))
     try:
@@ -134,7 +136,7 @@ def vllm_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
         engine.server.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture
 def transformers_llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealEngine]:
     engine = _start("transformers", tmp_path_factory.mktemp("transformers"))
     try:
@@ -225,11 +227,12 @@ def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
         server.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture
 def transformers_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
                           ) -> Iterator[InstructEngine]:
     """`transformers serve` 5.17 over an HF cache with the healthy model and its broken
-    deployments (BROKEN), one start for the session; the request's `model` picks one."""
+    deployments (BROKEN), one start for the one test that uses it; the request's `model`
+    picks one."""
     from imagekit.infra import engines
     from imagekit.launch.startup_log import startup_stage
     from imagekit.standins.models import ensure_model

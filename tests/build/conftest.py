@@ -28,8 +28,10 @@ def engine(infra) -> Engine:
 
 
 @pytest.fixture(scope="session")
-def session_store(tmp_path_factory: pytest.TempPathFactory) -> EvidenceStore:
-    return EvidenceStore(tmp_path_factory.mktemp("build-evidence"))
+def session_store(verified_images, tmp_path_factory: pytest.TempPathFactory) -> EvidenceStore:
+    """A copy of the run's one `images verify` store (tests/conftest.py `verified_images`):
+    the image-phase tests add builds and reruns to it, the original stays as verify left it."""
+    return verified_images.store_copy(tmp_path_factory.mktemp("build-evidence") / "store")
 
 
 @pytest.fixture(scope="session")
@@ -47,9 +49,8 @@ def standins(spec, engine, session_store):
 
 
 @pytest.fixture(scope="session")
-def verified(spec, engine, session_store, standins):
-    """`images verify` over the local profile (built, pushed, probed)."""
-    from imagekit.imagesverify import verify_images
-
-    report = verify_images(spec, engine, session_store, profile="local")
+def verified(verified_images, session_store, standins):
+    """`images verify` over the local profile (built, pushed, probed): the run's one verify,
+    its records in `session_store`."""
+    report = verified_images.report
     return report, {entry.image: entry for entry in report.images}

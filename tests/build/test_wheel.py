@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import imagekit
-from tests.build.wheel import build, install, source_copy
+from tests.build.wheel import install
 from tests.build.wheel import run as _run
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.cluster, pytest.mark.slow]
@@ -52,16 +52,12 @@ def _clean_env(venv: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(venv, site-packages): the wheel built from a copy of this tree (deleted afterwards),
-    installed into a fresh venv."""
+def installed(built_wheel, tmp_path_factory):
+    """(venv, site-packages, deleted source copy): the session's wheel (tests/conftest.py
+    `built_wheel`, built from a copy of this tree, the copy deleted afterwards) installed into a
+    fresh venv."""
+    wheel, source = built_wheel
     root = tmp_path_factory.mktemp("wheel")
-    source = source_copy(root / "src")
-    dist = root / "dist"
-    built = build(source, dist)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    [wheel] = dist.glob("imagekit-*.whl")
-    shutil.rmtree(source)  # nothing may find its way back to the tree it was built from
     venv = root / "venv"
     made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root)
     assert made.returncode == 0, made.stderr

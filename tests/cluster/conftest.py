@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -129,27 +128,17 @@ def push_to(cluster_state, python_layer):
 
 
 @pytest.fixture(scope="session")
-def vllm_image(cluster_state, tmp_path_factory):
+def vllm_image(cluster_state, verified_images, tmp_path_factory):
     """The fixed vLLM image built and verified like `images verify` does (stand-in base with
-    the real vLLM server), pushed to staging by tag; its image-phase evidence in the store.
-    Built once per session: test_accept_real and the three actors' journey share it."""
-    from imagekit.engine import Engine
-    from imagekit.evidence import EvidenceStore
-    from imagekit.imagesverify import verify_images
-    from imagekit.oci import ImageReference
-    from imagekit.spec import load_spec
-    from imagekit.standins import build_standins
-
-    store = EvidenceStore(tmp_path_factory.mktemp("accept-evidence"))
-    spec = load_spec(Path(__file__).resolve().parents[2] / "dockerfiles"
-                     / "images.toml")
-    engine = Engine()
-    build_standins(spec, engine, store, "local")
-    report = verify_images(spec, engine, store, profile="local", names=["vllm"])
-    [entry] = report.images
-    assert entry.reference and entry.digest, entry
+    the real vLLM server), pushed to staging by tag; its image-phase evidence in a copy of the
+    run's one verify store (tests/conftest.py `verified_images`). test_accept_real and the
+    three actors' journey share it."""
     from imagekit.build import latest_build
+    from imagekit.oci import ImageReference
 
+    store = verified_images.store_copy(tmp_path_factory.mktemp("accept-evidence") / "store")
+    entry = verified_images.entry("vllm")
+    assert entry.reference and entry.digest, entry
     build = latest_build("vllm", "local", store)      # pushed as <staging repo>:<key[:16]>
     tag = ImageReference.parse(f"{build.reference.name}:{build.cache_key[:16]}")
     # CI's store as `images verify` left it: test_accept_real files its cluster accepts (some

@@ -22,15 +22,6 @@ SMALL_16K = ["--backend", "gloo", "--max-bytes", "16K", "--check-bytes", "64K", 
 SMALL_4K = ["--backend", "gloo", "--max-bytes", "4K", "--check-bytes", "16K", "--matmul-n", "32"]
 
 
-@pytest.fixture(scope="module")
-def torch_image(cluster_state, target_client, python_layer):
-    from .torch_image import push_torch_image
-
-    target = cluster_state.registry("target")
-    return push_torch_image(target_client, target.address, "imagekit-test/torch", "cpu-1",
-                            python_layer)
-
-
 def _cli(*args: str, timeout: int = 480) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "imagekit", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=REPO, env=dict(os.environ))

@@ -177,8 +177,8 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 """
 
 
-def _runner_image(registry: str, tmp_path: Path) -> str:
-    """imagekit's wheel (built from this tree as tests/build/wheel.py builds it) and its
+def _runner_image(registry: str, own: Path, tmp_path: Path) -> str:
+    """imagekit's wheel `own` (the session's `built_wheel`) and its
     requirements (from the wheelhouse, `pip download`ed once) installed into a venv on the
     local bookworm base: no source tree in the image. Pushed to `registry`; the pinned
     reference."""
@@ -187,11 +187,6 @@ def _runner_image(registry: str, tmp_path: Path) -> str:
     from imagekit.standins.rootfs import ensure_rootfs_image
     from tests.build import wheel
 
-    source, dist = wheel.source_copy(tmp_path / "src"), tmp_path / "dist"
-    dist.mkdir()
-    built = wheel.build(source, dist)
-    assert built.returncode == 0, built.stderr[-2000:]
-    (own,) = dist.glob("imagekit-*.whl")
     house = wheel.wheelhouse()
     for stale in house.glob("imagekit-*.whl"):   # pip would take a stale copy's requirements
         stale.unlink()
@@ -228,7 +223,7 @@ def _state_for_pod(cluster_state) -> dict[str, str]:
 
 
 def test_cluster_probe_inside_a_pod_with_only_its_service_account(
-        kube, cluster_state, push_to, account_ns, tmp_path) -> None:
+        kube, cluster_state, push_to, account_ns, built_wheel, tmp_path) -> None:
     from imagekit.kube import kubeconfig
     from imagekit.kube.watch import wait_for
 
@@ -237,7 +232,7 @@ def test_cluster_probe_inside_a_pod_with_only_its_service_account(
     cluster_scoped += _grant_probe_rbac(kube, namespace, ACCOUNT)
     staging = cluster_state.registry("staging").address
     image = push_to("staging", "incluster-1")
-    runner = _runner_image(staging, tmp_path)
+    runner = _runner_image(staging, built_wheel[0], tmp_path)
     server = kubeconfig.load(cluster_state.kubeconfig).cluster.server
     host, _, port = server.removeprefix("https://").rstrip("/").rpartition(":")
     kube.create({"apiVersion": "v1", "kind": "ConfigMap",

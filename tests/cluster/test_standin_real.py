@@ -22,22 +22,14 @@ REPO = Path(__file__).resolve().parents[2]
 ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 
 
-def _fixed_in_target(name, cluster_state, tmp_path_factory):
-    from imagekit.engine import Engine
-    from imagekit.evidence import EvidenceStore
-    from imagekit.imagesverify import verify_images
+def _fixed_in_target(name, cluster_state, verified_images):
+    """The run's one verified `name` (tests/conftest.py `verified_images`), promoted."""
     from imagekit.oci import ImageReference
     from imagekit.promote.copy import promote
     from imagekit.spec import load_spec
-    from imagekit.standins import build_standins
 
     spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
-    engine = Engine(binary=str(cluster_state.docker_client))
-    engine.ping()
-    store = EvidenceStore(tmp_path_factory.mktemp(f"standin-evidence-{name}"))
-    build_standins(spec, engine, store, "local")
-    report = verify_images(spec, engine, store, profile="local", names=[name])
-    [entry] = report.images
+    entry = verified_images.entry(name)
     assert entry.digest, f"the fixed {name} stand-in was not built: {entry.checks}"
     source = ImageReference.parse(entry.reference)
     repository = spec.images[name].repository
@@ -57,13 +49,13 @@ def _fixed_in_target(name, cluster_state, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def fixed_sglang_in_target(cluster_state, tmp_path_factory):
-    return _fixed_in_target("sglang", cluster_state, tmp_path_factory)
+def fixed_sglang_in_target(cluster_state, verified_images):
+    return _fixed_in_target("sglang", cluster_state, verified_images)
 
 
 @pytest.fixture(scope="session")
-def fixed_vllm_in_target(cluster_state, tmp_path_factory):
-    return _fixed_in_target("vllm", cluster_state, tmp_path_factory)
+def fixed_vllm_in_target(cluster_state, verified_images):
+    return _fixed_in_target("vllm", cluster_state, verified_images)
 
 
 def test_fixed_standin_runs_from_target_by_tag(fixed_sglang_in_target, tmp_path,

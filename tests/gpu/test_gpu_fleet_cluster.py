@@ -22,27 +22,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
               pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = REPO   # the shipped folders: dockerfiles/, probes/, manifests/
 SCRIPT = REPO / "gpu_checks" / "preflight" / "__main__.py"  # ships the package
 NODE = "127.0.0.1"
 SMALL = ["--max-bytes=64K", "--check-bytes=64K", "--matmul-n=64", "--iters=5"]
-
-
-@pytest.fixture(scope="session")
-def torch_image(cluster_state, tmp_path_factory):  # noqa: F811
-    """The sglang stand-in (bookworm + python3 + the machine's CPU torch), pushed to staging by
-    `imagekit standins build` (content-keyed: warm when tests/build ran)."""
-    from imagekit.engine import Engine
-    from imagekit.evidence import EvidenceStore
-    from imagekit.spec import load_spec
-    from imagekit.standins import build_standins
-
-    spec = load_spec(ASSETS / "dockerfiles" / "images.toml")
-    engine = Engine(binary=str(cluster_state.docker_client))
-    records = build_standins(spec, engine, EvidenceStore(tmp_path_factory.mktemp("ev")),
-                             "local")
-    [record] = [r for r in records if r.image == "sglang"]
-    return record.reference.with_digest(record.digest)
 
 
 @pytest.fixture
@@ -76,7 +58,7 @@ def test_each_node_runs_the_real_preflight_and_prints_the_table(torch_image, tes
                                                                kube, tmp_path,  # noqa: F811
                                                                cli) -> None:
     before = kube.get(f"/api/v1/nodes/{NODE}")["spec"]
-    common = ["cluster", "gpu-preflight", str(torch_image), "--each-node", "--submit",
+    common = ["cluster", "gpu-preflight", str(torch_image.pinned), "--each-node", "--submit",
               "--namespace", test_ns, "--selector", f"kubernetes.io/hostname={NODE}", "--gpus", "0",
               "--script", str(SCRIPT), *[f"--preflight-arg={a}" for a in SMALL]]
     env = {"IMAGEKIT_EVIDENCE_DIR": str(tmp_path / "evidence")}
@@ -106,7 +88,7 @@ def test_a_failing_node_is_named_with_its_check(torch_image, test_ns, kube, tmp_
     options = FleetOptions(namespace=test_ns, node_selector={"kubernetes.io/hostname": NODE},
                            gpus=0, script=SCRIPT, script_args=SMALL, timeout_s=600,
                            env={"PREFLIGHT_TEST_NAN": "0"})  # no marking asked: none done
-    report = run_fleet(kube, torch_image, options, EvidenceStore(tmp_path / "ev"))
+    report = run_fleet(kube, torch_image.pinned, options, EvidenceStore(tmp_path / "ev"))
     [row] = report.nodes
     assert row.status.value == "FAIL" and row.stage == "preflight"
     assert "matmul-bf16: rank 0" in row.detail
@@ -123,7 +105,7 @@ def test_marking_a_fake_node_and_never_a_node_that_was_not_judged(torch_image, t
     name, label = fake_node
     # the fake node cannot run a Pod (not Ready): a precheck finding, never a mark
     selector = [f"--selector={k}={v}" for k, v in label.items()]
-    done = cli("cluster", "gpu-preflight", str(torch_image), "--each-node", "--submit",
+    done = cli("cluster", "gpu-preflight", str(torch_image.pinned), "--each-node", "--submit",
                "--namespace", test_ns, *selector, "--gpus", "0", "--script", str(SCRIPT),
                "--json",
                 "--cordon-failed", "--taint-failed",
