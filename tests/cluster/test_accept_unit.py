@@ -14,7 +14,7 @@ import pytest
 
 from imagekit import packaged
 from imagekit.evidence import EvidenceStore
-from imagekit.results import Status
+from imagekit.results import CheckResult, Status
 from imagekit.spec import Acceptance
 
 from .fake_api import FakeKube
@@ -148,8 +148,12 @@ def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
 
     store = EvidenceStore(tmp_path)
     options = AcceptOptions(namespace="ns")
-    budget, source, check = startup_budget(store, options, "m")
-    assert (budget, source, check.status) == (DEFAULT_STARTUP_S, "default", Status.PASS)
+    budget, source, check = startup_budget(store, options, "m")   # nothing measured it
+    assert (budget, source, check.status) == (DEFAULT_STARTUP_S, "default", Status.DEFERRED)
+    assert "no observed start" in check.detail and "measured against nothing" in check.detail
+    given = options.model_copy(update={"startup_seconds": 30})
+    _, _, check = startup_budget(store, given, "m")
+    assert check.status is Status.DEFERRED and "no observed start" in check.detail
     _startup_evidence(store, 40.0, "other-model")
     _startup_evidence(store, 48.0, "m")
     budget, source, check = startup_budget(store, options, "m")
@@ -158,6 +162,30 @@ def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
     budget, _, check = startup_budget(store, short, "m")
     assert check.status is Status.FAIL and "shorter than the last observed start" in \
         check.detail and "not submitted" in check.detail
+    _, _, check = startup_budget(store, short.model_copy(update={"startup_seconds": 120}), "m")
+    assert check.status is Status.PASS and "covers the last observed start" in check.detail
+
+
+def test_a_budget_nothing_measured_is_judged_by_the_runs_own_start_or_stays_deferred(
+        tmp_path: Path) -> None:
+    """The default budget on an empty store: this run's ready start judges it (PASS when it
+    covers the start with margin, FAIL when not); no measured start leaves it DEFERRED, saying
+    why; a budget judged from evidence is not judged again."""
+    from imagekit.clusteraccept.run import AcceptOptions, budget_after_start, startup_budget
+
+    _, _, unmeasured = startup_budget(EvidenceStore(tmp_path), AcceptOptions(namespace="ns"),
+                                      "m")
+    ok = budget_after_start(unmeasured, 900, 44.7)
+    assert ok.status is Status.PASS and "covers this run's own start: 44.7 s" in ok.detail
+    assert ok.data["observed_by"] == "this run" and ok.data["required_seconds"] == 116
+    thin = budget_after_start(unmeasured, 900, 800.0)
+    assert thin.status is Status.FAIL and "shorter than this run's own start" in thin.detail
+    never = budget_after_start(unmeasured, 900, None, "the engine never became ready here")
+    assert never.status is Status.DEFERRED
+    assert never.detail.endswith("the engine never became ready here, so no start measured it "
+                                 "either")
+    failed = CheckResult(name="startup_budget", status=Status.FAIL, detail="short")
+    assert budget_after_start(failed, 30, 44.7) is failed
 
 
 def _pod_attempt(tmp_path: Path) -> Path:
@@ -411,8 +439,8 @@ def test_the_rehearsal_step_does_not_pass_a_needle_cut_by_the_context_unless_all
 
 def test_the_shipped_local_profile_allows_what_the_stand_in_lacks_and_no_more(
         tmp_path: Path) -> None:
-    """The `local` profile lets the stand-in's missing capabilities and its empty store's
-    startup budget stay DEFERRED, never a needle or a semantic verdict; a cluster-accept key
+    """The `local` profile lets the stand-in's missing capabilities stay DEFERRED, never a
+    needle, a semantic verdict or the startup budget; a cluster-accept key
     accepts DEFERRED only, and a mistyped probe key is still refused."""
     from imagekit.errors import SpecError
     from imagekit.spec import load_spec
@@ -420,7 +448,7 @@ def test_the_shipped_local_profile_allows_what_the_stand_in_lacks_and_no_more(
     spec = load_spec(packaged.path("dockerfiles", "images.toml"))
     allowed = spec.profiles["local"].cluster_accept_allowances("vllm")
     assert set(allowed) == {"tool-calling", "image-solid-colour", "image-bordered",
-                            "image-chart", "video-colour-order", "startup_budget"}
+                            "image-chart", "video-colour-order"}
     assert all(a.status is Status.DEFERRED for a in allowed.values())
     assert spec.profiles["local"].cluster_accept_allowances("sglang") == {}
     assert spec.profiles["production"].cluster_accept_allowances("vllm") == {}
