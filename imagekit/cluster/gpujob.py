@@ -360,15 +360,9 @@ def run_gpu_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions,
                        server=shape.version, pods=options.pods, nodes=options.nodes,
                        gpus_per_node=options.gpus_per_node,
                        pods_per_node=options.pods_per_node, submit=submit) as attempt:
+        # the job's shape is a description, kept in the record (GpuJobResult), not a check:
+        # nothing is judged by choosing it
         run = GpuJobRun(name=name, mode=mode, shape=shape, checks=[], evidence=str(attempt.path))
-        run.checks.append(CheckResult(
-            name="job_shape", status=Status.PASS,
-            detail=f"{mode}: {options.pods} Pod(s) ({options.nodes} node(s) x "
-                   f"{options.pods_per_node}), {options.nproc_per_pod} rank(s) each; "
-                   f"{shape.detail}",
-            data={"mode": mode, "server": shape.version, "indexed_jobs": shape.indexed_jobs,
-                  "cluster_dns": shape.cluster_dns, "pods": options.pods,
-                  "world_size": options.pods * options.nproc_per_pod}))
         template = rendered.jobs[0]["spec"]["template"]
         intent = PodIntent.from_pod({"metadata": {"namespace": options.namespace},
                                      "spec": template["spec"]})
@@ -394,6 +388,7 @@ def run_gpu_job(kube: Kube, pinned: ImageReference, options: GpuJobOptions,
             cluster_dns=shape.cluster_dns, nodes=options.nodes,
             pods_per_node=options.pods_per_node, gpus_per_node=options.gpus_per_node,
             pods=options.pods, world_size=options.pods * options.nproc_per_pod,
+            ranks_per_pod=options.nproc_per_pod, shape=shape.detail,
             submitted=run.submitted, rendezvous=run.rendezvous, pod_ips=run.pod_ips,
             endpoints=run.endpoints, record_found=run.record_json is not None))
     return run

@@ -128,6 +128,13 @@ class PodOutcome:
             return None
         return f"{reason or 'rejected'}: {(message or '').strip()}".rstrip(": ")
 
+    @property
+    def refusal(self) -> str | None:
+        """The one sentence every flow reports a refusal in: "the node refused the Pod
+        (Evicted: …)"; None when the node did not refuse it."""
+        refused = self.refused
+        return f"the node refused the Pod ({refused})" if refused else None
+
 
 def wait_for_pod(kube: Kube, namespace: str, name: str, timeout: float = 180,
                  until: str = "done", stuck_grace: float = 20.0) -> PodOutcome:

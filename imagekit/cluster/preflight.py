@@ -157,8 +157,8 @@ def _submit(kube: Kube, pod: dict, configmap: dict, options: PreflightOptions, a
                 f"{outcome.stuck_message or ''}"
         elif outcome.timed_out:
             status, detail = Status.ERROR, f"no outcome after {options.timeout_s:.0f}s"
-        elif outcome.refused:
-            status, detail = Status.ERROR, f"the node refused the Pod ({outcome.refused})"
+        elif outcome.refusal:
+            status, detail = Status.ERROR, outcome.refusal
         else:
             status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
             detail = f"preflight Pod {outcome.phase} after {time.monotonic() - started:.1f}s"

@@ -324,9 +324,9 @@ def _outcome_checks(run: PodRun, outcome: PodOutcome, options: ProbeOptions, nam
         checks.append(CheckResult(name="pod_completed", status=Status.ERROR,
                                   detail=f"no outcome after {options.timeout_s:.0f}s "
                                          f"(phase {outcome.phase})"))
-    elif outcome.refused:
+    elif outcome.refusal:
         checks.append(CheckResult(name="pod_completed", status=Status.ERROR,
-                                  detail=f"the node refused the Pod ({outcome.refused})",
+                                  detail=outcome.refusal,
                                   data={"phase": outcome.phase, "observed": observed(pod)}))
     else:
         status = Status.PASS if outcome.phase == "Succeeded" else Status.FAIL
@@ -337,6 +337,11 @@ def _outcome_checks(run: PodRun, outcome: PodOutcome, options: ProbeOptions, nam
     image_id = statuses[0].get("imageID", "") if statuses else ""
     if image_id:
         check = compare_image_id(digest, image_id, fetch)
+    elif outcome.refusal:   # nothing was pulled: no imageID to judge, either way
+        check = CheckResult(name="image_id", status=Status.DEFERRED,
+                            data={"pinned": str(digest), "image_id": ""},
+                            detail=f"{outcome.refusal}, so no image was pulled and there is "
+                                   f"no imageID to compare with {digest.short}")
     else:
         check = CheckResult(name="image_id", status=Status.FAIL,
                             data={"pinned": str(digest), "image_id": ""},
@@ -412,8 +417,8 @@ def probes_in_pod(kube: Kube, pinned: ImageReference, plan: list[tuple[str, list
                               f"{outcome.stuck_message or ''}".rstrip(": ")
     elif outcome.timed_out:
         failure = f"no outcome after {timeout_s:.0f} s (phase {outcome.phase})"
-    elif outcome.refused:
-        failure = f"the node refused the Pod ({outcome.refused})"
+    elif outcome.refusal:
+        failure = outcome.refusal
     elif outcome.phase != "Succeeded":
         failure = f"the Pod {outcome.phase}"
     else:

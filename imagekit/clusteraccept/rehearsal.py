@@ -4,17 +4,19 @@ cluster with the stand-in model, its answers judged by the cases calibrated on i
 The stand-in model is a real instruct model (SmolLM2-135M-Instruct) and the `local` profile
 names the `stand-in` cases, which its healthy deployment answers right. So the expectation is
 exact: the engine started (live phases in evidence), the controller ran, every protocol aspect
-PASSes, every semantic verdict is judged (the line counts PASS and FAIL; a FAIL is the
-deployment answering wrong), and the load rounds completed. A semantic verdict DEFERRED because
-the model has random weights means nothing was judged, and fails this check.
+PASSes, every semantic verdict is judged PASS, the load rounds completed, and every DEFERRED
+check is one the profile allows, with its reason. A semantic verdict DEFERRED because the model
+has random weights means nothing was judged, and fails this check.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from imagekit import packaged
 from imagekit.results import CheckResult, Status
+from imagekit.spec.models import Acceptance
 
 #: The rehearsal's namespace (created when missing, kept: the claim lives there); the model's
 #: PersistentVolume is named after it. IMAGEKIT_ACCEPT_NAMESPACE picks another: the CLI's
@@ -55,20 +57,47 @@ def volume_args(node: str, namespace: str = NAMESPACE) -> list[str]:
 from imagekit.acceptance.protocol import STANDIN_REASON  # noqa: E402
 
 
-def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
-    """PASS when the run shows what a healthy stand-in deployment must: started, controller
-    ran, protocol PASS, every semantic verdict judged and PASS, at least one load round and
-    every round PASS; FAIL (with what differed, and the semantic PASS/FAIL counts) otherwise.
-    Every check of the report is accounted for in `data.accounted`: judged (one of the above),
-    or named: a DEFERRED that is not a verdict (a capability the model lacks, "not served by
-    this model"; a context limit) is listed in the detail, never skipped silently."""
+def standin_acceptance_check(name: str, report: dict | None,
+                             allowed: Mapping[str, Acceptance] | None = None,
+                             profile: str | None = None) -> CheckResult:
+    """The rehearsal's verdict on one `cluster accept` report, from what the run observed.
+
+    PASS only when a healthy stand-in deployment showed it: the engine started, the controller
+    ran, every protocol aspect PASSes, every semantic verdict it ran is judged PASS (at least
+    one), at least one load round ran and every round PASSes, and every DEFERRED check is one
+    the profile allows (`[profiles.NAME.accept]` `"<image>.cluster-accept:<check>" =
+    {status = "DEFERRED", reason = …}`, handed in as `allowed`, by check name).
+
+    FAIL when something answered wrong or broke (a protocol or semantic FAIL, a failed round,
+    a random-weight model whose answers were never judged, no semantic verdict at all).
+
+    DEFERRED when nothing answered wrong but a check was left unjudged without the profile's
+    leave (a needle cut below the served context, a capability the model lacks): what a
+    release engineer expects, since the deployment was not shown wrong, only not shown right;
+    the rehearsal still exits 1 (a DEFERRED is never a pass) and the detail names each such
+    check and why, so the fix is either the deployment or a reasoned line in the profile.
+
+    Every check of the report is accounted for in `data.accounted`."""
     if not report or "checks" not in report:
         return CheckResult(name=name, status=Status.ERROR,
                            detail="cluster accept printed no report")
+    allowed = allowed or {}
+    where = f"profile {profile}" if profile else "the profile"
     problems: list[str] = []
+    unallowed: list[str] = []
     named: list[str] = []
     accounted: dict[str, str] = {}
-    protocol = deferred = rounds = passed = failed = 0
+    protocol = rounds = passed = failed = standin = 0
+
+    def deferred(cname: str, detail: str) -> str:
+        """A DEFERRED named with its reason: allowed (the profile's reason) or not."""
+        why = detail[-160:] or "no reason given"
+        if (leave := allowed.get(cname)) is not None and leave.status == Status.DEFERRED:
+            named.append(f"{cname} (DEFERRED: {why}; allowed by {where}: {leave.reason})")
+            return f"named: DEFERRED, allowed by {where}: {leave.reason}"
+        unallowed.append(f"{cname} (DEFERRED: {why}; not allowed by {where})")
+        return f"named: DEFERRED, not allowed by {where}: {detail[:200]}"
+
     for check in report["checks"]:
         status = check["status"]
         cname = check["name"]
@@ -77,31 +106,30 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
         aspects = {k: (data.get(k) or {}).get("status") for k in ("protocol", "semantic")
                    if isinstance(data.get(k), dict)}
         if aspects:
+            how = f"judged: protocol {aspects.get('protocol')}, semantic {aspects.get('semantic')}"
             protocol += aspects.get("protocol") == "PASS"
-            if aspects.get("protocol") not in (None, "PASS"):
-                problems.append(f"{cname}: protocol {aspects['protocol']}")
             semantic = aspects.get("semantic")
+            if aspects.get("protocol") in ("FAIL", "ERROR"):
+                problems.append(f"{cname}: protocol {aspects['protocol']}")
             if semantic == "PASS":
                 passed += 1
             elif semantic == "FAIL":
                 failed += 1
                 problems.append(f"{cname}: semantic FAIL: {detail[-160:]}")
             elif semantic == "DEFERRED" and STANDIN_REASON in detail:
-                deferred += 1
+                standin += 1
                 problems.append(f"{cname}: semantic DEFERRED: the model has random weights, "
                                 "nothing was judged")
-            elif semantic is not None:
-                named.append(f"{cname} (semantic {semantic}: {detail[-100:]})")
-            accounted[cname] = (f"judged: protocol {aspects.get('protocol')}, semantic "
-                                f"{aspects.get('semantic')}")
+            elif semantic is not None or "DEFERRED" in (status, aspects.get("protocol")):
+                how = deferred(cname, detail)   # for another reason (a context limit…)
+            accounted[cname] = how
         elif cname.startswith("round-"):
             rounds += 1
             if status != "PASS":
                 problems.append(f"{cname}: {status}: {detail[:120]}")
             accounted[cname] = f"judged: load round {status}"
         elif status == "DEFERRED":
-            named.append(f"{cname} ({detail[:100] or 'no reason given'})")
-            accounted[cname] = f"named: DEFERRED, not a stand-in reason: {detail[:200]}"
+            accounted[cname] = deferred(cname, detail)
         elif status in ("FAIL", "ERROR"):
             problems.append(f"{cname}: {status}: {detail[:120]}")
             accounted[cname] = f"judged: {status}"
@@ -120,14 +148,20 @@ def standin_acceptance_check(name: str, report: dict | None) -> CheckResult:
                         "rounds)")
     data_out = {"evidence": report.get("evidence"), "accounted": accounted,
                 "rounds": rounds, "protocol_pass": protocol, "semantic_pass": passed,
-                "semantic_fail": failed, "semantic_deferred": deferred,
-                "named_deferred": named}
+                "semantic_fail": failed, "semantic_deferred": standin,
+                "named_deferred": named, "unallowed_deferred": unallowed}
     counts = f"semantic {passed} PASS, {failed} FAIL"
-    tail = (f"; not judged here, named: {', '.join(named)}" if named else "")
+    tail = (f"; allowed DEFERRED, named: {', '.join(named)}" if named else "")
     if problems:
+        more = f"; DEFERRED not allowed: {', '.join(unallowed)}" if unallowed else ""
         return CheckResult(name=name, status=Status.FAIL,
-                           detail=(f"{counts}; " + "; ".join(problems) + tail)[:1200],
+                           detail=(f"{counts}; " + "; ".join(problems) + more + tail)[:1600],
                            data=data_out)
+    if unallowed:
+        return CheckResult(name=name, status=Status.DEFERRED, data=data_out,
+                           detail=(f"{counts}, nothing answered wrong, but {len(unallowed)} "
+                                   f"check(s) DEFERRED that {where} does not allow: "
+                                   f"{', '.join(unallowed)}" + tail)[:1600])
     return CheckResult(name=name, status=Status.PASS, data=data_out,
                        detail=f"engine started and served; protocol PASS on {protocol} "
                               f"check(s), {counts} (answers judged by the profile's cases), "

@@ -6,7 +6,9 @@ The record's sections 6-11 in one flow (docs/design/cluster.md, "cluster accept"
    image-phase evidence must pass the gate (injected by the caller, as for promote);
 2. the startupProbe budget: an explicit one, else the last observed start of this engine and
    model (`engine-startup` evidence) with a margin, else a default. An explicit budget shorter
-   than what was observed is a FAIL reported BEFORE anything is submitted;
+   than what was observed is a FAIL reported BEFORE anything is submitted; a budget no start
+   measured is DEFERRED until this run's own ready start judges it (PASS or FAIL), and stays
+   DEFERRED when the engine never became ready;
 3. the exact engine Pod spec is prechecked (node, taints, storage capability of the model
    claim, priority admission, GPUs when it asks for any); a finding stops here;
 4. the launch ConfigMap, the engine Pod pinned by digest, a Service, and at once the
@@ -200,11 +202,20 @@ def startup_budget(store: EvidenceStore, options: AcceptOptions, model: str | No
                        f"start of {options.engine.value} {model or ''}: {seen[0]:.1f} s to "
                        f"API ready needs {required_for(seen[0])} s with margin ({seen[1]}); "
                        "not submitted")
+        if seen is not None:
+            return budget, "explicit", CheckResult(
+                name="startup_budget", status=Status.PASS,
+                data={"configured_seconds": budget, "observed_seconds": seen[0],
+                      "required_seconds": required_for(seen[0]), "evidence": seen[1]},
+                detail=f"startupProbe budget {budget} s (given) covers the last observed "
+                       f"start: {seen[0]:.1f} s to API ready needs {required_for(seen[0])} s "
+                       "with margin")
         return budget, "explicit", CheckResult(
-            name="startup_budget", status=Status.PASS,
+            name="startup_budget", status=Status.DEFERRED,
             data={"configured_seconds": budget},
-            detail=f"startupProbe budget {budget} s (given)"
-                   + (f"; last observed start {seen[0]:.1f} s" if seen else ""))
+            detail=f"startupProbe budget {budget} s (given); no observed start of "
+                   f"{options.engine.value} {model or ''} in evidence to check it against "
+                   "(this run's own start judges it once the engine is ready)")
     if seen is not None:
         budget = required_for(seen[0])
         return budget, f"observed {seen[0]:.1f} s ({seen[1]})", CheckResult(
@@ -214,9 +225,42 @@ def startup_budget(store: EvidenceStore, options: AcceptOptions, model: str | No
                    f"({seen[0]:.1f} s to API ready, margin {DEFAULT_MARGIN:.0%} + "
                    f"{DEFAULT_OVERHEAD_S:.0f} s)")
     return DEFAULT_STARTUP_S, "default", CheckResult(
-        name="startup_budget", status=Status.PASS, data={"configured_seconds": DEFAULT_STARTUP_S},
+        name="startup_budget", status=Status.DEFERRED,
+        data={"configured_seconds": DEFAULT_STARTUP_S},
         detail=f"no observed start of {options.engine.value} {model or ''} in evidence: "
-               f"default budget {DEFAULT_STARTUP_S} s")
+               f"default budget {DEFAULT_STARTUP_S} s, measured against nothing (this run's "
+               "own start judges it once the engine is ready)")
+
+
+def budget_after_start(check: CheckResult, budget: int, observed: float | None,
+                       unmeasured: str = "the engine never became ready here") -> CheckResult:
+    """The startup budget judged by this run's own start, when nothing judged it before (a
+    DEFERRED budget): PASS when `budget` covers the observed start with the margin, FAIL
+    when it does not (the engine came up, but closer to the probe's limit than the margin
+    allows; the next run's budget comes from this start). No measured start: the DEFERRED
+    stays, `unmeasured` saying why. A budget already judged from evidence is returned as it
+    was."""
+    if check.status is not Status.DEFERRED:
+        return check
+    if observed is None:
+        return check.model_copy(update={
+            "detail": check.detail.replace(" (this run's own start judges it once the engine "
+                                           "is ready)", "")
+            + f"; {unmeasured}, so no start measured it either"})
+    need = required_for(observed)
+    data = {**check.data, "observed_seconds": round(observed, 3), "required_seconds": need,
+            "observed_by": "this run"}
+    if budget < need:
+        return CheckResult(
+            name=check.name, status=Status.FAIL, data=data,
+            detail=f"startupProbe budget {budget} s is shorter than this run's own start "
+                   f"needs: {observed:.1f} s to API ready needs {need} s with margin "
+                   f"{DEFAULT_MARGIN:.0%} + {DEFAULT_OVERHEAD_S:.0f} s")
+    return CheckResult(
+        name=check.name, status=Status.PASS, data=data,
+        detail=f"startupProbe budget {budget} s covers this run's own start: {observed:.1f} s "
+               f"to API ready needs {need} s with margin {DEFAULT_MARGIN:.0%} + "
+               f"{DEFAULT_OVERHEAD_S:.0f} s (nothing observed before it)")
 
 
 def serve_config(options: AcceptOptions, prefill_switch: str | None = None) -> ServeConfig:
@@ -737,6 +781,8 @@ def cleanup(ctx: AcceptRun, pods: PodRun, timeout: float = 120) -> None:
 
 
 def _not_submitted(ctx: AcceptRun, spec: Plan, summary: str, seconds: float) -> CheckReport:
+    judged = budget_after_start(spec.budget_check, spec.budget, None, "nothing was submitted")
+    ctx.checks = [judged if c is spec.budget_check else c for c in ctx.checks]
     ctx.attempt.write_json("engine-pod.json", spec.engine_pod)
     ctx.attempt.write_result(ClusterAcceptResult(**spec.result, seconds=seconds))
     ctx.attempt.finish(Status.FAIL, summary=summary, checks=ctx.checks)
@@ -832,9 +878,15 @@ def run_accept(kube: Kube, reference: ImageReference, digest: Digest, options: A
             if not options.keep:
                 cleanup(ctx, pods)
             hooks.end()
-        if outcome is not None and outcome.state == "ready" and tracker.ready_seconds:
+        ready = outcome is not None and outcome.state == "ready" and tracker.ready_seconds
+        if ready:
             _record_startup(store, digest, reference, options, ctx.model, tracker,
                             attempt.path)
+        judged = budget_after_start(
+            spec.budget_check, spec.budget, tracker.ready_seconds if ready else None,
+            "the engine never became ready here" if outcome is None or outcome.state != "ready"
+            else "the engine's log showed no API-ready phase to time")
+        ctx.checks = [judged if c is spec.budget_check else c for c in ctx.checks]
         attempt.write_json("phases.json", [p.model_dump() for p in tracker.phases])
         attempt.write_result(ClusterAcceptResult(
             **spec.result, controller_pod=f"{run}-controller",

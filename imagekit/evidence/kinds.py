@@ -605,6 +605,13 @@ class GpuJobResult(EvidenceResult):
     pod_ips: dict[str, str] = {}
     endpoints: list[str] = []
     record_found: bool = False
+    ranks_per_pod: int | None = Field(
+        default=None, description="ranks in each Pod (world_size = pods x ranks_per_pod); "
+                                  "None in records made before it")
+    shape: str = Field(
+        default="", description="why this mode: what the server answered (Indexed Jobs kept "
+                                "by a dry run? cluster DNS?); it describes the job and is not "
+                                "a check (empty in records made before it)")
 
 
 @register

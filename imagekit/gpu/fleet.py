@@ -290,8 +290,8 @@ def _outcome(kube: Kube, options: FleetOptions, node: str, pod: dict
         why = f"stuck in {outcome.stuck_reason}: {outcome.stuck_message or ''}"
     elif outcome.timed_out:
         why = f"no outcome after {options.timeout_s:.0f}s"
-    elif outcome.refused:
-        why = f"the node refused the Pod ({outcome.refused})"
+    elif outcome.refusal:
+        why = outcome.refusal
     if why is not None:
         return NodeRow(node=node, status=Status.ERROR, stage="pod", detail=why, pod=name), \
             log, None

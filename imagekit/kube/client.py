@@ -33,7 +33,14 @@ from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import InfraError, InvalidInput, NotFound, TransportError
 from imagekit.kube.discovery import Discovery, ResourceInfo
-from imagekit.kube.errors import AdmissionRefused, Conflict, Gone, WatchBroken, for_status
+from imagekit.kube.errors import (
+    AdmissionRefused,
+    Conflict,
+    Gone,
+    SentUnanswered,
+    WatchBroken,
+    for_status,
+)
 
 if TYPE_CHECKING:
     from imagekit.kube.incluster import InCluster
@@ -56,7 +63,9 @@ def default_kubeconfig() -> Path:
 #: Requests sent once more, on a new connection, when the pooled connection they went out on
 #: turns out closed. Go's http.Transport does this for client-go (GET, HEAD); DELETE is safe to
 #: repeat too: by uid it removes only that object, and a repeat that finds it gone is "already
-#: gone". POST, PUT and PATCH are never repeated: the first one may have landed.
+#: gone". POST, PUT and PATCH are never repeated blindly: the first one may have landed (a
+#: create reads the object back by name first; a replace with its resourceVersion is repeated,
+#: its 409 then read back).
 REPEATABLE = frozenset({"GET", "HEAD", "DELETE"})
 #: How a connection the server (or a load balancer before it) closed while it sat idle in the
 #: pool shows on the next request: "Server disconnected without sending a response", or a reset.
@@ -67,6 +76,35 @@ CLOSED_UNDER_US = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 #: path in the message says which)
 VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
          "DELETE": "delete"}
+
+
+def holds(stored: Any, sent: Any) -> bool:
+    """Whether `stored` holds what was `sent`: every field sent has that value there. The
+    server's own additions are left aside: a dict's other keys (defaults, status), a list's
+    other items (admission's default tolerations), and an empty field it omits."""
+    if isinstance(sent, dict):
+        if stored is None and not sent:
+            return True
+        return isinstance(stored, dict) and all(holds(stored.get(key), value)
+                                                for key, value in sent.items())
+    if isinstance(sent, list):
+        if stored is None and not sent:
+            return True
+        return isinstance(stored, list) and all(any(holds(there, item) for there in stored)
+                                                for item in sent)
+    return stored == sent or (stored is None and sent in ("", None))
+
+
+def holds_what_was_sent(current: dict, sent: dict) -> bool:
+    """The object the server holds is the one sent: every field but metadata and status
+    (`holds`), its labels and annotations too, and it is not being deleted. A create and a
+    replace judge their read-back by this, one rule for both."""
+    meta, sent_meta = current.get("metadata") or {}, sent.get("metadata") or {}
+    return not meta.get("deletionTimestamp") and \
+        all(holds(current.get(key), value) for key, value in sent.items()
+            if key not in ("metadata", "status")) and \
+        all(holds(meta.get(key), sent_meta[key]) for key in ("labels", "annotations")
+            if key in sent_meta)
 
 
 def _message(response: httpx.Response) -> str:
@@ -289,9 +327,13 @@ class Kube:
 
     def request(self, method: str, path: str, *, body: Any = None,
                 query: dict | None = None, where: str | None = None,
-                timeout: float | None = None, resent: dict | None = None) -> httpx.Response:
-        """One request. `resent` (a create's): a write met by a closed connection is sent once
-        more as well, and `resent["again"]` says so (the caller reads a 409 then)."""
+                timeout: float | None = None, resent: dict | None = None,
+                new_connection: bool = False) -> httpx.Response:
+        """One request. `resent` (a guarded replace's): a write met by a closed connection is
+        sent once more as well, and `resent["again"]` says so (the caller reads a 409 then).
+        Without it, a write met by a closed connection raises SentUnanswered.
+        `new_connection`: sent on a connection of its own, never a pooled one (a create sent
+        again after one closed under it)."""
         content_type = "application/merge-patch+json" if method == "PATCH" else \
             "application/json"
 
@@ -303,14 +345,22 @@ class Kube:
                 timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
 
         try:
-            if method == "GET":  # reads are safe to repeat over a dropped connection
+            if new_connection:
+                with self._new_client() as client:
+                    response = send(client)
+            elif method == "GET":  # reads are safe to repeat over a dropped connection
                 for attempt in stamina.retry_context(on=httpx.TransportError, attempts=3,
                                                      wait_initial=0.2, wait_max=2.0):
                     with attempt:
                         response = self._send_once_more(method, send)
             else:  # DELETE once more on a new connection; a write only when the caller can
-                # tell a repeat that landed twice (a create by name: 409, then read back)
+                # tell a repeat that landed twice (a replace with its resourceVersion: 409,
+                # then read back)
                 response = self._send_once_more(method, send, resent)
+        except CLOSED_UNDER_US as exc:
+            # a write sent on a connection that closed before its answer: it may have landed
+            error = SentUnanswered if method not in REPEATABLE else TransportError
+            raise error(f"cannot reach the API server: {exc}", where=self.host) from None
         except httpx.HTTPError as exc:
             raise TransportError(f"cannot reach the API server: {exc}", where=self.host) \
                 from None
@@ -409,23 +459,53 @@ class Kube:
 
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
         """Create an object from its manifest dict (any kind the server discovers); with
-        `dry_run` the server only says what it would have stored (`dryRun=All`)."""
-        resent: dict = {}
-        try:
+        `dry_run` the server only says what it would have stored (`dryRun=All`).
+
+        A create is never sent twice blindly. Its connection closed after it went out (the
+        outcome unknown): the object is read by name first; absent, it is created once more;
+        present, it is judged like a 409. A 409: the object of that name is returned when it
+        holds what was sent (`holds_what_was_sent`: this create landed, or an identical one);
+        else Conflict, naming the difference's owner as unknown (someone else's object, or one
+        being deleted)."""
+        where = f"{obj.get('kind')}/{obj['metadata'].get('name')}"
+
+        def post(new_connection: bool = False) -> dict:
             response = self.request("POST", self.collection_path(obj), body=obj,
-                                    query={"dryRun": "All"} if dry_run else None,
-                                    where=f"{obj.get('kind')}/{obj['metadata'].get('name')}",
-                                    resent=resent)
-            created = response.json() if response.content else {}
-        except Conflict:
-            if not resent.get("again") or dry_run:
+                                    query={"dryRun": "All"} if dry_run else None, where=where,
+                                    new_connection=new_connection)
+            return response.json() if response.content else {}
+
+        try:
+            created = post()
+        except SentUnanswered:
+            if dry_run:
                 raise
-            # the first send landed before its connection was closed under it: a create is by
-            # name (each run names its own objects), so the 409 of the repeat is that object
-            created = self.get(self.object_path(obj))
+            stored = self.maybe_get(self.object_path(obj))
+            if stored is not None:
+                created = self._created_as_sent(stored, obj, where)
+            else:
+                try:
+                    created = post(new_connection=True)
+                except Conflict:   # made in between: judged like any 409
+                    created = self._created_as_sent(self.get(self.object_path(obj)), obj,
+                                                    where)
+        except Conflict:
+            if dry_run:
+                raise
+            created = self._created_as_sent(self.get(self.object_path(obj)), obj, where)
         if not dry_run:
             self._remember(obj)
         return created
+
+    @staticmethod
+    def _created_as_sent(stored: dict, obj: dict, where: str) -> dict:
+        """`stored` when it holds what was sent; Conflict otherwise."""
+        if holds_what_was_sent(stored, obj):
+            return stored
+        state = "is being deleted" if (stored.get("metadata") or {}).get(
+            "deletionTimestamp") else "differs from what was sent"
+        raise Conflict(f"{where} exists and {state} (an object of that name made by someone "
+                       "else, or an earlier run)", where=where)
 
     def _remember(self, obj: dict) -> None:
         kind, meta = obj.get("kind"), obj["metadata"]
@@ -448,8 +528,7 @@ class Kube:
             if not resent.get("again"):
                 raise
             current = self.get(self.object_path(obj))
-            if any(current.get(key) != value for key, value in obj.items()
-                   if key not in ("metadata", "status")):
+            if not holds_what_was_sent(current, obj):
                 raise
             return current
 

@@ -6,15 +6,16 @@ text, "object is being deleted", a 409).
 422 → `InvalidInput`, anything else ≥ 400 → `TransportError`. A wait that ran past its
 deadline is a `WaitTimeout` (a `TransportError`); a watch whose stream broke off after it had
 started is a `WatchBroken` (a `TransportError`: the waits watch again from their last
-resourceVersion).
+resourceVersion); a write whose connection closed before its answer is a `SentUnanswered` (a
+`TransportError`: a create reads the object back by name before sending it again).
 """
 
 from __future__ import annotations
 
 from imagekit.errors import ImagekitError, InvalidInput, NotFound, TransportError
 
-__all__ = ["AdmissionRefused", "Conflict", "Gone", "InvalidInput", "NotFound", "TransportError",
-           "UnknownResource", "WaitTimeout", "WatchBroken", "for_status"]
+__all__ = ["AdmissionRefused", "Conflict", "Gone", "InvalidInput", "NotFound", "SentUnanswered",
+           "TransportError", "UnknownResource", "WaitTimeout", "WatchBroken", "for_status"]
 
 
 class AdmissionRefused(ImagekitError):
@@ -30,6 +31,11 @@ class Conflict(ImagekitError):
 class Gone(TransportError):
     """HTTP 410 (or a watch ERROR event of code 410): the resourceVersion is too old; list
     again and watch from the new one."""
+
+
+class SentUnanswered(TransportError):
+    """A write went out on a connection that closed before its answer came: whether the server
+    acted on it is not known (read the object back before sending it again)."""
 
 
 class WatchBroken(TransportError):

@@ -25,14 +25,21 @@ from threading import BoundedSemaphore, Event, Lock
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.errors import DigestMismatch, InvalidInput, NotFound, RegistryBehaviour
+from imagekit.errors import CheckFailed, DigestMismatch, InvalidInput, NotFound, RegistryBehaviour
 from imagekit.oci import ImageIndex, ImageManifest, ImageReference, Platform
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import parse_config, parse_manifest
 from imagekit.oci.referrers import RegistryDocumentError
 from imagekit.oci.referrers import parse_manifest as parse_referrer_manifest
-from imagekit.promote.await_ import AwaitHop, AwaitPolicy, PollRecord, await_served, expected_tree
+from imagekit.promote.await_ import (
+    AwaitHop,
+    AwaitPolicy,
+    PollRecord,
+    PollState,
+    await_served,
+    expected_tree,
+)
 from imagekit.promote.await_ import summary as poll_summary
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
 from imagekit.registry.interrupt import check as check_interrupt
@@ -93,6 +100,34 @@ class HopRecord(BaseModel):
     upload_shape: str = ""
     #: Blobs whose mount the registry did not do (202, 401, a 201 without the blob): uploaded.
     mount_fallbacks: list[str] = []
+
+
+class BlobNotServed(NotFound):
+    """A blob the endpoint acknowledged (its commit answered 201) and then does not serve: the
+    per-blob read-back's finding, which stops the hop before a manifest refers to it."""
+
+
+class HopNotVerified(CheckFailed):
+    """A hop's read-back found the endpoint not serving what was sent (exit 1): `hop` is its
+    record, `verified` False and `read_back` the reason, kept in the evidence like any hop."""
+
+    def __init__(self, hop: HopRecord) -> None:
+        super().__init__(f"hop not verified: {hop.read_back}", where=hop.endpoint)
+        self.hop = hop
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """What a hop's read-back observed: the endpoint serves the digest as sent (`verified`), or
+    not, and in words either way. A registry that answers wrong (other bytes, a tag naming
+    another digest, a blob or referrer missing) is an outcome; one that cannot be asked (the
+    connection, the credentials) stays an error."""
+
+    verified: bool
+    detail: str
+
+    def __add__(self, other: ReadBack) -> ReadBack:
+        return ReadBack(self.verified and other.verified, f"{self.detail}; {other.detail}")
 
 
 class PromoteResult(BaseModel):
@@ -164,8 +199,8 @@ class _Stats:
             checks, self.checks = self.checks, []
         for digest, future in checks:
             if not future.result():
-                raise NotFound(f"blob {digest} was committed but the endpoint does not serve "
-                               "it", where=where)
+                raise BlobNotServed(f"blob {digest} was committed but the endpoint does not "
+                                    "serve it", where=where)
             self.saw_served(digest)
 
     def saw_served(self, digest: Digest) -> None:
@@ -392,8 +427,8 @@ class Promoter:
         # reads nothing back; here it costs no wall time at the end of the hop)
         served = stats.check(digest, lambda: dst.client.blob_exists(dst.repository, digest))
         if served is False:
-            raise NotFound(f"blob {digest} was committed but the endpoint does not serve it",
-                           where=str(dst.reference))
+            raise BlobNotServed(f"blob {digest} was committed but the endpoint does not serve "
+                                "it", where=str(dst.reference))
         if served:
             stats.saw_served(digest)
         stats.add(copied=1, bytes_moved=sent)
@@ -465,62 +500,77 @@ class Promoter:
         push_small_blob(dst.client, dst.repository, data)
         stats.add(copied=1, bytes_moved=len(data))
 
-    def _read_back_referrers(self, dst: _Location, digest: Digest, wanted: list[str]) -> str:
+    def _read_back_referrers(self, dst: _Location, digest: Digest, wanted: list[str]
+                             ) -> ReadBack:
         """Every referrer carried must be listed at `dst`, its manifest served (hashed) and
         its blobs present."""
         if not wanted:
-            return "0 referrers"
+            return ReadBack(True, "0 referrers")
         listed = {e.get("digest") for e in list_referrers(dst.client, dst.repository, digest)}
         missing = [r for r in wanted if r not in listed]
         if missing:
-            raise NotFound(f"hop does not list {len(missing)} referrer(s) of {digest.short}: "
-                           f"{', '.join(missing[:3])}", where=str(dst.reference))
+            return ReadBack(False, f"hop does not list {len(missing)} referrer(s) of "
+                                   f"{digest.short}: {', '.join(missing[:3])}")
         for referrer in wanted:
-            blob = dst.client.get_manifest(dst.repository, Digest.parse(referrer))
+            try:
+                blob = dst.client.get_manifest(dst.repository, Digest.parse(referrer))
+            except (DigestMismatch, NotFound) as exc:
+                return ReadBack(False, f"referrer {referrer}: {exc.one_line()}")
             for descriptor in self._children(dst, blob)[1]:
                 if not dst.client.blob_exists(dst.repository, descriptor.digest):
-                    raise NotFound(f"referrer {referrer} lacks blob {descriptor.digest}",
-                                   where=str(dst.reference))
-        return f"{len(wanted)} referrers listed and served"
+                    return ReadBack(False, f"referrer {referrer} lacks blob "
+                                           f"{descriptor.digest}")
+        return ReadBack(True, f"{len(wanted)} referrers listed and served")
 
     # -- read back -----------------------------------------------------------------------------
     def _read_back(self, dst: _Location, root: ManifestBlob, pool: ThreadPoolExecutor,
                    seen: set[Digest] | None = None,
                    sizes: dict[Digest, int] | None = None,
-                   side: ThreadPoolExecutor | None = None) -> str:
-        """Prove the endpoint serves the digest: manifest by digest (GET, hashed), the tag (HEAD)
-        names it, every blob present (HEADs, in parallel; those in `seen` were HEADed at this
-        endpoint during the hop, as they landed, and are not asked again)."""
+                   side: ThreadPoolExecutor | None = None) -> ReadBack:
+        """Whether the endpoint serves the digest: manifest by digest (GET, hashed), the tag
+        (HEAD) names it, every blob present (HEADs, in parallel; those in `seen` were HEADed at
+        this endpoint during the hop, as they landed, and are not asked again). What differs
+        is the outcome (`verified` False, with the reason), never only an exception."""
         tag = dst.reference.tag
         # the tag with a HEAD (a GET only when no digest header comes), beside the manifest's
         # GET: what it names is the registry's word either way, and the bytes of that digest
         # are hashed by the GET
         asked = side.submit(dst.client.resolve_tag, dst.repository, tag) \
             if side is not None and tag else None
-        served = dst.client.get_manifest(dst.repository, root.digest)
+        try:
+            served = dst.client.get_manifest(dst.repository, root.digest)
+        except (DigestMismatch, NotFound) as exc:   # other bytes, or none, for the digest
+            if asked is not None:
+                asked.cancel()
+            return ReadBack(False, f"manifest {root.digest.short}: {exc.one_line()}")
         if served.digest != root.digest:  # get_manifest already hashed; belt and braces
-            raise DigestMismatch("hop serves different bytes", where=str(dst.reference))
+            return ReadBack(False, f"hop serves {served.digest}, not {root.digest}")
         notes = [f"manifest {root.digest.short} served"]
         if tag:
-            by_tag = asked.result() if asked is not None else \
-                dst.client.resolve_tag(dst.repository, tag)
+            try:
+                by_tag = asked.result() if asked is not None else \
+                    dst.client.resolve_tag(dst.repository, tag)
+            except NotFound as exc:
+                return ReadBack(False, f"tag {tag}: {exc.one_line()}")
             if by_tag != root.digest:
-                raise DigestMismatch(f"tag {tag} resolves to {by_tag}, not {root.digest}",
-                                     where=str(dst.reference))
+                return ReadBack(False, f"tag {tag} resolves to {by_tag}, not {root.digest}")
             notes.append(f"tag {tag} -> {root.digest.short}")
-        blobs = self._all_blobs(dst, root)
+        try:
+            blobs = self._all_blobs(dst, root)
+        except (DigestMismatch, NotFound) as exc:   # a child manifest of an index
+            return ReadBack(False, f"child manifest: {exc.one_line()}")
         if sizes is not None:
             sizes.update(blobs)
         ask = [d for d in blobs if d not in (seen or set())]
         present = list(pool.map(lambda d: dst.client.blob_exists(dst.repository, d), ask))
         missing = [str(d) for d, ok in zip(ask, present, strict=True) if not ok]
         if missing:
-            raise NotFound(f"hop serves the manifest but lacks {len(missing)} blob(s): "
-                           f"{', '.join(missing[:3])}", where=str(dst.reference))
+            return ReadBack(False, f"hop serves the manifest but lacks {len(missing)} "
+                                   f"blob(s): {', '.join(missing[:3])}")
         early = len(blobs) - len(ask)
         notes.append(f"{len(blobs)} blobs present" + (
             f" ({early} read back as they landed)" if early else ""))
-        return "; ".join(notes)
+        return ReadBack(True, "; ".join(notes))
 
     def _all_blobs(self, dst: _Location, root: ManifestBlob) -> dict[Digest, int]:
         """Every blob of the tree (each once) and its size."""
@@ -535,6 +585,9 @@ class Promoter:
 
     # -- one hop -------------------------------------------------------------------------------
     def hop(self, src: _Location, dst: _Location, root: ManifestBlob) -> HopRecord:
+        """Copy `root` from `src` to `dst` and read it back: the record's `verified` is the
+        read-back's outcome (a blob committed and then not served stops the hop before its
+        manifest is pushed: not verified either)."""
         started = time.perf_counter()
         stats = _Stats()
         tag = dst.reference.tag
@@ -553,35 +606,42 @@ class Promoter:
             # the read-back GETs the manifest and every child at the destination
             check_quota(dst.client, 1 + manifest_gets(root),
                         "manifest GETs at the destination (the read-back)")
-            if served:
-                stats.add(skipped=len(self._all_blobs(dst, root)))
-                if tag and dst.client.manifest_exists(dst.repository, tag) != root.digest:
-                    dst.client.put_manifest(dst.repository, tag, root)
-                    stats.add(manifests=1)
+            try:
+                if served:
+                    stats.add(skipped=len(self._all_blobs(dst, root)))
+                    if tag and dst.client.manifest_exists(dst.repository, tag) != root.digest:
+                        dst.client.put_manifest(dst.repository, tag, root)
+                        stats.add(manifests=1)
+                else:
+                    self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
+                phase(self.progress, f"hop {dst.reference}: {human_bytes(stats.bytes_moved)} "
+                                     f"moved ({stats.copied} copied, {stats.skipped} skipped, "
+                                     f"{stats.mounted} mounted) in "
+                                     f"{time.perf_counter() - started:.2f}s; reading back")
+                stats.await_checks(str(dst.reference))  # blobs of a tree already served too
+            except BlobNotServed as exc:
+                read_back = ReadBack(False, f"{exc.one_line()}; no manifest was pushed that "
+                                            "refers to it")
             else:
-                self._copy_tree(src, dst, root, stats, pool, checked=True, reference=tag)
-            phase(self.progress, f"hop {dst.reference}: {human_bytes(stats.bytes_moved)} moved "
-                                 f"({stats.copied} copied, {stats.skipped} skipped, "
-                                 f"{stats.mounted} mounted) in "
-                                 f"{time.perf_counter() - started:.2f}s; reading back")
-            stats.await_checks(str(dst.reference))  # blobs of a tree already served too
-            companions = side.submit(self._companions, src, dst, root.digest, stats, pool,
-                                     referrers)
-            read_back = self._read_back(dst, root, pool, stats.served, stats.sizes, side)
-            companions.result()
-            read_back += "; " + self._read_back_referrers(dst, root.digest, stats.referrers)
-        phase(self.progress, f"hop {dst.reference}: verified ({read_back})")
+                companions = side.submit(self._companions, src, dst, root.digest, stats, pool,
+                                         referrers)
+                read_back = self._read_back(dst, root, pool, stats.served, stats.sizes, side)
+                companions.result()
+                read_back += self._read_back_referrers(dst, root.digest, stats.referrers)
+        phase(self.progress, f"hop {dst.reference}: "
+                             f"{'verified' if read_back.verified else 'NOT verified'} "
+                             f"({read_back.detail})")
         image_bytes = sum(stats.sizes.values())
         return HopRecord(
             endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
-            verified=True, bytes_moved=stats.bytes_moved, blobs_copied=stats.copied,
+            verified=read_back.verified, bytes_moved=stats.bytes_moved,
+            blobs_copied=stats.copied,
             blobs_skipped=stats.skipped, blobs_mounted=stats.mounted,
             manifests_pushed=stats.manifests, companions=stats.companions,
             referrers=stats.referrers, notes=stats.notes, blobs=stats.blobs,
-            seconds=round(time.perf_counter() - started, 4), read_back=read_back,
+            seconds=round(time.perf_counter() - started, 4), read_back=read_back.detail,
             image_bytes=image_bytes, upload_shape=dst.client.upload_shape(),
             mount_fallbacks=stats.mount_fallbacks)
-
 
 
 def what_is_copied(root: ManifestBlob, chosen: Platform | None) -> tuple[str, list[str]]:
@@ -645,7 +705,8 @@ def await_hop(src: _Location, dst: _Location, root: ManifestBlob,
     polls = await_served(dst.client, dst.reference, root, expected, policy)
     return HopRecord(
         endpoint=str(dst.reference), registry=dst.client.registry, digest=str(root.digest),
-        verified=True, bytes_moved=0, blobs_copied=0, blobs_skipped=0, blobs_mounted=0,
+        verified=polls[-1].state is PollState.SERVED, bytes_moved=0, blobs_copied=0,
+        blobs_skipped=0, blobs_mounted=0,
         manifests_pushed=0, seconds=round(time.perf_counter() - started, 4),
         read_back=f"{polls[-1].detail} (awaited: {poll_summary(polls)})", mode="await",
         polls=polls)
@@ -659,7 +720,8 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             await_policy: AwaitPolicy | None = None,
             shared: SharedBlobs | None = None) -> PromoteResult:
     """Copy `source` through every `via` to `to`. `gate(digest)` (optional) runs before any
-    copy and may raise to refuse; `on_hop(HopRecord)` sees each verified hop as it lands.
+    copy and may raise to refuse; `on_hop(HopRecord)` sees each hop as it lands. A hop whose
+    read-back differs ends the promotion with HopNotVerified (exit 1), after `on_hop` saw it.
     An `AwaitHop` (in `via` or as `to`) is not copied to: it is polled until it serves the
     digest (`await_policy`), and the next hop reads from it. `to` may be None when the last
     `via` is the final endpoint. `shared`: the blob ledger of a release whose images are
@@ -700,6 +762,8 @@ def promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             hops.append(record)
             if on_hop is not None:
                 on_hop(record)
+            if not record.verified:   # the next hop would relay what this one does not serve
+                raise HopNotVerified(record)
             previous = _Location(here.client, target.with_digest(root.digest))
         return PromoteResult(source=str(source), digest=str(root.digest),
                              media_type=root.media_type, all_platforms=chosen is None,

@@ -17,7 +17,7 @@ from imagekit.oci import ImageReference, Platform
 from imagekit.oci.digest import Digest
 from imagekit.promote.await_ import AwaitFailed, AwaitHop, AwaitPolicy
 from imagekit.promote.await_ import summary as poll_summary
-from imagekit.promote.copy import HopRecord, PromoteResult, SharedBlobs, promote
+from imagekit.promote.copy import HopNotVerified, HopRecord, PromoteResult, SharedBlobs, promote
 from imagekit.promote.live import LiveAttempt
 from imagekit.registry import ClientPool
 from imagekit.registry.interrupt import Interrupted, graceful
@@ -93,6 +93,12 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
             if "digest" in state:
                 _record_await_failure(store, state["digest"], context, hops, exc)
             raise
+        except HopNotVerified as exc:   # the hop's record is in `hops`, verified False
+            if "live" in state:
+                state["live"].discard()
+            if "digest" in state:
+                _record_unverified(store, state["digest"], context, hops, exc)
+            raise
         except BaseException as exc:  # noqa: BLE001 - recorded as ERROR, then re-raised
             # whatever ends the attempt (a refusal, Ctrl-C, a bug on a hostile document) is
             # written as its ERROR record: never a leftover running.json
@@ -118,13 +124,34 @@ def run_promote(source: ImageReference, via: list[ImageReference | AwaitHop],
         attempt.write_result(_evidence(result.source, result.digest, context, result.hops,
                                        copied=result.copied))
         for index, hop in enumerate(result.hops):
-            attempt.add_check(CheckResult(
-                name=f"hop-{index + 1}", status=Status.PASS if hop.verified else Status.FAIL,
-                detail=f"{hop.endpoint} serves {hop.digest}: {hop.read_back}",
-                data=hop.model_dump(mode="json")))
+            attempt.add_check(hop_check(index, hop))
         attempt.finish(summary=f"{len(result.hops)} hop(s) verified, "
                                f"{sum(h.bytes_moved for h in result.hops)} bytes moved")
         return result, str(attempt.path)
+
+
+def hop_check(index: int, hop: HopRecord) -> CheckResult:
+    """Hop N's verdict is its read-back's: PASS when the endpoint served the digest as sent,
+    FAIL with what the read-back found otherwise."""
+    if hop.verified:
+        return CheckResult(name=f"hop-{index + 1}", status=Status.PASS,
+                           detail=f"{hop.endpoint} serves {hop.digest}: {hop.read_back}",
+                           data=hop.model_dump(mode="json"))
+    return CheckResult(name=f"hop-{index + 1}", status=Status.FAIL,
+                       detail=f"{hop.endpoint} does not serve {hop.digest} as sent: "
+                              f"{hop.read_back}"[:1000],
+                       data=hop.model_dump(mode="json"))
+
+
+def _record_unverified(store: EvidenceStore, digest: Digest, context: dict,
+                       hops: list[HopRecord], exc: HopNotVerified) -> None:
+    """A hop whose read-back differed: FAIL, its record kept beside the hops before it."""
+    with store.attempt(digest, "promote", **context) as attempt:
+        attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
+        attempt.write_result(_evidence(context["source"], str(digest), context, hops,
+                                       error=exc.one_line()[:1000]))
+        attempt.finish(Status.FAIL, summary=exc.one_line()[:500],
+                       checks=[hop_check(i, h) for i, h in enumerate(hops)])
 
 
 def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
@@ -133,9 +160,7 @@ def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
         attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
         attempt.write_result(_evidence(context["source"], str(digest), context, hops,
                                        error=exc.one_line()[:1000]))
-        checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
-                              detail=f"{h.endpoint} serves {h.digest}") for i, h in
-                  enumerate(hops)]
+        checks = [hop_check(i, h) for i, h in enumerate(hops)]
         checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.ERROR,
                                   detail=exc.one_line()[:1000]))
         attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc.one_line()}"[:500],
@@ -155,9 +180,7 @@ def _record_await_failure(store: EvidenceStore, digest: Digest, context: dict,
         attempt.write_result(evidence.model_copy(update={"hops": [*evidence.hops, HopEvidence(
             endpoint=exc.endpoint, registry=exc.endpoint.split("/", 1)[0], digest=str(digest),
             verified=False, read_back=f"awaited: {poll_summary(exc.polls)}")]}))
-        checks = [CheckResult(name=f"hop-{i + 1}", status=Status.PASS,
-                              detail=f"{h.endpoint} serves {h.digest}", data=h.model_dump(
-                                  mode="json")) for i, h in enumerate(hops)]
+        checks = [hop_check(i, h) for i, h in enumerate(hops)]
         checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.FAIL,
                                   detail=exc.one_line()[:1000],
                                   data={"endpoint": exc.endpoint, "mode": "await",

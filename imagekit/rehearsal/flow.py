@@ -4,8 +4,9 @@ The local stand-in rehearsal of the whole release path: infrastructure up (clust
 stand-in bases, `images verify` (build both fixed images, push to staging, probe inside, manifest),
 then per image `promote` staging → production → target with every hop read back, a zero-GPU
 `cluster probe` of the promoted tag pinned to its digest, for the vLLM image `cluster accept`
-of the promoted tag with the stand-in model on a read-only PVC (protocol PASS, semantics
-DEFERRED, live startup phases in evidence), and finally the reports.
+of the promoted tag with the stand-in instruct model on a read-only PVC (protocol and semantics
+PASS, each DEFERRED one the profile allows, live startup phases in evidence), and finally the
+reports.
 
 Three actors play it, each with its own key and evidence store (CI, the release engineer, the
 operator), and an auditor renders the reports from an empty store. Each step is the ordinary
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,7 @@ from imagekit.results import CheckResult, Status
 if TYPE_CHECKING:
     from imagekit.evidence import EvidenceStore
     from imagekit.progress import Progress
-    from imagekit.spec import ImagesSpec
+    from imagekit.spec import Acceptance, ImagesSpec
 
 
 class RehearsalOutcome(BaseModel):
@@ -105,11 +107,13 @@ def check_out(out: Path) -> Path:
 
 
 def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
-                actors: Path, namespace: str | None = None) -> None:
+                actors: Path, namespace: str | None = None,
+                allowed: Mapping[str, Acceptance] | None = None) -> None:
     """The promoted vLLM image accepted on the cluster with the stand-in model on a
     read-only PVC by the operator: its empty store, trusting CI's and the release
     engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal
-    (the step's exit code says DEFERRED for the stand-in: its verdict is that judge's)."""
+    (the step's exit code says DEFERRED for the stand-in: its verdict is that judge's).
+    `allowed`: the checks the profile lets stay DEFERRED (`Profile.cluster_accept_allowances`)."""
     from imagekit.clusteraccept import rehearsal as step
     from imagekit.infra.cluster import NODE_NAME
 
@@ -123,7 +127,7 @@ def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
                          *step.trust_args(actors, "ci", "release"),
                          *step.sign_args(actors, "operator"),
                          want_json=True, judged_after=True, store=operator)
-    judged = step.standin_acceptance_check(f"{name}-cluster-accept", body)
+    judged = step.standin_acceptance_check(f"{name}-cluster-accept", body, allowed, profile)
     runner.add_check(judged)
     verdict = runner.sink.phase("rehearsal", f"{name}-cluster-accept verdict", judged.detail)
     if judged.status is Status.PASS:
@@ -339,7 +343,8 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
             # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
             # otherwise be the local evidence it decides from
             if cluster and image.engine == "vllm":
-                accept_step(runner, name, hops[-1], profile_name, actors, namespace)
+                accept_step(runner, name, hops[-1], profile_name, actors, namespace,
+                            prof.cluster_accept_allowances(name))
             if cluster:
                 runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
                            "--expect-digest", str(build.digest), "--profile", profile_name,

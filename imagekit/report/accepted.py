@@ -70,6 +70,7 @@ def from_spec(image: str | None, profile: str | None,
         return []
     try:
         from imagekit.spec import default_spec_path, load_spec
+        from imagekit.spec.models import CLUSTER_ACCEPT_PREFIX
     except ImportError:
         return []
     path = default_spec_path(spec_path)
@@ -83,7 +84,9 @@ def from_spec(image: str | None, profile: str | None,
     found = []
     for key, acceptance in spec.profiles[profile].accept.items():
         name, _, check = key.partition(".")
-        if name == image:
+        # `<image>.cluster-accept:<check>` is the rehearsal's judge's (a DEFERRED of
+        # `cluster accept` it lets stand), not a probe acceptance of the image phase
+        if name == image and not check.startswith(CLUSTER_ACCEPT_PREFIX):
             found.append(Accepted(check=check, status=Status(acceptance.status),
                                   reason=acceptance.reason,
                                   source=f"profile {profile} of {path}", profile=profile,

@@ -138,7 +138,8 @@ def path_diagram(report: ImageReport) -> str:
             if attest else "no attestation evidence")
     for e in glance.promotion_path(report):
         state = ("wrong" if not serves_image(report, e) else
-                 "verified" if e.verified else "unverified")
+                 "verified" if e.verified else
+                 "not-verified" if e.verified is False else "unverified")
         nodes.append({"name": glance.endpoint_name(e),
                       "where": e.reference.split("/", 1)[0], "digest": e.digest[:19] + "…",
                       "state": state, "note": _attested(e.referrers, note),

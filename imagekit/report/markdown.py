@@ -289,7 +289,8 @@ def _at_a_glance(report: ImageReport, decision: Decision) -> list[str]:
         hops = []
         for e in path:
             state = ("serves ANOTHER digest" if not serves_image(report, e) else
-                     "verified" if e.verified else "not read back")
+                     "verified" if e.verified else
+                     "read back: NOT as sent" if e.verified is False else "not read back")
             hops.append(f"{glance.endpoint_name(e)} `{short(e.digest)}` ({state})")
         out.append("\n**Promotion path (in hop order):** " + " → ".join(hops))
     if report.acceptance:

@@ -152,7 +152,8 @@ def grouped_bars(plot_id: str, title: str, x_label: str, y_label: str, groups: l
 
 def promotion_diagram(diagram_id: str, nodes: list[dict]) -> str:
     """The promotion path as boxes joined by arrows. Each node: `name`, `where` (registry or
-    place), `digest` (short), `state` (`verified`, `unverified`, `wrong`, `pass`, `fail`),
+    place), `digest` (short), `state` (`verified`, `not-verified`: read back and not as sent,
+    `unverified`, `wrong`, `pass`, `fail`),
     `note` (one short line: attestations…). Class `diagram`, not `plot`: no data points."""
     if not nodes:
         return ""
@@ -161,6 +162,7 @@ def promotion_diagram(diagram_id: str, nodes: list[dict]) -> str:
     height = box_h + pad * 2 + 22
     colors = {"verified": ("#e6f4e6", "#176b17", "✓ read back, verified"),
               "pass": ("#e6f4e6", "#176b17", "✓ runs the pinned digest"),
+              "not-verified": ("#fde8eb", "#b00020", "✗ read back: not as sent"),
               "unverified": ("#f5f5f5", "#777", "○ pushed, not read back"),
               "wrong": ("#fde8eb", "#b00020", "✗ serves another digest"),
               "fail": ("#fde8eb", "#b00020", "✗ not the pinned digest")}

@@ -6,6 +6,7 @@ Validation happens here so that every bad spec fails before any engine call, wit
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +21,10 @@ KNOWN_PROBES = ("pip_check", "find_spec", "av_roundtrip", "cli_help", "torch_arc
 REGISTRY_ROLES = ("staging", "production", "target")
 #: the folder beside the spec holding the stand-in Dockerfiles of a `standins = true` profile
 STANDINS_FOLDER = "standins"
+#: An acceptance key's check part for a check of `cluster accept` (`"vllm.cluster-accept:
+#: tool-calling"`): named apart from the image's probes so a mistyped probe is still refused.
+CLUSTER_ACCEPT_PREFIX = "cluster-accept:"
+_CHECK_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 
 
 class Acceptance(BaseModel):
@@ -65,6 +70,16 @@ class Profile(BaseModel):
 
     def registry_for(self, role: str) -> str:
         return getattr(self, role)
+
+    def cluster_accept_allowances(self, image: str) -> dict[str, Acceptance]:
+        """The checks of `cluster accept` this profile lets stay DEFERRED for `image`, by check
+        name (`"vllm.cluster-accept:tool-calling"` gives `tool-calling`), each with its reason."""
+        found = {}
+        for key, acceptance in self.accept.items():
+            name, _, check = key.partition(".")
+            if name == image and check.startswith(CLUSTER_ACCEPT_PREFIX):
+                found[check.removeprefix(CLUSTER_ACCEPT_PREFIX)] = acceptance
+        return found
 
 
 class ServeSetting(BaseModel):
@@ -209,11 +224,18 @@ class ImagesSpec(BaseModel):
                 if profile not in image.base:
                     raise ValueError(f"image {name!r} has no base for profile {profile!r}")
         for pname, prof in self.profiles.items():
-            for key in prof.accept:
+            for key, acceptance in prof.accept.items():
                 image_name, _, check = key.partition(".")
-                if image_name not in self.images or check not in KNOWN_PROBES:
+                accept_check = check.removeprefix(CLUSTER_ACCEPT_PREFIX)
+                if check != accept_check and image_name in self.images and \
+                        _CHECK_NAME.fullmatch(accept_check):
+                    if acceptance.status != Status.DEFERRED:  # a wrong answer never is
+                        raise ValueError(f"profile {pname!r}: accept key {key!r}: a check of "
+                                         "cluster accept may be accepted DEFERRED only")
+                elif image_name not in self.images or check not in KNOWN_PROBES:
                     raise ValueError(f"profile {pname!r}: accept key {key!r} is not "
-                                     "'<image>.<probe>' of this spec")
+                                     "'<image>.<probe>' or '<image>.cluster-accept:<check>' "
+                                     "of this spec")
         return self
 
     def final_hop_requirements(self, registry: str) -> list[str]:

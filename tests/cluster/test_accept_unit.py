@@ -7,12 +7,15 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from imagekit import packaged
 from imagekit.evidence import EvidenceStore
-from imagekit.results import Status
+from imagekit.results import CheckResult, Status
+from imagekit.spec import Acceptance
 
 from .fake_api import FakeKube
 
@@ -145,8 +148,12 @@ def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
 
     store = EvidenceStore(tmp_path)
     options = AcceptOptions(namespace="ns")
-    budget, source, check = startup_budget(store, options, "m")
-    assert (budget, source, check.status) == (DEFAULT_STARTUP_S, "default", Status.PASS)
+    budget, source, check = startup_budget(store, options, "m")   # nothing measured it
+    assert (budget, source, check.status) == (DEFAULT_STARTUP_S, "default", Status.DEFERRED)
+    assert "no observed start" in check.detail and "measured against nothing" in check.detail
+    given = options.model_copy(update={"startup_seconds": 30})
+    _, _, check = startup_budget(store, given, "m")
+    assert check.status is Status.DEFERRED and "no observed start" in check.detail
     _startup_evidence(store, 40.0, "other-model")
     _startup_evidence(store, 48.0, "m")
     budget, source, check = startup_budget(store, options, "m")
@@ -155,6 +162,30 @@ def test_budget_from_the_last_observed_start_and_a_short_one_is_a_finding(
     budget, _, check = startup_budget(store, short, "m")
     assert check.status is Status.FAIL and "shorter than the last observed start" in \
         check.detail and "not submitted" in check.detail
+    _, _, check = startup_budget(store, short.model_copy(update={"startup_seconds": 120}), "m")
+    assert check.status is Status.PASS and "covers the last observed start" in check.detail
+
+
+def test_a_budget_nothing_measured_is_judged_by_the_runs_own_start_or_stays_deferred(
+        tmp_path: Path) -> None:
+    """The default budget on an empty store: this run's ready start judges it (PASS when it
+    covers the start with margin, FAIL when not); no measured start leaves it DEFERRED, saying
+    why; a budget judged from evidence is not judged again."""
+    from imagekit.clusteraccept.run import AcceptOptions, budget_after_start, startup_budget
+
+    _, _, unmeasured = startup_budget(EvidenceStore(tmp_path), AcceptOptions(namespace="ns"),
+                                      "m")
+    ok = budget_after_start(unmeasured, 900, 44.7)
+    assert ok.status is Status.PASS and "covers this run's own start: 44.7 s" in ok.detail
+    assert ok.data["observed_by"] == "this run" and ok.data["required_seconds"] == 116
+    thin = budget_after_start(unmeasured, 900, 800.0)
+    assert thin.status is Status.FAIL and "shorter than this run's own start" in thin.detail
+    never = budget_after_start(unmeasured, 900, None, "the engine never became ready here")
+    assert never.status is Status.DEFERRED
+    assert never.detail.endswith("the engine never became ready here, so no start measured it "
+                                 "either")
+    failed = CheckResult(name="startup_budget", status=Status.FAIL, detail="short")
+    assert budget_after_start(failed, 30, 44.7) is failed
 
 
 def _pod_attempt(tmp_path: Path) -> Path:
@@ -348,14 +379,93 @@ def test_the_rehearsal_step_accounts_for_every_check() -> None:
              "detail": "not served by this model: needs video: the server does not list it",
              "data": {}}
     rnd = {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}}
-    named = standin_acceptance_check("x", {"checks": [*base, video, rnd]})
+    allowed = {"video-colour-order": Acceptance(status=Status.DEFERRED,
+                                                reason="the model is text-only")}
+    named = standin_acceptance_check("x", {"checks": [*base, video, rnd]}, allowed, "local")
     assert named.status is Status.PASS
-    assert "named: video-colour-order (not served by this model" in named.detail
+    assert "named: video-colour-order (DEFERRED: not served by this model" in named.detail
+    assert "allowed by profile local: the model is text-only" in named.detail
     assert set(named.data["accounted"]) == {c["name"] for c in [*base, video, rnd]}
-    assert named.data["accounted"]["video-colour-order"].startswith("named: DEFERRED")
+    assert named.data["accounted"]["video-colour-order"].startswith("named: DEFERRED, allowed")
+    # the same run, the profile allowing nothing: DEFERRED, never PASS, the check named
+    unallowed = standin_acceptance_check("x", {"checks": [*base, video, rnd]}, {}, "local")
+    assert unallowed.status is Status.DEFERRED
+    assert "video-colour-order (DEFERRED: not served by this model" in unallowed.detail
+    assert "not allowed by profile local" in unallowed.detail
     deferred_round = dict(rnd, status="DEFERRED", detail="left out of the formal load")
     bad = standin_acceptance_check("x", {"checks": [*base, deferred_round]})
     assert bad.status is Status.FAIL and "round-01-text-c1-in64-out8: DEFERRED" in bad.detail
+
+
+def test_the_rehearsal_step_does_not_pass_a_needle_cut_by_the_context_unless_allowed() -> None:
+    """A deployment whose served context is below the needle's document: the needle is
+    DEFERRED as a context limit (nothing answered wrong). One other semantic PASS does not make
+    the step PASS: it is DEFERRED, naming the needle and why; FAIL when something also
+    answered wrong; PASS only when the profile allows that DEFERRED, with its reason."""
+    from imagekit.acceptance.needle_retest import context_limit
+    from imagekit.clusteraccept.rehearsal import standin_acceptance_check
+
+    class Ctx:   # what context_limit reads of a suite context
+        capabilities = type("Caps", (), {"max_model_len": 1024})()
+        options = type("Opts", (), {"cases": type("Cases", (), {
+            "name": "stand-in", "needle": type("Needle", (), {"min_tokens": 1200})()})()})()
+
+    needle = context_limit(Ctx(), "original", 900).model_dump(mode="json")  # type: ignore[arg-type]
+    assert needle["status"] == "DEFERRED" and "context limit" in needle["detail"]
+    checks = [
+        {"name": "engine_start", "status": "PASS", "detail": "", "data": {}},
+        {"name": "streaming", "status": "PASS", "detail": "streamed '1 2 3'",
+         "data": {"protocol": {"status": "PASS"}, "semantic": {"status": "PASS"}}},
+        needle,
+        {"name": "round-01-text-c1-in64-out8", "status": "PASS", "detail": "", "data": {}},
+        {"name": "controller", "status": "PASS", "detail": "", "data": {}}]
+    cut = standin_acceptance_check("x", {"checks": checks}, {}, "local")
+    assert cut.status is Status.DEFERRED, cut.detail
+    assert "needle-original (DEFERRED: context limit: the served context (1024 tokens)" in \
+        cut.detail
+    assert "not allowed by profile local" in cut.detail
+    assert cut.data["unallowed_deferred"][0].startswith("needle-original")
+    wrong = [*checks[:1], dict(checks[1], status="FAIL", data={
+        "protocol": {"status": "PASS"}, "semantic": {"status": "FAIL"}}), *checks[2:]]
+    both = standin_acceptance_check("x", {"checks": wrong}, {}, "local")
+    assert both.status is Status.FAIL
+    assert "streaming: semantic FAIL" in both.detail and "needle-original" in both.detail
+    leave = {"needle-original": Acceptance(status=Status.DEFERRED,
+                                           reason="this deployment serves 1024 tokens")}
+    allowed = standin_acceptance_check("x", {"checks": checks}, leave, "local")
+    assert allowed.status is Status.PASS, allowed.detail
+    assert "allowed by profile local: this deployment serves 1024 tokens" in allowed.detail
+
+
+def test_the_shipped_local_profile_allows_what_the_stand_in_lacks_and_no_more(
+        tmp_path: Path) -> None:
+    """The `local` profile lets the stand-in's missing capabilities stay DEFERRED, never a
+    needle, a semantic verdict or the startup budget; a cluster-accept key
+    accepts DEFERRED only, and a mistyped probe key is still refused."""
+    from imagekit.errors import SpecError
+    from imagekit.spec import load_spec
+
+    spec = load_spec(packaged.path("dockerfiles", "images.toml"))
+    allowed = spec.profiles["local"].cluster_accept_allowances("vllm")
+    assert set(allowed) == {"tool-calling", "image-solid-colour", "image-bordered",
+                            "image-chart", "video-colour-order"}
+    assert all(a.status is Status.DEFERRED for a in allowed.values())
+    assert spec.profiles["local"].cluster_accept_allowances("sglang") == {}
+    assert spec.profiles["production"].cluster_accept_allowances("vllm") == {}
+    text = packaged.path("dockerfiles", "images.toml").read_text()
+    for n, (bad, why) in enumerate((
+            ('"vllm.cluster-accept:streaming" = { status = "FAIL", reason = "wrong is fine" }',
+             "DEFERRED only"),
+            ('"nope.cluster-accept:streaming" = { status = "DEFERRED", reason = "no image" }',
+             "is not '<image>.<probe>'"),
+            ('"vllm.cli_hlep" = { status = "DEFERRED", reason = "a mistyped probe" }',
+             "is not '<image>.<probe>'"))):
+        spec_dir = tmp_path / str(n)
+        spec_dir.mkdir()
+        (spec_dir / "images.toml").write_text(text.replace(
+            "[profiles.local.accept]\n", f"[profiles.local.accept]\n{bad}\n"))
+        with pytest.raises(SpecError, match=re.escape(why)):
+            load_spec(spec_dir / "images.toml")
 
 
 def test_image_phase_gate_ignores_acceptance_but_not_a_failed_probe(tmp_path: Path) -> None:
@@ -437,8 +547,11 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
 
     runner = Runner()
     actors = Path("/r/actors")
+    from imagekit.spec import load_spec
+
+    local = load_spec(packaged.path("dockerfiles", "images.toml")).profiles["local"]
     accept_step(runner, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local",  # type: ignore[arg-type]
-                actors)
+                actors, allowed=local.cluster_accept_allowances("vllm"))
     # the accept step's exit 1 is judged here, so its live line must not say FAILED for it
     assert runner.calls == [("cluster", "model-volume", False), ("cluster", "accept", True)]
     # the operator's own (empty) store, CI's and the release engineer's keys trusted, its key

@@ -300,6 +300,26 @@ def test_recreate_after_immutable_change_waits_until_gone(kube, test_ns) -> None
     assert kube.get_pod(test_ns, name) is None
 
 
+def test_a_409_returns_the_same_pod_and_refuses_another(kube, test_ns) -> None:
+    """The real API server adds its defaults (dnsPolicy, default tolerations, a token volume
+    …) to what was sent: a second create of the same manifest is answered 409, and the Pod
+    read back still holds what was sent, so it is returned (same uid); a manifest that
+    differs (another command) is a Conflict, and the Pod is left as it was."""
+    name = "create-twice"
+    delete_and_wait(kube, test_ns, name, timeout=POD_GONE_S)
+    try:
+        first = kube.create(busybox_pod(name, test_ns))
+        again = kube.create(busybox_pod(name, test_ns))
+        assert again["metadata"]["uid"] == first["metadata"]["uid"]
+        other = busybox_pod(name, test_ns)
+        other["spec"]["containers"][0]["command"] = ["sh", "-c", "exit 3"]
+        with pytest.raises(Conflict, match="differs from what was sent"):
+            kube.create(other)
+        assert kube.get_pod(test_ns, name)["metadata"]["uid"] == first["metadata"]["uid"]
+    finally:
+        delete_and_wait(kube, test_ns, name, timeout=POD_GONE_S)
+
+
 # ------------------------------------------------------------------------------ ConfigMap switch
 
 def _controller_run(kube, ns: str, image, mode: str, secret: str) -> tuple[str, dict]:

@@ -179,3 +179,38 @@ def test_record_checks_fail_a_wrong_busbw(two_rank_record) -> None:
     checks = {c.name: c for c in record_checks(broken, 2)}
     assert checks["busbw_formula"].status is Status.FAIL
     assert str(bw.sizes[0].bytes) in checks["busbw_formula"].detail
+
+
+@pytest.mark.parametrize("nodes_found, verdict", [(2, Status.DEFERRED), (1, Status.FAIL)])
+def test_the_job_shape_is_the_records_description_not_a_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes_found: int,
+        verdict: Status) -> None:
+    """A dry run (no --submit): the verdict comes from what was checked (the precheck, the
+    node count, nothing submitted: DEFERRED; a missing node: FAIL), never from a line that
+    describes the job; the shape and why that mode are in the `gpu-job` record."""
+    from imagekit.cluster import gpujob
+    from imagekit.evidence import EvidenceStore
+    from imagekit.results import CheckResult, overall
+
+    shape = ServerShape("v1.20.2", False, True, "server v1.20.2: Indexed Jobs not supported "
+                                                 "(completionMode dropped); cluster DNS absent")
+    monkeypatch.setattr(gpujob.admit, "prepare", lambda kube, what, ns: "restricted")
+    monkeypatch.setattr(gpujob.podsecurity, "require", lambda jobs, enforce, ns: None)
+    monkeypatch.setattr(gpujob, "server_shape", lambda kube, ns: shape)
+    monkeypatch.setattr(gpujob, "precheck", lambda kube, intent: [
+        CheckResult(name="node_taints", status=Status.PASS, detail="tolerated")])
+    monkeypatch.setattr(gpujob, "node_count", lambda kube, options: CheckResult(
+        name="node_count", status=Status.PASS if nodes_found >= 2 else Status.FAIL,
+        detail=f"{nodes_found} node(s) match the selector"))
+    store = EvidenceStore(tmp_path)
+    run = gpujob.run_gpu_job(None, PINNED, _options(), store,  # type: ignore[arg-type]
+                             submit=False)
+    assert [c.name for c in run.checks] == ["node_taints", "node_count", "submission"]
+    assert overall(run.checks) is verdict
+    record = store.latest(PINNED.digest, "gpu-job")
+    assert record is not None and [c.name for c in record.checks] == \
+        ["node_taints", "node_count", "submission"]
+    result = store.result(record)
+    assert result is not None and result.mode == MODE_PER_INDEX
+    assert result.shape == shape.detail and result.ranks_per_pod == 8
+    assert result.world_size == 16 and not result.submitted

@@ -1,6 +1,8 @@
-"""Connections the server closes while they sit idle in the pool: GET, DELETE, a create (by
-name) and a replace (with its resourceVersion) are sent once more on a new connection (a
-repeat of one that landed is a 409, read back), a PATCH never; a watch has a connection of its own; a watch stream that
+"""Connections the server closes while they sit idle in the pool: GET and DELETE are sent once
+more on a new connection, a PATCH never; a create is never sent twice blindly: the object is
+read back by name first (stored: judged against what was sent; absent: created once more, on a
+new connection), and a 409 is judged the same way (the object of that name holds what was
+sent: returned; else Conflict); a watch has a connection of its own; a watch stream that
 breaks off is watched again from its last resourceVersion, once.
 
 The server here is a small HTTP/1.1 one of our own, because the real API server cannot be made
@@ -24,10 +26,10 @@ import pytest
 
 from imagekit.errors import TransportError
 from imagekit.kube import Kube
-from imagekit.kube.errors import WatchBroken
+from imagekit.kube.errors import Conflict, WatchBroken
 from imagekit.kube.watch import wait_for
 
-from .fake_api import RESOURCE_LISTS
+from .fake_api import PLURALS, RESOURCE_LISTS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,6 +51,14 @@ class DroppingServer:
 
     watches: list[tuple[list[dict], str]] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
+    #: objects by path, as the server stores them (a POST stores the object it creates, with a
+    #: uid and a defaulted field of the server's own; a POST of a stored name is a 409)
+    objects: dict[str, dict] = field(default_factory=dict)
+    #: a POST dropped on a pooled connection was stored before the connection closed (the
+    #: server acted; its answer is lost)
+    store_dropped: bool = False
+    #: False: every request is answered (a kept-alive connection serves the next one too)
+    drop: bool = True
 
     def __post_init__(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -89,7 +99,22 @@ class DroppingServer:
         while len(rest) < length:
             rest += conn.recv(65536)
         url = urlsplit(target)
-        return method, url.path, parse_qs(url.query), rest[length:]
+        return method, url.path, parse_qs(url.query), rest[length:], rest[:length]
+
+    def _store(self, collection: str, body: bytes) -> tuple[int, dict]:
+        """A create as the server does it: 409 for a stored name, else stored with what the
+        server adds (uid, resourceVersion, a defaulted field)."""
+        sent = json.loads(body)
+        path = f"{collection}/{sent['metadata']['name']}"
+        with self._lock:
+            if path in self.objects:
+                return 409, {"kind": "Status", "status": "Failure", "reason": "AlreadyExists",
+                             "code": 409, "message": f"{sent['kind']} "
+                             f"\"{sent['metadata']['name']}\" already exists"}
+            stored = {**sent, "metadata": {**sent["metadata"], "uid": f"uid-{len(self.objects)}",
+                                           "resourceVersion": "7"}, "immutable": False}
+            self.objects[path] = stored
+            return 201, stored
 
     def _handle(self, conn: socket.socket, number: int) -> None:
         with conn, contextlib.suppress(OSError):
@@ -97,14 +122,19 @@ class DroppingServer:
             request = self._read(conn, b"")
             if request is None:
                 return
-            method, path, query, after = request
-            self.seen.append(Seen(number, method, path, query, True))
-            self._answer(conn, method, path, query)
-            again = self._read(conn, after)   # the client pooled it: the next one is dropped
-            if again is not None:
-                self.seen.append(Seen(number, again[0], again[1], again[2], False))
+            while request is not None:
+                method, path, query, after, body = request
+                self.seen.append(Seen(number, method, path, query, True))
+                self._answer(conn, method, path, query, body)
+                request = self._read(conn, after)
+                if self.drop and request is not None:   # the client pooled it: dropped
+                    self.seen.append(Seen(number, request[0], request[1], request[2], False))
+                    if self.store_dropped and request[0] == "POST":
+                        self._store(request[1], request[4])
+                    return
 
-    def _answer(self, conn: socket.socket, method: str, path: str, query: dict) -> None:
+    def _answer(self, conn: socket.socket, method: str, path: str, query: dict,
+                body_sent: bytes = b"") -> None:
         if "watch" in query:
             events, ending = self.watches.pop(0) if self.watches else ([], "end")
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -117,16 +147,25 @@ class DroppingServer:
                 return
             conn.sendall(b"0\r\n\r\n")
             return
+        code = 200
         if path in RESOURCE_LISTS:
             body: dict = RESOURCE_LISTS[path]
         elif path == "/version":
             body = {"gitVersion": "v1.20.2"}
-        elif method == "GET":   # a collection
+        elif method == "GET" and path in self.objects:
+            body = self.objects[path]
+        elif method == "GET" and path.rsplit("/", 1)[-1] in PLURALS:   # a collection
             body = {"kind": "PodList", "items": [], "metadata": {"resourceVersion": "1"}}
+        elif method == "GET":
+            code, body = 404, {"kind": "Status", "status": "Failure", "reason": "NotFound",
+                               "code": 404, "message": f"{path} not found"}
+        elif method == "POST":
+            code, body = self._store(path, body_sent)
         else:
             body = {"kind": "Status", "status": "Success"}
         data = json.dumps(body).encode()
-        status = b"201 Created" if method == "POST" else b"200 OK"
+        status = {200: b"200 OK", 201: b"201 Created", 404: b"404 Not Found",
+                  409: b"409 Conflict"}[code]
         conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
                      b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
 
@@ -159,23 +198,109 @@ def test_a_get_on_a_closed_pooled_connection_is_sent_again_on_a_new_one(server, 
     assert sent[0].connection == pooled != sent[1].connection
 
 
-def test_a_delete_and_a_create_are_sent_again_and_a_patch_never(server, kube) -> None:
+def _pool_one(server: DroppingServer, kube: Kube) -> None:
+    """Leave one answered connection in the pool, so the next request on it is dropped: a
+    GET that met a dropped pooled connection was answered on a client of its own (the pool
+    then holds none), so one more GET pools one."""
+    before = len(server.seen)
+    kube.version()
+    if any(not s.answered for s in server.seen[before:]):
+        kube.version()
+
+
+COLLECTION = "/api/v1/namespaces/ns/configmaps"
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "c", "namespace": "ns", "labels": {"run": "r1"}},
+             "data": {"launch.sh": "exec serve"}}
+
+
+def test_a_delete_is_sent_again_a_create_read_back_first_and_a_patch_never(server, kube
+                                                                            ) -> None:
     path = "/api/v1/namespaces/ns/pods/p"
     assert kube.delete(path) == {"kind": "Status", "status": "Success"}
     assert [s.answered for s in server.requests("DELETE", path)] == [False, True]
 
-    kube.version()                # pooled again, to be dropped under the POST
-    collection = "/api/v1/namespaces/ns/configmaps"
-    kube.create({"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "c", "namespace": "ns"}})
-    # a create is by name: repeated, it cannot make a second object (a 409 is read back)
-    assert [s.answered for s in server.requests("POST", collection)] == [False, True]
+    _pool_one(server, kube)       # to be dropped under the POST
+    created = kube.create(CONFIGMAP)
+    # the dropped POST left nothing (this server did not act on it): read back by name
+    # first, absent, so created once more on a new connection
+    assert [s.answered for s in server.requests("POST", COLLECTION)] == [False, True]
+    assert [s.answered for s in server.requests("GET", f"{COLLECTION}/c")][-1] is True
+    posts = [s for s in server.seen if s.method == "POST"]
+    read_back = server.requests("GET", f"{COLLECTION}/c")[-1]
+    assert server.seen.index(posts[0]) < server.seen.index(read_back) < \
+        server.seen.index(posts[1])
+    assert created["metadata"]["uid"] == "uid-0"
 
-    kube.version()                # pooled again, to be dropped under the PATCH
+    _pool_one(server, kube)       # to be dropped under the PATCH
     with pytest.raises(TransportError, match="cannot reach the API server: Server "
                                              "disconnected without sending a response"):
-        kube.patch(f"{collection}/c", {"data": {"k": "v"}})
-    assert [s.answered for s in server.requests("PATCH", f"{collection}/c")] == [False]
+        kube.patch(f"{COLLECTION}/c", {"data": {"k": "v"}})
+    assert [s.answered for s in server.requests("PATCH", f"{COLLECTION}/c")] == [False]
+
+
+def test_a_create_the_server_stored_before_its_connection_closed_is_not_sent_twice(
+        server, kube) -> None:
+    """The server acted on the POST and the connection closed before its answer: the object
+    read back by name holds what was sent, so it is this create's; no second POST."""
+    server.store_dropped = True
+    _pool_one(server, kube)       # to be dropped under the POST (after storing it)
+    created = kube.create(CONFIGMAP)
+    assert [s.answered for s in server.requests("POST", COLLECTION)] == [False]
+    assert created == server.objects[f"{COLLECTION}/c"] and created["immutable"] is False
+
+
+def test_an_unanswered_create_whose_name_holds_another_object_is_a_conflict(server, kube
+                                                                             ) -> None:
+    """Closed before its answer, and the object of that name holds other data: someone
+    else's (or an earlier run's), never taken for this create's, and not sent again."""
+    server.objects[f"{COLLECTION}/c"] = {**CONFIGMAP, "data": {"launch.sh": "exec other"}}
+    _pool_one(server, kube)
+    with pytest.raises(Conflict, match="ConfigMap/c exists and differs from what was sent"):
+        kube.create(CONFIGMAP)
+    assert [s.answered for s in server.requests("POST", COLLECTION)] == [False]
+
+
+@pytest.mark.parametrize("stored, outcome", [
+    ({**CONFIGMAP, "metadata": {**CONFIGMAP["metadata"], "uid": "u1"}, "immutable": False},
+     "returned"),
+    ({**CONFIGMAP, "data": {"launch.sh": "exec other"}}, "differs from what was sent"),
+    ({**CONFIGMAP, "metadata": {**CONFIGMAP["metadata"], "labels": {"run": "r2"}}},
+     "differs from what was sent"),
+    ({**CONFIGMAP, "metadata": {**CONFIGMAP["metadata"],
+                                "deletionTimestamp": "2026-12-06T09:00:00Z"}},
+     "is being deleted")])
+def test_a_409_returns_the_stored_object_only_when_it_holds_what_was_sent(
+        server, kube, stored: dict, outcome: str) -> None:
+    """Every request answered (no connection closes here): the POST's 409 reads the object
+    of that name. An identical one (the server's own additions aside) is returned; another
+    one's data or labels, or one being deleted, is a Conflict."""
+    server.drop = False
+    server.objects[f"{COLLECTION}/c"] = stored
+    if outcome == "returned":
+        assert kube.create(CONFIGMAP) == stored
+    else:
+        with pytest.raises(Conflict, match=outcome):
+            kube.create(CONFIGMAP)
+    assert [s.answered for s in server.requests("POST", COLLECTION)] == [True]
+
+
+def test_holds_leaves_the_servers_additions_aside_and_nothing_else() -> None:
+    from imagekit.kube.client import holds
+
+    sent = {"spec": {"containers": [{"name": "c", "image": "i@sha256:1"}],
+                     "tolerations": [{"key": "gpu", "operator": "Exists"}], "volumes": []}}
+    stored = {"spec": {"containers": [{"name": "c", "image": "i@sha256:1",
+                                       "terminationMessagePath": "/dev/termination-log"}],
+                       "tolerations": [{"key": "gpu", "operator": "Exists"},
+                                       {"key": "node.kubernetes.io/not-ready",
+                                        "effect": "NoExecute", "tolerationSeconds": 300}],
+                       "dnsPolicy": "ClusterFirst"}}
+    assert holds(stored, sent)
+    other = json.loads(json.dumps(stored))
+    other["spec"]["containers"][0]["image"] = "i@sha256:2"
+    assert not holds(other, sent)
+    assert not holds({"spec": {**stored["spec"], "tolerations": []}}, sent)
 
 
 def _pod(version: str, phase: str) -> dict:

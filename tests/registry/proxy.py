@@ -12,6 +12,9 @@
 - `hide_committed=True`: a blob whose upload it saw committed (PUT …?digest= answered 201) is
   answered 404 to every later HEAD/GET of it — a registry that acknowledges a commit and then
   does not serve the blob (the read-back must catch it).
+- `lie_tags=DIGEST`: every manifest HEAD/GET by tag answers `Docker-Content-Digest: DIGEST` —
+  a registry whose tag names another image than the one pushed under it (the read-back of the
+  tag must catch it).
 - `cut_blobs=(lo, hi)`: every blob GET body (the first and every resumed one) is reset after a
   random lo..hi bytes (a relay that cuts long downloads); `cut_first=N`: only a blob GET without
   a Range header is cut, after N bytes (each blob is resumed exactly once).
@@ -86,7 +89,7 @@ class FaultProxy:
                  seed: int = 7, cut_blobs: tuple[int, int] | None = None,
                  cut_first: int | None = None, ranges: str | None = None, shift: int = 4096,
                  extra: int = 1 << 20, bind: str = "127.0.0.1",
-                 hide_committed: bool = False) -> None:
+                 hide_committed: bool = False, lie_tags: str | None = None) -> None:
         if ranges is not None and ranges not in RANGE_LIES:
             raise ValueError(f"ranges={ranges!r}: one of {RANGE_LIES}")
         self.cut_blobs, self.cut_first, self.ranges = cut_blobs, cut_first, ranges
@@ -106,6 +109,7 @@ class FaultProxy:
         self.cut_after_patches = cut_after_patches
         self.patches = 0
         self.hide_committed = hide_committed
+        self.lie_tags = lie_tags
         self.hidden: set[str] = set()   # digests committed through here, hidden after
         #: committed uploads and cross-repository mounts (answered 201), by digest
         self.uploads: Counter[str] = Counter()
@@ -249,9 +253,15 @@ class FaultProxy:
                 with self.lock:
                     self.patches += 1
             handler.send_response(response.status)
+            by_tag = "/manifests/" in handler.path and \
+                not handler.path.rsplit("/", 1)[-1].startswith("sha256:")
             for key, value in response.getheaders():
                 if key.lower() in HOP_BY_HOP:
                     continue
+                if self.lie_tags and by_tag and key.lower() == "docker-content-digest" and \
+                        handler.command in ("GET", "HEAD") and response.status == 200:
+                    value = self.lie_tags
+                    self._count("tag-lies")
                 if key.lower() == "location" and value.startswith("http"):
                     value = value.replace(f"{self.upstream_host}:{self.upstream_port}",
                                           f"127.0.0.1:{self.port}")

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from imagekit.errors import DigestMismatch, NotFound, TransportError
+from imagekit.errors import DigestMismatch, TransportError
 from imagekit.evidence import EvidenceStore
 from imagekit.oci import ImageReference, Platform
 from imagekit.oci import mediatypes as mt
 from imagekit.oci.digest import Digest
-from imagekit.promote import promote, run_promote
+from imagekit.promote import HopNotVerified, promote, run_promote
 from imagekit.registry import ClientPool, ManifestBlob
 
 from .images import config_for, layer_tar, push_blob, push_image, push_index
@@ -133,10 +133,49 @@ def test_a_committed_blob_the_endpoint_does_not_serve_fails_the_hop(options, reg
     fails the hop naming the blob — never a verified hop."""
     with FaultProxy(reg["staging"], hide_committed=True) as hiding, \
             ClientPool(options) as hiding_pool:
-        with pytest.raises(NotFound, match="was committed but the endpoint does not serve it"):
+        with pytest.raises(HopNotVerified,
+                           match="was committed but the endpoint does not serve it") as caught:
             promote(R(f"{reg['staging']}/{repo}:v1"), [], R(f"{hiding.address}/{repo}-hid:v1"),
                     pool=hiding_pool)
         assert hiding.commits >= 1 and hiding.stats["hidden"] >= 1, hiding.stats
+    hop = caught.value.hop
+    assert not hop.verified and hop.manifests_pushed == 0
+    assert "no manifest was pushed that refers to it" in hop.read_back
+
+
+def test_a_tag_that_reads_back_another_digest_fails_the_hop_in_evidence(pool, reg, repo,
+                                                                          staged, tmp_path):
+    """The read-back is the hop's verdict: a registry whose tag names another digest after
+    the push (the lying proxy) gives a hop record with verified False, kept in evidence as a
+    FAIL with the read-back's words, the promotion stopped there, and `imagekit promote`
+    exits 1. The same promote through an honest proxy is verified (exit 0)."""
+    other = "sha256:" + "0" * 64
+    destination = f"{repo}-liar:v1"
+    with FaultProxy(reg["staging"], lie_tags=other) as liar:
+        lied = cli("promote", f"{reg['staging']}/{repo}:v1", "--via",
+                   f"{liar.address}/{destination}", "--to",
+                   f"{reg['production']}/{repo}-after-liar:v1", "--evidence-dir",
+                   str(tmp_path / "lied"), "--force", "--reason", "test image, no evidence")
+        assert liar.stats["tag-lies"] >= 1, liar.stats
+    assert lied.returncode == 1, lied.stdout + lied.stderr
+    assert f"tag v1 resolves to {other}, not {staged.digest}" in lied.stdout + lied.stderr
+    store = EvidenceStore(tmp_path / "lied")
+    (record,) = store.attempts(str(staged.digest), "promote")
+    assert record.status.value == "FAIL"
+    assert [(c.name, c.status.value) for c in record.checks] == [("hop-1", "FAIL")]
+    assert f"does not serve {staged.digest} as sent: " in record.checks[0].detail
+    assert f"tag v1 resolves to {other}" in record.checks[0].detail
+    (hop,) = store.result(record).hops
+    assert hop.verified is False and f"resolves to {other}" in hop.read_back
+    # the promotion stopped there: nothing reached the next hop
+    assert pool.get(reg["production"]).manifest_exists(f"{repo}-after-liar", "v1") is None
+    with FaultProxy(reg["staging"]) as honest:
+        done = cli("promote", f"{reg['staging']}/{repo}:v1", "--to",
+                   f"{honest.address}/{repo}-honest:v1", "--evidence-dir",
+                   str(tmp_path / "honest"), "--force", "--reason", "test image, no evidence")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = EvidenceStore(tmp_path / "honest").attempts(str(staged.digest), "promote")
+    assert [(c.name, c.status.value) for c in record.checks] == [("hop-1", "PASS")]
 
 
 def test_interrupted_promote_rerun_resends_no_present_blob(options, reg, repo, staged):
