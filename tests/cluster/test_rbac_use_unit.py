@@ -145,23 +145,36 @@ def test_marking_a_failed_node_sends_what_its_access_review_asks(tmp_path: Path)
 
 @pytest.mark.parametrize(("kind", "plural"), [("ConfigMap", "configmaps"), ("Secret", "secrets"),
                                               ("Service", "services"), ("Pod", "pods")])
-def test_a_create_sent_again_reads_the_object_back(tmp_path: Path, kind, plural) -> None:
-    """The first POST lands and its connection closes before the answer; the create is sent
-    again on a new connection, answered 409, and the object is read back: a `get` of the kind,
-    which `permissions.read_back` grants every command that creates it."""
-    posts: list[int] = []
+@pytest.mark.parametrize("landed", [True, False], ids=["stored", "lost"])
+def test_a_create_with_an_unknown_outcome_reads_the_object_back(tmp_path: Path, kind, plural,
+                                                               landed: bool) -> None:
+    """The first POST's connection closes before the answer; the create reads the object by
+    name before anything else (a `get` of the kind, which `permissions.read_back` grants every
+    command that creates it): stored, it is returned and never sent again; lost, it is created
+    once more."""
+    posts: list[dict] = []
+    stored: dict[str, dict] = {}
 
     def dropping(request: httpx.Request) -> httpx.Response:
+        import json
+
         path = request.url.path
         if path in RESOURCE_LISTS:
             return httpx.Response(200, json=RESOURCE_LISTS[path])
         if request.method == "POST":
-            posts.append(1)
+            body = json.loads(request.content)
+            posts.append(body)
             if len(posts) == 1:
+                if landed:
+                    stored[body["metadata"]["name"]] = body
                 raise httpx.RemoteProtocolError("Server disconnected without sending a response")
-            return httpx.Response(409, json={"kind": "Status", "code": 409,
-                                             "reason": "AlreadyExists", "message": "exists"})
-        return httpx.Response(200, json={"kind": kind, "metadata": {"name": "x"}})
+            stored[body["metadata"]["name"]] = body
+            return httpx.Response(201, json=body)
+        name = path.rsplit("/", 1)[-1]
+        if name in stored:
+            return httpx.Response(200, json=stored[name])
+        return httpx.Response(404, json={"kind": "Status", "code": 404, "reason": "NotFound",
+                                         "message": "not found"})
 
     from imagekit.kube import Kube
 
@@ -172,4 +185,4 @@ def test_a_create_sent_again_reads_the_object_back(tmp_path: Path, kind, plural)
     sent = recorder.uses("ns")
     assert sent == uses("create,get", plural) == uses("create", plural) | read_back(
         uses("create", plural))
-    assert len(posts) == 2
+    assert len(posts) == (1 if landed else 2)
