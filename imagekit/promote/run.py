@@ -146,25 +146,28 @@ def hop_check(index: int, hop: HopRecord) -> CheckResult:
 def _record_unverified(store: EvidenceStore, digest: Digest, context: dict,
                        hops: list[HopRecord], exc: HopNotVerified) -> None:
     """A hop whose read-back differed: FAIL, its record kept beside the hops before it."""
-    with store.attempt(digest, "promote", **context) as attempt:
-        attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
-        attempt.write_result(_evidence(context["source"], str(digest), context, hops,
-                                       error=exc.one_line()[:1000]))
-        attempt.finish(Status.FAIL, summary=exc.one_line()[:500],
-                       checks=[hop_check(i, h) for i, h in enumerate(hops)])
+    _record_stop(store, digest, context, hops, exc, Status.FAIL, exc.one_line())
 
 
 def _record_failure(store: EvidenceStore, digest: Digest, context: dict,
                     hops: list[HopRecord], exc: ImagekitError) -> None:
+    """A hop that could not be made: the hops before it, and an ERROR for the one that
+    failed."""
+    _record_stop(store, digest, context, hops, exc, Status.ERROR,
+                 f"{type(exc).__name__}: {exc.one_line()}",
+                 CheckResult(name=f"hop-{len(hops) + 1}", status=Status.ERROR,
+                             detail=exc.one_line()[:1000]))
+
+
+def _record_stop(store: EvidenceStore, digest: Digest, context: dict, hops: list[HopRecord],
+                 exc: ImagekitError, status: Status, summary: str,
+                 *more: CheckResult) -> None:
     with store.attempt(digest, "promote", **context) as attempt:
         attempt.write_json("hops.json", [h.model_dump(mode="json") for h in hops])
         attempt.write_result(_evidence(context["source"], str(digest), context, hops,
                                        error=exc.one_line()[:1000]))
-        checks = [hop_check(i, h) for i, h in enumerate(hops)]
-        checks.append(CheckResult(name=f"hop-{len(hops) + 1}", status=Status.ERROR,
-                                  detail=exc.one_line()[:1000]))
-        attempt.finish(Status.ERROR, summary=f"{type(exc).__name__}: {exc.one_line()}"[:500],
-                       checks=checks)
+        attempt.finish(status, summary=summary[:500],
+                       checks=[*(hop_check(i, h) for i, h in enumerate(hops)), *more])
 
 
 def _record_await_failure(store: EvidenceStore, digest: Digest, context: dict,

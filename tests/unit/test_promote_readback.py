@@ -90,3 +90,25 @@ def build_report_md(store: EvidenceStore) -> str:
     from imagekit.report import build_report, render
 
     return render(build_report(store, DIGEST), "md")
+
+
+def test_a_hop_that_could_not_be_made_is_an_error_beside_the_hops_before_it(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a read-back that differed but a hop that failed (a registry that refused): ERROR,
+    the verified hops before it kept as PASS."""
+    from imagekit.errors import Unauthorized
+
+    def refusing(source, via, to, *, gate, on_hop, **_):
+        gate(DIGEST)
+        on_hop(_hop(via[0], True, "manifest served; 2 blobs present"))
+        raise Unauthorized("upload refused: 403 denied", where=str(to))
+
+    monkeypatch.setattr(promote_run, "promote", refusing)
+    store = EvidenceStore(tmp_path)
+    with pytest.raises(Unauthorized):
+        promote_run.run_promote(SOURCE, HOPS[:1], HOPS[1], store=store, gate=False)
+    (record,) = store.attempts(str(DIGEST), "promote")
+    assert record.status is Status.ERROR
+    assert [(c.name, c.status) for c in record.checks] == [("hop-1", Status.PASS),
+                                                          ("hop-2", Status.ERROR)]
+    assert "upload refused: 403 denied" in record.checks[1].detail
