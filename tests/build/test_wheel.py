@@ -2,7 +2,7 @@
 with `pip install imagekit-*.whl[media]`, then run from an empty folder outside the
 checkout against the real registries and cluster:
 
-- `imagekit --version` is `imagekit.__version__`;
+- `imagekit --version` is `imagekit.__version__`, then what the release supports;
 - the user's own spec (`mine/my-images.toml`, its Dockerfile and build context beside it, the
   commands run from the folder above it): `imagekit pin` writes the lock beside the spec and
   `imagekit images verify` builds from the spec's folder, pushes to staging and probes: PASS;
@@ -133,7 +133,9 @@ def test_the_installed_wheel_works_from_an_empty_folder(installed, user_env, bas
     assert Path(package_file).is_relative_to(site) and Path(probes_dir).is_relative_to(site)
     assert version == imagekit.__version__
     shown = _run([ik, "--version"], cwd=cwd, env=user_env)
-    assert shown.returncode == 0 and shown.stdout.strip() == f"imagekit {imagekit.__version__}"
+    first, supports = shown.stdout.splitlines()
+    assert shown.returncode == 0 and first == f"imagekit {imagekit.__version__}", shown.stdout
+    assert supports.startswith("supports: Kubernetes "), shown.stdout
     data = site / "imagekit" / "data"   # the repository's top-level folders, mapped in
     assert Path(probes_dir) == data / "probes"
     packaged_probes = sorted(p.name for p in (data / "probes").glob("*.py"))
