@@ -27,13 +27,16 @@ def path(folder: str, *parts: str) -> Path:
     """The on-disk path of a shipped file or folder, e.g. `path("probes", "pip_check.py")`.
 
     The wheel's place is taken when it exists, else the checkout's (an editable install or a
-    test run from the repository). The wheel installs unzipped, so this is a real path."""
+    test run from the repository). An installed wheel that lost a folder gets the wheel's
+    place too, so the error names where the file should be, not a checkout that never was.
+    The wheel installs unzipped, so this is a real path."""
     try:
         installed, checkout = FOLDERS[folder]
     except KeyError:
         raise ValueError(f"no shipped folder named {folder!r} (one of {', '.join(FOLDERS)})") \
             from None
-    root = installed if installed.is_dir() else checkout
+    wheel = (_PACKAGE / "data").is_dir()
+    root = installed if installed.is_dir() or (wheel and not checkout.is_dir()) else checkout
     return root.joinpath(*parts)
 
 
