@@ -461,12 +461,13 @@ class Kube:
         """Create an object from its manifest dict (any kind the server discovers); with
         `dry_run` the server only says what it would have stored (`dryRun=All`).
 
-        A create is never sent twice blindly. Its connection closed after it went out (the
-        outcome unknown): the object is read by name first; absent, it is created once more;
-        present, it is judged like a 409. A 409: the object of that name is returned when it
-        holds what was sent (`holds_what_was_sent`: this create landed, or an identical one);
-        else Conflict, naming the difference's owner as unknown (someone else's object, or one
-        being deleted)."""
+        A create is never sent twice blindly. A dry run stores nothing, so one whose
+        connection closed is simply sent again. Otherwise, a connection closed after the create
+        went out leaves its outcome unknown: the object is read by name first; absent, it is
+        created once more; present, it is judged like a 409. A 409: the object of that name is
+        returned when it holds what was sent (`holds_what_was_sent`: this create landed, or an
+        identical one); else Conflict, naming the difference's owner as unknown (someone else's
+        object, or one being deleted)."""
         where = f"{obj.get('kind')}/{obj['metadata'].get('name')}"
 
         def post(new_connection: bool = False) -> dict:
@@ -478,8 +479,8 @@ class Kube:
         try:
             created = post()
         except SentUnanswered:
-            if dry_run:
-                raise
+            if dry_run:          # stores nothing: safe to send again, nothing to read back
+                return post(new_connection=True)
             stored = self.maybe_get(self.object_path(obj))
             if stored is not None:
                 created = self._created_as_sent(stored, obj, where)

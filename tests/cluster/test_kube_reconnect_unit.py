@@ -239,6 +239,16 @@ def test_a_delete_is_sent_again_a_create_read_back_first_and_a_patch_never(serve
     assert [s.answered for s in server.requests("PATCH", f"{COLLECTION}/c")] == [False]
 
 
+def test_a_dry_run_create_on_a_closed_pooled_connection_is_sent_again(server, kube) -> None:
+    """A dry run stores nothing, so a dropped one is sent again on a new connection, with
+    nothing read back."""
+    _pool_one(server, kube)       # to be dropped under the POST
+    answered = kube.create(CONFIGMAP, dry_run=True)
+    assert [s.answered for s in server.requests("POST", COLLECTION)] == [False, True]
+    assert server.requests("GET", f"{COLLECTION}/c") == []
+    assert answered["metadata"]["name"] == "c"
+
+
 def test_a_create_the_server_stored_before_its_connection_closed_is_not_sent_twice(
         server, kube) -> None:
     """The server acted on the POST and the connection closed before its answer: the object
