@@ -193,23 +193,20 @@ def startup_budget(store: EvidenceStore, options: AcceptOptions, model: str | No
     seen = last_observed_startup(store, options.engine.value, model)
     if options.startup_seconds is not None:
         budget = options.startup_seconds
-        if seen is not None and budget < required_for(seen[0]):
-            return budget, "explicit", CheckResult(
-                name="startup_budget", status=Status.FAIL,
-                data={"configured_seconds": budget, "observed_seconds": seen[0],
-                      "required_seconds": required_for(seen[0]), "evidence": seen[1]},
-                detail=f"startupProbe budget {budget} s is shorter than the last observed "
-                       f"start of {options.engine.value} {model or ''}: {seen[0]:.1f} s to "
-                       f"API ready needs {required_for(seen[0])} s with margin ({seen[1]}); "
-                       "not submitted")
         if seen is not None:
+            observed, evidence = seen
+            need = required_for(observed)
+            short = budget < need
             return budget, "explicit", CheckResult(
-                name="startup_budget", status=Status.PASS,
-                data={"configured_seconds": budget, "observed_seconds": seen[0],
-                      "required_seconds": required_for(seen[0]), "evidence": seen[1]},
-                detail=f"startupProbe budget {budget} s (given) covers the last observed "
-                       f"start: {seen[0]:.1f} s to API ready needs {required_for(seen[0])} s "
-                       "with margin")
+                name="startup_budget", status=Status.FAIL if short else Status.PASS,
+                data={"configured_seconds": budget, "observed_seconds": observed,
+                      "required_seconds": need, "evidence": evidence},
+                detail=(f"startupProbe budget {budget} s is shorter than the last observed "
+                        f"start of {options.engine.value} {model or ''}: {observed:.1f} s to "
+                        f"API ready needs {need} s with margin ({evidence}); not submitted")
+                if short else
+                (f"startupProbe budget {budget} s (given) covers the last observed start: "
+                 f"{observed:.1f} s to API ready needs {need} s with margin"))
         return budget, "explicit", CheckResult(
             name="startup_budget", status=Status.DEFERRED,
             data={"configured_seconds": budget},
