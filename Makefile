@@ -8,6 +8,8 @@ VENV := .venv
 IK := $(VENV)/bin/imagekit
 PY := $(VENV)/bin/python
 PROFILE ?= local
+# test worker processes: most of the suite waits on Pods, builds and engines, not on CPU
+TEST_WORKERS ?= 4
 export IMAGEKIT_EVIDENCE_DIR ?= $(CURDIR)/.evidence
 
 .PHONY: venv infra rehearsal test test-unit lint images verify bench gpu-preflight clean-venv \
@@ -47,7 +49,8 @@ lint: venv
 
 test: venv lint
 	$(IK) infra up --cluster
-	$(PY) -m pytest -q --durations=30 tests
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests
+	$(PY) -m pytest -q --durations=10 -m serial tests
 
 test-unit: venv
 	$(PY) -m pytest -q tests -m "not docker and not registry and not cluster and not gpu and not engine and not checker"

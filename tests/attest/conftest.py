@@ -21,8 +21,6 @@ from imagekit.infra.peers import ensure_peer
 from imagekit.registry import ClientPool, RegistryOptions
 from tests.registry.settings import FAST_RETRY
 
-#: ports this suite may bind (the attest range)
-CRANE_PORT = 5140
 
 
 @pytest.fixture(scope="session")
@@ -61,25 +59,25 @@ def keypair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def crane_registry():
-    """`crane registry serve` (go-containerregistry's registry: no referrers API) on
-    127.0.0.1:5140, stopped afterwards."""
+    """`crane registry serve` (go-containerregistry's registry: no referrers API) on a free
+    loopback port, stopped afterwards."""
     crane = ensure_peer("crane")
     with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", CRANE_PORT)) == 0:
-            pytest.fail(f"127.0.0.1:{CRANE_PORT} is taken")
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     process = subprocess.Popen([str(crane), "registry", "serve", "--address",
-                                f"127.0.0.1:{CRANE_PORT}"], stdout=subprocess.DEVNULL,
+                                f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
             try:
-                if httpx.get(f"http://127.0.0.1:{CRANE_PORT}/v2/").status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{port}/v2/").status_code == 200:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
         else:
             pytest.fail("crane registry serve did not answer")
-        yield f"127.0.0.1:{CRANE_PORT}"
+        yield f"127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -129,6 +129,7 @@ def test_labelling_a_node_that_does_not_exist_names_the_nodes(kube, cluster_stat
         label_node(kube, missing)
 
 
+@pytest.mark.serial  # the node's GPU capacity changes under every other Pod's scheduling
 def test_untolerated_taint_and_free_gpus_reported(kube) -> None:
     checks = by_name(precheck(kube, PodIntent(node_name=NODE, gpus=1)))
     assert checks["node_taints"].status is Status.FAIL

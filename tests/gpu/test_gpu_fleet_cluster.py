@@ -18,7 +18,8 @@ import pytest
 
 from tests.cluster.conftest import cluster_state, kube, test_ns  # noqa: F401 - fixtures
 
-pytestmark = [pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
+# serial: a second Node object appears in the cluster, which every node listing would show
+pytestmark = [pytest.mark.serial, pytest.mark.cluster, pytest.mark.docker, pytest.mark.registry,
               pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]

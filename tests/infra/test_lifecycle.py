@@ -73,6 +73,7 @@ def test_up_twice_is_idempotent_and_fast(infra: InfraState) -> None:
     assert json.loads(result.stdout)["state"]["registries"]["target"]["auth"] == "bearer"
 
 
+@pytest.mark.serial  # takes the staging registry's port away from every other test
 def test_port_taken_by_foreign_process(infra: InfraState) -> None:
     """A port held by something we did not start: one-line PortTaken, exit 2, it survives."""
     paths = StatePaths(infra.state_dir)
@@ -137,6 +138,7 @@ def test_no_secret_in_argv_or_logs(infra: InfraState) -> None:
         assert private.stat().st_mode & 0o077 == 0, f"{private} is readable by others"
 
 
+@pytest.mark.serial
 @pytest.mark.infra_last
 def test_down_stops_only_ours_then_up_again(infra: InfraState) -> None:
     """Runs last: `infra down` leaves none of our processes; a foreign one survives; up restores."""
