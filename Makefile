@@ -9,7 +9,7 @@ IK := $(VENV)/bin/imagekit
 PY := $(VENV)/bin/python
 PROFILE ?= local
 # test worker processes: most of the suite waits on Pods, builds and engines, not on CPU
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 export IMAGEKIT_EVIDENCE_DIR ?= $(CURDIR)/.evidence
 
 .PHONY: venv infra rehearsal test test-unit lint images verify bench gpu-preflight clean-venv \

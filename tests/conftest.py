@@ -115,10 +115,9 @@ def torch_image(infra, tmp_path_factory: pytest.TempPathFactory) -> TorchImage:
     of the suite, for the GPU preflight Pods of tests/gpu and tests/cluster alike."""
     from imagekit.engine import Engine
     from imagekit.evidence import EvidenceStore
+    from imagekit.oci import Digest, ImageReference
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
-
-    from imagekit.oci import Digest, ImageReference
 
     def produce(work: Path) -> TorchImage:
         spec = load_spec(REPO / "dockerfiles" / "images.toml")
@@ -161,10 +160,9 @@ def verified_images(infra, tmp_path_factory: pytest.TempPathFactory) -> Verified
     from imagekit.engine import Engine
     from imagekit.evidence import EvidenceStore
     from imagekit.imagesverify import verify_images
+    from imagekit.imagesverify.models import ImagesVerifyReport
     from imagekit.spec import load_spec
     from imagekit.standins import build_standins
-
-    from imagekit.imagesverify.models import ImagesVerifyReport
 
     def produce(work: Path) -> VerifiedImages:
         spec = load_spec(REPO / "dockerfiles" / "images.toml")

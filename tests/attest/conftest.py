@@ -22,7 +22,6 @@ from imagekit.registry import ClientPool, RegistryOptions
 from tests.registry.settings import FAST_RETRY
 
 
-
 @pytest.fixture(scope="session")
 def reg(infra):
     return {name: endpoint.address for name, endpoint in infra.registries.items()}

@@ -110,6 +110,7 @@ def _passes(evidence: Path) -> list[str]:
     return found
 
 
+@pytest.mark.serial  # a bound in seconds: measured with the machine to itself
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_unhealable_endpoint_is_one_line_in_seconds(command, endpoint, endpoints, startup,
