@@ -18,6 +18,26 @@ REPO = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+#: Files whose tests must share a worker with another file's: the same package-scoped engine
+#: serves both, so one start (not one per worker) serves them all.
+SHARED_WORKER = {"tests/acceptance/test_semantic_cases_real.py":
+                 "tests/acceptance/test_real_model.py"}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile`, with the files of SHARED_WORKER sent to one worker together."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedEngineScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SHARED_WORKER.get(scope, scope)
+
+    return SharedEngineScheduling(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _evidence_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
                      ) -> None:

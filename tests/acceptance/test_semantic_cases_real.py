@@ -22,6 +22,7 @@ import pytest
 from .conftest import RealEngine, free_port
 from .test_accept_cli import accept
 
+# one worker with the other file that uses `vllm_instruct` (tests/conftest.py SHARED_WORKER)
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 SERVED = "HuggingFaceTB/SmolLM2-135M-Instruct"
