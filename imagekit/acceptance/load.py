@@ -19,7 +19,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.datasets import Entry, Loaded, Turn
@@ -124,6 +124,7 @@ class BodyFactory:
                           self.spec.output_tokens or 1, self.fields)
 
 
+@runtime_checkable
 class RoundBodies(Protocol):
     """What a round sends: `units` sequences of requests (one request, or a conversation's
     turns in order), each started at `at(unit)` seconds (a trace) or whenever a worker is
@@ -257,8 +258,8 @@ async def run_round(client: ChatClient, spec: RoundSpec,
     Closed loop: `concurrency` workers, each taking the next unit (a request, or a whole
     conversation, turn after turn); open loop (`spec.rate`, a trace): each unit started at its
     arrival time, whatever is still in flight (so queueing shows in TTFT)."""
-    bodies: RoundBodies = make_body if isinstance(make_body, DatasetBodies | SingleRequests) \
-        else SingleRequests(cast(Callable[[int], dict], make_body), spec.requests)
+    bodies = make_body if isinstance(make_body, RoundBodies) else \
+        SingleRequests(make_body, spec.requests)
     units = bodies.units()
     offsets, total = [], 0
     for u in range(units):

@@ -390,3 +390,14 @@ def test_bad_shapes_are_one_line_exit_2(tmp_path: Path, matrix: str, files: dict
     assert code == 2 and err.startswith("imagekit: error: ") and err.count("\n") == 1, err
     assert words in err, err
     assert "matrix.toml" in err or str(tmp_path) in err
+
+
+def test_every_matrix_field_is_documented() -> None:
+    from imagekit.acceptance.matrix import Expectations, Matrix, MatrixBlock
+    from imagekit.acceptance.models import Dataset, Saturation, Slo
+
+    doc = (Path(__file__).parents[2] / "docs/reference/acceptance-matrix.md").read_text()
+    missing = [f"{model.__name__}.{field}" for model in (Matrix, MatrixBlock, Expectations, Slo,
+                                                        Dataset, Saturation)
+               for field in model.model_fields if f"| `{field}` |" not in doc]
+    assert not missing, missing
