@@ -186,6 +186,10 @@ def load_matrix(path: Path) -> Matrix:
                 raise InvalidInput(f"load matrix invalid: the dataset gives no output length "
                                    f"for every request: set output_tokens at matrix.{n}",
                                    where=str(path))
+            if dataset.format == "trace" and (block.requests or 0) > len(loaded.entries):
+                raise InvalidInput(f"load matrix invalid: a trace is replayed once, on its own "
+                                   f"times: requests may be at most its {len(loaded.entries)} "
+                                   f"rows at matrix.{n}.requests", where=str(path))
             block = block.model_copy(update={"dataset": dataset})
         blocks.append(block)
     return matrix.model_copy(update={"matrix": blocks})
