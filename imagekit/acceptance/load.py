@@ -380,9 +380,10 @@ def saturation(records: list[RequestRecord], rule: Saturation
 
     Offered: (sent - 1) / (last send - first send). Completed: (finished - 1) / (last finish
     - first finish), successful requests only. Saturated when completed < (1 -
-    rate_shortfall) x offered (the server fell behind the senders), or when the median TTFT of
-    the last third of requests (in send order) is at least ttft_growth x that of the first
-    third and larger by ttft_growth_min_ms (requests queued longer and longer)."""
+    rate_shortfall) x offered (the server fell behind the senders), or when the median TTFTs
+    of the requests' thirds (in send order) rise from one third to the next, the last at least
+    ttft_growth x the first and larger by ttft_growth_min_ms (requests queued longer and
+    longer; a single clump of bursty arrivals raises one third only)."""
     sent = sorted(r.sent_at_s for r in records if r.sent_at_s is not None)
     ok = sorted((r for r in records if r.error is None and r.sent_at_s is not None),
                 key=lambda r: r.sent_at_s or 0.0)
@@ -400,11 +401,13 @@ def saturation(records: list[RequestRecord], rule: Saturation
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     third = len(ttfts) // 3
     if third >= 2:
-        early, late = statistics.median(ttfts[:third]), statistics.median(ttfts[-third:])
-        if late >= rule.ttft_growth * early and \
+        early, middle, late = (statistics.median(ttfts[:third]),
+                               statistics.median(ttfts[third:-third]),
+                               statistics.median(ttfts[-third:]))
+        if early < middle < late and late >= rule.ttft_growth * early and \
                 late - early >= rule.ttft_growth_min_ms / 1000:
             reasons.append(f"TTFT grew across the round: median {_ms(early)} in the first "
-                           f"third, {_ms(late)} in the last")
+                           f"third, {_ms(middle)} in the second, {_ms(late)} in the last")
     return offered, achieved, "; ".join(reasons) or None
 
 

@@ -206,8 +206,8 @@ class Saturation(BaseModel):
 
     #: saturated when the completion rate falls below (1 - this) x the offered send rate
     rate_shortfall: float = Field(0.10, gt=0, lt=1)
-    #: saturated when the median TTFT of the round's last third of requests (by send time)
-    #: is at least this many times that of its first third …
+    #: saturated when the median TTFTs of the round's thirds of requests (by send time) rise
+    #: third by third and the last is at least this many times the first …
     ttft_growth: float = Field(2.0, gt=1)
     #: … and larger by at least this many milliseconds (noise on a fast server is no queue)
     ttft_growth_min_ms: float = Field(50.0, ge=0)
