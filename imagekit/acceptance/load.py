@@ -500,16 +500,21 @@ def _ms(value: float | None) -> str:
 
 
 def totals_check(results: list[RoundResult], round_checks: list[CheckResult]) -> CheckResult:
-    """Whole-matrix counts; passes only when every round passed its own expectations."""
+    """Whole-matrix counts (warm-up requests are in none); passes only when every round
+    passed its own expectations. Rounds past saturation are named."""
     requests = sum(r.spec.requests for r in results)
     completed = sum(r.completed for r in results)
     errors = sum(r.errors for r in results)
+    saturated = [r.spec.name for r in results if r.saturated]
+    detail = (f"{len(results)} rounds, {requests} requests, {completed} completed, {errors} "
+              f"errors, {sum(r.prompt_tokens for r in results)} input / "
+              f"{sum(r.completion_tokens for r in results)} output tokens")
+    if saturated:
+        detail += f"; past saturation: {', '.join(saturated)}"
     return CheckResult(
         name="matrix-totals",
         status=Status.PASS if round_checks and all(c.status is Status.PASS for c in round_checks)
         else Status.FAIL,
-        detail=f"{len(results)} rounds, {requests} requests, {completed} completed, {errors} "
-               f"errors, {sum(r.prompt_tokens for r in results)} input / "
-               f"{sum(r.completion_tokens for r in results)} output tokens",
+        detail=detail,
         data={"rounds": len(results), "requests": requests, "completed": completed,
-              "errors": errors})
+              "errors": errors, "saturated": saturated})

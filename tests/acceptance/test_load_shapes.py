@@ -315,6 +315,7 @@ def test_a_round_past_saturation_is_marked_not_failed(server: Server, tmp_path: 
     assert check["detail"].startswith("saturated: completed ")
     assert "req/s sent (below 90%)" in result["saturation_reason"]
     assert "goodput not judged past saturation" in check["detail"]
+    assert out["checks"][-1]["detail"].endswith("; past saturation: round-01-text-r60-in8-out2")
 
 
 @pytest.mark.serial  # judges rates and queueing
