@@ -7,6 +7,8 @@ that is where an API key travels.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -119,7 +121,9 @@ class Sample(BaseModel):
 
 
 class LatencyStats(BaseModel):
-    """Percentiles in seconds over one round; None when nothing was measured."""
+    """Percentiles in seconds over one round; None when nothing was measured. p50/p90/p99 are
+    always there (reports and the regression read them); `percentiles` holds the ones the
+    matrix asked for (`percentiles = [50, 99.9]` gives keys "p50", "p99.9")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -129,6 +133,7 @@ class LatencyStats(BaseModel):
     p90: float | None = None
     p99: float | None = None
     max: float | None = None
+    percentiles: dict[str, float] = {}
 
 
 Modality = Literal["text", "image", "video"]
@@ -159,27 +164,97 @@ class Slo(BaseModel):
         return " and ".join(parts) or "no thresholds"
 
 
+DatasetFormat = Literal["jsonl", "sharegpt", "trace"]
+
+
+class Dataset(BaseModel):
+    """Prompts from a file instead of sized random words, replayed in file order.
+
+    `jsonl`: one JSON object a line, the prompt in `column`, optionally `max_tokens` in
+    `output_column`. `sharegpt`: a JSON list (or JSON lines) of `{"conversations": [{"from":
+    "human", "value": ...}, {"from": "gpt", ...}]}` (or OpenAI-style `messages` with role and
+    content): the first human turn is the prompt and the reply's length sets `max_tokens` when
+    the block gives no `output_tokens`; with `multi_turn` every human turn is sent, in order,
+    each carrying the conversation so far with the model's own answers. `trace`: JSON lines
+    of `{"timestamp": ms, "input_length": n, "output_length": n}` (the Mooncake trace AIPerf
+    replays), each request sent at its timestamp (counted from the first row's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(min_length=1)
+    format: DatasetFormat = "jsonl"
+    column: str = Field("prompt", min_length=1)
+    output_column: str | None = None
+    multi_turn: bool = False
+    #: the file's digest; given in the matrix, a file with another digest is refused
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+    @property
+    def label(self) -> str:
+        stem = Path(self.path).name.split(".")[0] or "data"
+        return f"{self.format}.{re.sub(r'[^A-Za-z0-9_-]+', '_', stem)[:40]}"
+
+
+class Saturation(BaseModel):
+    """When an open-loop round (a `rate` or a trace) counts as past the server's saturation:
+    the server finished requests slower than they were sent, or requests queued longer and
+    longer across the round. Such a round is marked `saturated` with the reason and its
+    goodput is not judged: past saturation the latencies measure the queue, not the server
+    (GuideLLM stops its sweep there for the same reason)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: saturated when the completion rate falls below (1 - this) x the offered send rate
+    rate_shortfall: float = Field(0.10, gt=0, lt=1)
+    #: saturated when the median TTFTs of the round's thirds of requests (by send time) rise
+    #: third by third and the last is at least this many times the first …
+    ttft_growth: float = Field(2.0, gt=1)
+    #: … and larger by at least this many milliseconds (noise on a fast server is no queue)
+    ttft_growth_min_ms: float = Field(50.0, ge=0)
+
+
 class RoundSpec(BaseModel):
     """One load round: `requests` streaming requests kept `concurrency` in flight (closed
-    loop), or, with `rate`, sent open-loop at Poisson arrivals of `rate` requests/s whatever
-    is still in flight."""
+    loop), or, with `rate`, sent open-loop at arrivals of `rate` requests/s (Poisson, or gamma
+    with `burstiness` != 1) whatever is still in flight, or at a trace's timestamps.
+    `input_tokens` / `output_tokens` are None where the dataset gives them per request."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     index: int
     concurrency: int = Field(ge=1)
-    input_tokens: int = Field(ge=1)
-    output_tokens: int = Field(ge=1)
+    input_tokens: int | None = Field(ge=1)
+    output_tokens: int | None = Field(ge=1)
     modality: Modality = "text"
     requests: int = Field(ge=1)
     rate: float | None = Field(None, gt=0)
     slo: Slo | None = None
+    #: gamma shape of the inter-arrival times (vLLM `--burstiness`): 1 is Poisson, below 1
+    #: burstier, above 1 more even
+    burstiness: float = Field(1.0, gt=0)
+    #: seeds the arrivals and the random prompts (with the round's index)
+    seed: int = 0
+    #: requests sent before the round's clock starts, recorded apart and never counted
+    warmup_requests: int = Field(0, ge=0)
+    #: percentiles reported besides p50/p90/p99 (LatencyStats.percentiles)
+    percentiles: list[float] = []
+    dataset: Dataset | None = None
+    #: the saturation rule (open-loop rounds only)
+    saturation: Saturation | None = None
 
     @property
     def name(self) -> str:
-        load = f"r{self.rate:g}" if self.rate else f"c{self.concurrency}"
-        return (f"round-{self.index:02d}-{self.modality}-{load}"
-                f"-in{self.input_tokens}-out{self.output_tokens}")
+        if self.dataset is not None and self.dataset.format == "trace":
+            load = "trace"
+        else:
+            load = f"r{self.rate:g}" if self.rate else f"c{self.concurrency}"
+        if self.rate and self.burstiness != 1:
+            load += f"b{self.burstiness:g}"
+        sizes = (f"-{self.dataset.label}" if self.dataset is not None
+                 else f"-in{self.input_tokens}")
+        if self.output_tokens is not None:
+            sizes += f"-out{self.output_tokens}"
+        return f"round-{self.index:02d}-{self.modality}-{load}{sizes}"
 
 
 class RequestRecord(BaseModel):
@@ -199,7 +274,16 @@ class RequestRecord(BaseModel):
     #: time per output token after the first: (E2E - TTFT) / (completion_tokens - 1)
     tpot_s: float | None = None
     slo_met: bool | None = None
+    #: when it was sent, seconds from the round's start (warm-up: from the warm-up's start)
     sent_at_s: float | None = None
+    #: the gaps between this request's content chunks, in milliseconds (µs resolution)
+    itl_ms: list[float] = []
+    #: multi-turn rounds: which conversation (in dataset order) and which turn of it
+    conversation: int | None = None
+    turn: int | None = None
+    #: where the dataset sets them per request: the input length aimed at, the max_tokens sent
+    input_target: int | None = None
+    max_tokens: int | None = None
 
 
 class RoundResult(BaseModel):
@@ -217,6 +301,15 @@ class RoundResult(BaseModel):
     itl: LatencyStats
     e2e: LatencyStats
     tpot: LatencyStats = LatencyStats()
-    arrival: Literal["closed", "poisson"] = "closed"
+    arrival: Literal["closed", "poisson", "gamma", "trace"] = "closed"
     goodput: float | None = None
     records: list[RequestRecord]
+    #: the warm-up requests, sent before the round's clock: in no figure, count or check
+    warmup: list[RequestRecord] = []
+    #: open loop: requests per second as scheduled (from the first send to the last) and as
+    #: the server finished them (from the first completion to the last)
+    offered_requests_per_s: float | None = None
+    completed_requests_per_s: float | None = None
+    #: past saturation (Saturation): goodput is not judged; `saturation_reason` says why
+    saturated: bool = False
+    saturation_reason: str | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import stats
+from imagekit.acceptance.models import RoundSpec
 from imagekit.evidence import AttemptRecord, EvidenceStore
 from imagekit.results import CheckResult, Status
 
@@ -58,11 +59,7 @@ def _rounds(path: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for file in sorted((path / "rounds").glob("*-result.json")):
         data = json.loads(file.read_text())
-        spec = data["spec"]
-        load = f"r{spec['rate']:g}" if spec.get("rate") else f"c{spec['concurrency']}"
-        name = (f"round-{spec['index']:02d}-{spec['modality']}-{load}-in{spec['input_tokens']}"
-                f"-out{spec['output_tokens']}")
-        out[name] = data
+        out[RoundSpec.model_validate(data["spec"]).name] = data
     return out
 
 

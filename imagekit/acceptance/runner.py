@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from imagekit.acceptance import corrupt, functional, needle_retest
+from imagekit.acceptance import corrupt, datasets, functional, needle_retest
 from imagekit.acceptance.capabilities import Requirements, probe, requirement_checks
 from imagekit.acceptance.client import ChatClient, public_url
 from imagekit.acceptance.engines import EngineConfig, detect_engine
 from imagekit.acceptance.load import (
     BodyFactory,
     Calibration,
+    DatasetBodies,
     calibrate,
     judge_round,
     run_round,
@@ -269,6 +270,7 @@ def bench_latency(results: list[RoundResult]) -> list[Latency]:
             stats = getattr(result, metric)
             values = {k: v for k, v in (("p50", stats.p50), ("p90", stats.p90),
                                         ("p99", stats.p99)) if v is not None}
+            values.update(stats.percentiles)
             if values:
                 series.append(Latency(label=label, metric=metric, unit="s",
                                       percentiles=values))
@@ -349,8 +351,10 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                 checks.append(CheckResult(name=spec.name, status=Status.DEFERRED,
                                           detail=excluded[spec.modality]))
                 continue
-            factory = BodyFactory(target.model, spec, calibration, fields,
-                                  media_cache[spec.modality])
+            factory: BodyFactory | DatasetBodies = (
+                DatasetBodies(target.model, spec, calibration, fields,
+                              datasets.entries(spec.dataset)) if spec.dataset is not None else
+                BodyFactory(target.model, spec, calibration, fields, media_cache[spec.modality]))
             failures: list[dict] = []
             tick = progress.start(spec) if progress is not None else None
             started = time.time()
