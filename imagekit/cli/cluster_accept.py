@@ -118,7 +118,10 @@ def cluster_accept(
     matrix_text = read_text(matrix, "load matrix") if matrix is not None else None
     if matrix is not None:
         from imagekit.acceptance import load_matrix
-        load_matrix(matrix)
+        if any(block.dataset for block in load_matrix(matrix).matrix):
+            raise InvalidInput("a load matrix with a dataset runs from `imagekit bench` "
+                               "beside the server: only the matrix text reaches the Pod, "
+                               "not its dataset files", where=str(matrix))
     config_text = read_text(engine_config, "engine config") if engine_config else None
     env = env_pairs(engine_env, "--engine-env")
     tp, max_context, max_requests = launch_sizes(env)

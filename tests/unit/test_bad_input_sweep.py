@@ -65,6 +65,9 @@ def _files(root: Path) -> dict[str, Path]:
     put("bigint.json", json.dumps({"status": "PASS"})[:-1] + ', "world_size": ' + "9" * 400 + "}")
     put("nan.json", '{"world_size": NaN}')
     put("nonutf8.toml", b"name = \"\xff\"\n")
+    put("prompts.jsonl", '{"prompt": "hello"}\n')
+    put("dataset-matrix.toml", 'name = "d"\n[[matrix]]\nconcurrency = [1]\noutput_tokens = [4]\n'
+                               '[matrix.dataset]\npath = "prompts.jsonl"\nformat = "jsonl"\n')
     put("file-not-dir", "x")
     # spec copies: one per defect
     for name, edit in {
@@ -265,6 +268,8 @@ CASES: list[tuple[str, object, str]] = [
     ("verify-copy-platform", lambda F: ["verify-mirror", REF, REF, "--platform", "nope"],
      "platform"),
     ("promote-force-no-reason", lambda F: ["promote", REF, "--to", REF, "--force"], "--reason"),
+    ("cluster-accept-dataset-matrix", lambda F: ["cluster", "accept", REF, "--matrix",
+                                                 str(F["dataset-matrix.toml"])], "dataset files"),
     ("accept-force-launch-blank", lambda F: ["cluster", "accept", REF, "--force-launch", " "],
      "--force-launch"),
     ("probe-engine-env", lambda F: ["probe", REF, "--engine", "sglang", "--engine-env",
