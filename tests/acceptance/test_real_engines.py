@@ -179,6 +179,7 @@ def test_bench_real_engine_script_writes_its_ratio_record(vllm_text: RealEngine,
     assert done.stdout.startswith("real_engine: ours ")
 
 
+@pytest.mark.serial  # timings judged against each other: the machine to itself
 def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> None:
     """Distributions, not two numbers, against the real vLLM 0.32 on CPU with the stand-in model: 117 real streamed
     requests (64 words in, 32 tokens out), sent one at a time and interleaved request by request

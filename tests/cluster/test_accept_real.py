@@ -139,11 +139,17 @@ class _Switch(Hooks):
         self.thread.start()
 
 
+#: the exec plugin's token life in the accept run
+TOKEN_TTL_S = 20
+
+
 @pytest.fixture(scope="module")
 def exec_kube(cluster_state, tmp_path_factory, kube, accept_ns):
     """The accept run goes through the authenticating front (tests/cluster/kube_front.py)
-    with a kubeconfig whose exec plugin mints 3-second tokens: a managed cluster's credential,
-    renewed many times during one engine start; the front closes pooled connections after
+    with a kubeconfig whose exec plugin mints 20-second tokens: a managed cluster's credential,
+    renewed many times during one engine start (renewed 2 s before expiry, a tenth of the
+    life: a shorter life leaves less than a loaded 2-core machine may take between the
+    check and the request's arrival); the front closes pooled connections after
     streamed answers without announcing it. Behind the front it is the namespace's
     ServiceAccount, bound by `cluster rbac`: never the administrator."""
     from imagekit.cluster.kube import Kube
@@ -158,7 +164,7 @@ def exec_kube(cluster_state, tmp_path_factory, kube, accept_ns):
     # saying so, as a load balancer may: every watch and followed log meets a closed one
     front = KubeFront(operator, folder, close_after_stream=True)
     state = plugin_state(folder / "plugin", front.key)
-    config = exec_kubeconfig(folder / "kubeconfig", front.url, front.cert, state, ttl=3)
+    config = exec_kubeconfig(folder / "kubeconfig", front.url, front.cert, state, ttl=TOKEN_TTL_S)
     with Kube(config) as client:
         yield client, state, front
     front.stop()
@@ -267,10 +273,10 @@ def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_
     # both Pods (and the Service, the ConfigMaps) are gone
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/pods") == []
     assert kube.list(f"/api/v1/namespaces/{accept_ns}/services") == []
-    # through 3-second tokens: the plugin was re-run all along, no token ran out on the way
+    # through short-lived tokens: the plugin was re-run all along, none ran out on the way
     _, plugin_state, front = exec_kube
     runs = len((plugin_state / "runs").read_text().splitlines())
-    assert runs > seconds / 3 * 0.5, (runs, seconds)
+    assert runs > seconds / TOKEN_TTL_S * 0.5, (runs, seconds)
     assert front.expired == 0 and front.forwarded > 0
     assert front.reused > 0 and front.dropped > 0        # pooled, and closed under it
     print(f"\nACCEPT-TIMING engine start {seconds_of['api_ready']:.1f} s, whole run "
