@@ -202,6 +202,31 @@ class RequestRecord(BaseModel):
     sent_at_s: float | None = None
 
 
+class TimingDefinitions(BaseModel):
+    """What each timing figure of a round measures, carried beside the figures: load tools
+    name different moments "TTFT" or "E2E" (vllm bench serve's TTFT ends at the empty role
+    chunk, its E2E at the last token chunk), so a figure without its definition cannot be
+    compared. docs/design/load-timing.md maps these to vllm bench serve's saved result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clock: str = ("the client's monotonic clock (time.perf_counter), seconds; a request "
+                  "starts just before it is handed to the HTTP stack (getting a connection "
+                  "and sending count)")
+    ttft: str = ("start to the network read that completed the first event carrying content "
+                 "or reasoning (a role-only or empty first chunk does not count); stamped "
+                 "before the event is parsed")
+    itl: str = ("gaps between consecutive events carrying content or reasoning, every "
+                "request's gaps pooled; an event of several tokens is one gap")
+    tpot: str = ("(e2e - ttft) / (completion_tokens - 1), completion_tokens from the "
+                 "server's usage; none for fewer than 2 tokens")
+    e2e: str = ("start to the end of the answer: its last byte (after data: [DONE]) read and "
+                "the connection handed back")
+    percentiles: str = "linear interpolation between the two nearest ranks (numpy's default)"
+    requests_per_s: str = ("completed requests / duration; duration from the round's first "
+                           "send to its last request's end")
+
+
 class RoundResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -220,3 +245,5 @@ class RoundResult(BaseModel):
     arrival: Literal["closed", "poisson"] = "closed"
     goodput: float | None = None
     records: list[RequestRecord]
+    #: what ttft, itl, tpot, e2e and requests_per_s measure (TimingDefinitions)
+    definitions: TimingDefinitions = TimingDefinitions()

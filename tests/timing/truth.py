@@ -125,6 +125,26 @@ def truth_stats(records: list[TruthRecord]) -> dict[str, LatencyStats]:
             "e2e": percentiles([r.e2e_s for r in ok])}
 
 
+def vllm_definitions(records: list[TruthRecord]) -> dict[str, LatencyStats]:
+    """The server's truth by vllm bench serve's definitions (0.32, openai-chat): TTFT ends at
+    the first chunk with any choice (the empty role chunk when there is one), every later
+    chunk with a choice adds an ITL gap (so role -> first token is one), E2E ends at the last
+    chunk with a choice (the usage chunk has none and [DONE] is not timed), TPOT is
+    (E2E - TTFT) / (tokens - 1)."""
+    ok = [r for r in records if r.error is None and r.chunks_s]
+    ttft, itl, tpot, e2e = [], [], [], []
+    for r in ok:
+        timed = ([r.role_s] if r.role_s is not None else []) + list(r.chunks_s)
+        first, last = timed[0] - r.arrival_s, timed[-1] - r.arrival_s
+        ttft.append(first)
+        e2e.append(last)
+        itl += [b - a for a, b in zip(timed, timed[1:], strict=False)]
+        if r.tokens > 1:
+            tpot.append((last - first) / (r.tokens - 1))
+    return {"ttft": percentiles(ttft), "itl": percentiles(itl), "tpot": percentiles(tpot),
+            "e2e": percentiles(e2e)}
+
+
 def arrival_rate(records: list[TruthRecord]) -> float | None:
     """Requests per second as they arrived at the server: (n - 1) / (last - first arrival)."""
     arrivals = sorted(r.arrival_s for r in records)
