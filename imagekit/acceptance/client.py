@@ -21,6 +21,7 @@ exchanges only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -215,6 +216,14 @@ class ChatClient:
         return Exchange(label=label or path, method="GET", path=path,
                         status_code=resp.status, response=_decode(raw),
                         latency_s=time.perf_counter() - start)
+
+    async def open_connections(self, count: int) -> None:
+        """Open up to `count` pooled connections now (that many `GET /v1/models` at once), so
+        that a load round's first wave does not time connection set-up: `count` handshakes
+        queued in one event loop would delay the last request of the wave, a delay the server
+        never caused. Failures are left to the round itself."""
+        await asyncio.gather(*(self.get_json("/v1/models", timeout=15.0)
+                               for _ in range(count)))
 
     async def require_reachable(self) -> list[dict]:
         """GET /v1/models; an unreachable server is an exit-2 error, not a failed check."""
