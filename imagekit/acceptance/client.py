@@ -72,6 +72,10 @@ class StreamOutcome:
     body: Any = None
     ttft_s: float | None = None
     e2e_s: float = 0.0
+    #: when the request's bytes went to the connection (perf_counter), and how long the request
+    #: waited inside this client before that (a connection, other requests being sent)
+    sent_at: float | None = None
+    send_wait_s: float | None = None
     gaps: list[float] = field(default_factory=list)
     chunks: int = 0
     done_marker: bool = False
@@ -139,6 +143,14 @@ def _vocabulary(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+async def _stamp_sent(session: aiohttp.ClientSession, context: Any, params: Any) -> None:
+    """aiohttp's trace hook, called just before a request body's bytes are written: the
+    stream's clock starts here (ChatClient.stream)."""
+    outcome = context.trace_request_ctx
+    if isinstance(outcome, StreamOutcome) and outcome.sent_at is None:
+        outcome.sent_at = time.perf_counter()
+
+
 _DECODER = json.JSONDecoder()
 
 
@@ -184,9 +196,11 @@ class ChatClient:
     def _http(self) -> aiohttp.ClientSession:
         """Made on first use, inside the running event loop (aiohttp's requirement)."""
         if self._session is None:
+            sent = aiohttp.TraceConfig()
+            sent.on_request_chunk_sent.append(_stamp_sent)
             self._session = aiohttp.ClientSession(
-                headers=self._headers, timeout=self._limits(self._timeout), trust_env=True,
-                connector=aiohttp.TCPConnector(limit=self._connections))
+                headers=self._headers, timeout=self._limits(self._timeout), trust_env=False,
+                connector=aiohttp.TCPConnector(limit=self._connections), trace_configs=[sent])
         return self._session
 
     def _url(self, path: str) -> str:
@@ -216,14 +230,6 @@ class ChatClient:
         return Exchange(label=label or path, method="GET", path=path,
                         status_code=resp.status, response=_decode(raw),
                         latency_s=time.perf_counter() - start)
-
-    async def open_connections(self, count: int) -> None:
-        """Open up to `count` pooled connections now (that many `GET /v1/models` at once), so
-        that a load round's first wave does not time connection set-up: `count` handshakes
-        queued in one event loop would delay the last request of the wave, a delay the server
-        never caused. Failures are left to the round itself."""
-        await asyncio.gather(*(self.get_json("/v1/models", timeout=15.0)
-                               for _ in range(count)))
 
     async def require_reachable(self) -> list[dict]:
         """GET /v1/models; an unreachable server is an exit-2 error, not a failed check."""
@@ -301,12 +307,20 @@ class ChatClient:
         answer's last byte has been read. Each event is stamped when the read that completed
         it returned, before it is parsed. Reasoning chunks count as output: they are tokens
         the user waits for. An answer that is not an event stream (HTTP 200 with another
-        content type) is an error of the exchange."""
+        content type) is an error of the exchange.
+
+        The clock starts when the request's bytes are handed to the connection: at 256
+        requests in flight, one event loop sends them one after another (aiohttp on Python
+        3.11 writes each body on the loop's next turn), and that wait inside the client is not
+        the server's; it is kept apart as `send_wait_s`."""
         out = StreamOutcome()
-        start = time.perf_counter()
+        queued = start = time.perf_counter()
         last = 0.0
         try:
-            async with self._http.post(self._url(CHAT_PATH), json=body) as resp:
+            async with self._http.post(self._url(CHAT_PATH), json=body,
+                                       trace_request_ctx=out) as resp:
+                if out.sent_at is not None:
+                    start = out.sent_at
                 out.status_code = resp.status
                 kind = resp.headers.get("content-type", "")
                 if resp.status != 200 or "text/event-stream" not in kind:
@@ -360,8 +374,13 @@ class ChatClient:
         except _TRANSPORT_ERRORS as exc:
             out.error = _error_text(exc)
         out.e2e_s = time.perf_counter() - start
+        out.send_wait_s = start - queued
         if out.error is None and out.status_code == 200 and not out.done_marker:
             out.error = "stream ended without data: [DONE]"
+        # let the other streams whose bytes came in the same turn of the event loop stamp
+        # them before this request's caller records it and sends its next request (a
+        # server that answers a batch at once ends many streams in one turn)
+        await asyncio.sleep(0)
         return out
 
     @staticmethod

@@ -76,9 +76,11 @@ def build(root: Path | None = None) -> Path:
 
 @dataclass(frozen=True)
 class TruthRecord:
-    """One request as the server saw it; times in seconds on the server's clock."""
+    """One request as the server saw it; times in seconds on CLOCK_MONOTONIC, the clock of
+    `time.perf_counter()` here, so a client's own stamps compare request by request."""
 
     seq: int
+    request_id: str | None
     arrival_s: float
     role_s: float | None
     chunks_s: tuple[float, ...]
@@ -89,7 +91,8 @@ class TruthRecord:
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> TruthRecord:
         role = raw.get("role_ns")
-        return cls(seq=raw["seq"], arrival_s=raw["arrival_ns"] / 1e9,
+        return cls(seq=raw["seq"], request_id=raw.get("request_id") or None,
+                   arrival_s=raw["arrival_ns"] / 1e9,
                    role_s=None if role is None else role / 1e9,
                    chunks_s=tuple(t / 1e9 for t in raw["chunks_ns"]),
                    end_s=raw["end_ns"] / 1e9, tokens=raw["tokens"],

@@ -27,7 +27,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Config is the schedule of every answer.
@@ -44,10 +46,12 @@ type Config struct {
 	PromptTokens   int     `json:"prompt_tokens"`    // 0: one per 4 bytes of the request body
 }
 
-// Record is what the server saw and did for one request; times are nanoseconds since the
-// server started (one monotonic clock).
+// Record is what the server saw and did for one request; times are nanoseconds on the machine's
+// CLOCK_MONOTONIC, the clock of Python's time.perf_counter on Linux, so a client on the same
+// machine can compare its own stamps with the server's request by request.
 type Record struct {
 	Seq            int     `json:"seq"`
+	RequestID      string  `json:"request_id,omitempty"` // X-Request-Id, else the body's "user"
 	Path           string  `json:"path"`
 	Stream         bool    `json:"stream"`
 	ArrivalNs      int64   `json:"arrival_ns"`
@@ -63,13 +67,21 @@ type Record struct {
 
 type server struct {
 	start   time.Time
+	mono0   int64 // CLOCK_MONOTONIC at start
 	mu      sync.Mutex
 	config  Config
 	seq     int
 	records []Record
 }
 
-func (s *server) since(t time.Time) int64 { return t.Sub(s.start).Nanoseconds() }
+func (s *server) since(t time.Time) int64 { return s.mono0 + t.Sub(s.start).Nanoseconds() }
+
+// monotonic reads CLOCK_MONOTONIC (Go's own monotonic reading is not exposed).
+func monotonic() int64 {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
 
 func (s *server) draw(rng *rand.Rand, c Config, meanMs float64) time.Duration {
 	value := meanMs
@@ -94,6 +106,7 @@ type request struct {
 	MaxTokens           int            `json:"max_tokens"`
 	MaxCompletionTokens int            `json:"max_completion_tokens"`
 	StreamOptions       map[string]any `json:"stream_options"`
+	User                string         `json:"user"`
 }
 
 func (s *server) completion(w http.ResponseWriter, r *http.Request) {
@@ -142,8 +155,15 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 	if model == "" {
 		model = c.Model
 	}
-	rng := rand.New(rand.NewSource(c.Seed*1_000_003 + int64(seq)))
-	rec := Record{Seq: seq, Path: r.URL.Path, Stream: req.Stream, ArrivalNs: s.since(arrival),
+	var rng *rand.Rand // seeded only when a distribution needs it (seeding costs ~10 us)
+	if c.Distribution != "fixed" {
+		rng = rand.New(rand.NewSource(c.Seed*1_000_003 + int64(seq)))
+	}
+	requestID := r.Header.Get("X-Request-Id")
+	if requestID == "" {
+		requestID = req.User
+	}
+	rec := Record{Seq: seq, RequestID: requestID, Path: r.URL.Path, Stream: req.Stream, ArrivalNs: s.since(arrival),
 		Tokens: tokens, TokensPerChunk: per, PromptTokens: prompt, ChunksNs: []int64{}}
 	defer func() {
 		s.mu.Lock()
@@ -204,33 +224,47 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 	if chat {
 		object = "chat.completion.chunk"
 	}
-	send := func(v any) error {
-		data, _ := json.Marshal(v)
-		if _, err := w.Write(append(append([]byte("data: "), data...), '\n', '\n')); err != nil {
+	send := func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
 		flusher.Flush()
 		return nil
 	}
-	event := func(content string, finish any, first bool) map[string]any {
-		var choice map[string]any
-		if chat {
-			delta := map[string]any{"content": content}
-			if first {
-				delta["role"] = "assistant"
-			}
-			choice = map[string]any{"index": 0, "delta": delta, "logprobs": nil,
-				"finish_reason": finish}
-		} else {
-			choice = map[string]any{"index": 0, "text": content, "logprobs": nil,
-				"finish_reason": finish}
+	// frames from a per-request template (no encoder per chunk: a burst of requests must not
+	// delay the next request's arrival), each built while its chunk waits for its time
+	modelJSON, _ := json.Marshal(model)
+	head := fmt.Sprintf(`data: {"id":%q,"object":%q,"created":%d,"model":%s,"choices":[{"index":0,`,
+		id, object, created, modelJSON)
+	contentFrame := func(content string, finish string, role bool) []byte {
+		if !chat {
+			return []byte(head + `"text":"` + content + `","logprobs":null,"finish_reason":` +
+				finish + "}]}\n\n")
 		}
-		return map[string]any{"id": id, "object": object, "created": created, "model": model,
-			"choices": []any{choice}}
+		delta := `"delta":{"content":"` + content + `"}`
+		if role {
+			delta = `"delta":{"role":"assistant","content":"` + content + `"}`
+		}
+		return []byte(head + delta + `,"logprobs":null,"finish_reason":` + finish + "}]}\n\n")
 	}
+	chunkFrame := func(k int) []byte {
+		finish := "null"
+		if k == chunks-1 {
+			finish = `"length"`
+		}
+		return contentFrame(text(k), finish, k == 0 && !c.RoleChunk)
+	}
+	tail := []byte{}
+	if include, _ := req.StreamOptions["include_usage"].(bool); include {
+		tail = []byte(fmt.Sprintf(`data: {"id":%q,"object":%q,"created":%d,"model":%s,`+
+			`"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,`+
+			`"total_tokens":%d}}`+"\n\n", id, object, created, modelJSON, prompt, tokens,
+			prompt+tokens))
+	}
+	tail = append(tail, "data: [DONE]\n\n"...)
 	fail := func(err error) { rec.Error = err.Error(); rec.EndNs = s.since(time.Now()) }
 	if c.RoleChunk {
-		if err := send(event("", nil, true)); err != nil {
+		if err := send(contentFrame("", "null", true)); err != nil {
 			fail(err)
 			return
 		}
@@ -238,12 +272,9 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 		rec.RoleNs = &role
 	}
 	for k := 0; k < chunks; k++ {
+		next := chunkFrame(k)
 		time.Sleep(time.Until(due[k]))
-		var finish any
-		if k == chunks-1 {
-			finish = "length"
-		}
-		if err := send(event(text(k), finish, k == 0 && !c.RoleChunk)); err != nil {
+		if err := send(next); err != nil {
 			fail(err)
 			return
 		}
@@ -253,13 +284,6 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 			rec.MaxLateNs = late
 		}
 	}
-	tail := []byte{}
-	if include, _ := req.StreamOptions["include_usage"].(bool); include {
-		data, _ := json.Marshal(map[string]any{"id": id, "object": object, "created": created,
-			"model": model, "choices": []any{}, "usage": usage})
-		tail = append(append(append(tail, "data: "...), data...), '\n', '\n')
-	}
-	tail = append(tail, "data: [DONE]\n\n"...)
 	if _, err := w.Write(tail); err != nil {
 		fail(err)
 		return
@@ -317,7 +341,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address (port 0: any free port)")
 	config := flag.String("config", "", "the initial schedule, JSON (fields of Config)")
 	flag.Parse()
-	s := &server{start: time.Now(), config: Config{Model: "truth-model", TTFTms: 50, ITLms: 10,
+	s := &server{start: time.Now(), mono0: monotonic(), config: Config{Model: "truth-model", TTFTms: 50, ITLms: 10,
 		Distribution: "fixed", TokensPerChunk: 1, RoleChunk: true}}
 	if *config != "" {
 		if err := json.Unmarshal([]byte(*config), &s.config); err != nil {
