@@ -22,6 +22,7 @@ exchanges only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from imagekit.acceptance.models import Exchange, ToolCall, Usage
 from imagekit.errors import ImagekitError, InvalidInput
@@ -84,6 +86,32 @@ class StreamOutcome:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     tool_parts: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+class _StampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, noting when bytes came off the socket: a chunk is
+    stamped when the event loop read it, not when its stream's task next ran. With hundreds
+    of streams in one loop, other streams' work (ending a request, sending the next) sits
+    between the two, and a server that answers a batch at once makes that gap milliseconds.
+
+    `unread_since`: the first read since the stream last took bytes; `last_read_at`: the
+    latest read (the stamp for bytes left buffered after an earlier take)."""
+
+    unread_since: float | None = None
+    last_read_at: float | None = None
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        before = self._body_bytes()
+        super().data_received(data)
+        if self._body_bytes() != before:       # bytes of an answer's body, not framing
+            if self.unread_since is None:
+                self.unread_since = now
+            self.last_read_at = now
+
+    def _body_bytes(self) -> int:
+        payload = getattr(self, "_payload", None)   # the answer being read (aiohttp 3.x)
+        return -1 if payload is None else payload.total_bytes
 
 
 class EventStreamReader:
@@ -198,9 +226,15 @@ class ChatClient:
         if self._session is None:
             sent = aiohttp.TraceConfig()
             sent.on_request_chunk_sent.append(_stamp_sent)
+            connector = aiohttp.TCPConnector(limit=self._connections)
+            if hasattr(connector, "_factory"):    # aiohttp's protocol factory (3.x)
+                connector._factory = functools.partial(_StampingHandler,
+                                                       loop=asyncio.get_running_loop())
+            # trust_env off: no proxy from the environment (a proxy would be timed as the
+            # server) and no per-request netrc lookup in a thread
             self._session = aiohttp.ClientSession(
                 headers=self._headers, timeout=self._limits(self._timeout), trust_env=False,
-                connector=aiohttp.TCPConnector(limit=self._connections), trace_configs=[sent])
+                connector=connector, trace_configs=[sent])
         return self._session
 
     def _url(self, path: str) -> str:
@@ -302,10 +336,10 @@ class ChatClient:
                         response=payload, latency_s=latency, **fields)
 
     async def stream(self, body: dict[str, Any], *, keep_text: bool = False) -> StreamOutcome:
-        """Stream one request, timing the first event with content (TTFT: from just before
-        the request is sent) and the gaps between content events (ITL); E2E stops when the
-        answer's last byte has been read. Each event is stamped when the read that completed
-        it returned, before it is parsed. Reasoning chunks count as output: they are tokens
+        """Stream one request, timing the first event with content (TTFT) and the gaps
+        between content events (ITL); E2E stops at the read that completed `data: [DONE]`
+        (without one, when the answer ended). Each event is stamped when the event loop read
+        the bytes that completed it off the socket, before it is parsed. Reasoning chunks count as output: they are tokens
         the user waits for. An answer that is not an event stream (HTTP 200 with another
         content type) is an error of the exchange.
 
@@ -316,6 +350,7 @@ class ChatClient:
         out = StreamOutcome()
         queued = start = time.perf_counter()
         last = 0.0
+        done_at: float | None = None
         try:
             async with self._http.post(self._url(CHAT_PATH), json=body,
                                        trace_request_ctx=out) as resp:
@@ -331,12 +366,22 @@ class ChatClient:
                     out.e2e_s = time.perf_counter() - start
                     return out
                 reader = EventStreamReader()
+                protocol = resp.connection.protocol if resp.connection is not None else None
+                stamps = protocol if isinstance(protocol, _StampingHandler) else None
+                if stamps is not None:      # nothing read before this answer's head counts
+                    stamps.unread_since = None
                 async for data in resp.content.iter_any():
                     now = time.perf_counter()
+                    if stamps is not None:
+                        read_at = stamps.unread_since or stamps.last_read_at
+                        stamps.unread_since = None
+                        if read_at is not None and start <= read_at <= now:
+                            now = read_at
                     for raw in reader.feed(data):
                         raw = raw.strip()
                         if raw == b"[DONE]":
                             out.done_marker = True
+                            done_at = now
                             continue
                         chunk = _parse_chunk(raw)
                         if chunk is None:
@@ -373,7 +418,7 @@ class ChatClient:
                                 out.finish_reason = choice["finish_reason"]
         except _TRANSPORT_ERRORS as exc:
             out.error = _error_text(exc)
-        out.e2e_s = time.perf_counter() - start
+        out.e2e_s = (done_at if done_at is not None else time.perf_counter()) - start
         out.send_wait_s = start - queued
         if out.error is None and out.status_code == 200 and not out.done_marker:
             out.error = "stream ended without data: [DONE]"

@@ -211,17 +211,18 @@ class TimingDefinitions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     clock: str = ("the client's monotonic clock (time.perf_counter), seconds; a request "
-                  "starts just before it is handed to the HTTP stack (getting a connection "
-                  "and sending count)")
-    ttft: str = ("start to the network read that completed the first event carrying content "
+                  "starts when its bytes are handed to the connection (a wait inside the "
+                  "client for a connection or behind other requests being sent does not "
+                  "count)")
+    ttft: str = ("start to the socket read that completed the first event carrying content "
                  "or reasoning (a role-only or empty first chunk does not count); stamped "
-                 "before the event is parsed")
+                 "when the event loop read the bytes, before the event is parsed")
     itl: str = ("gaps between consecutive events carrying content or reasoning, every "
                 "request's gaps pooled; an event of several tokens is one gap")
     tpot: str = ("(e2e - ttft) / (completion_tokens - 1), completion_tokens from the "
                  "server's usage; none for fewer than 2 tokens")
-    e2e: str = ("start to the end of the answer: its last byte (after data: [DONE]) read and "
-                "the connection handed back")
+    e2e: str = ("start to the socket read that completed the answer's last event, data: "
+                "[DONE] (without one: when the answer ended)")
     percentiles: str = "linear interpolation between the two nearest ranks (numpy's default)"
     requests_per_s: str = ("completed requests / duration; duration from the round's first "
                            "send to its last request's end")

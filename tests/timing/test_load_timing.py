@@ -12,9 +12,9 @@ import asyncio
 import json
 from pathlib import Path
 
-import aiohttp
 import pytest
 
+from imagekit.acceptance import client
 from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.load import BodyFactory, Calibration, arrivals, run_round
 from imagekit.acceptance.models import RoundResult, RoundSpec
@@ -74,7 +74,7 @@ def test_imagekit_bench_keeps_the_truth(server: truth.TruthServer, tmp_path: Pat
     assert len(results) == len(ROUNDS)
     out = json.loads(run.output[run.output.index("{"):])
     assert [r["spec"] for r in out["rounds"]] == [r["spec"] for r in results]
-    assert all(r["definitions"]["ttft"].startswith("start to the network read")
+    assert all(r["definitions"]["ttft"].startswith("start to the socket read")
                for r in out["rounds"])
     split = split_by_round([r for r in server.records() if r.tokens == TOKENS],
                            [n for _, n, _ in ROUNDS])
@@ -111,16 +111,14 @@ def in_process_round(url: str, concurrency: int, requests: int) -> RoundResult:
 
 def test_a_client_slowed_by_5ms_per_read_is_caught(server: truth.TruthServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same check on a client whose transport hands every read over 5 ms late: TTFT and
-    E2E drift past their bounds, so the check can fail."""
-    original = aiohttp.StreamReader.readany
+    """The same check on a client whose transport hands every read to the client 5 ms after
+    it came off the socket: TTFT and E2E drift past their bounds, so the check can fail."""
+    deliver = client._StampingHandler.data_received
 
-    async def late(self: aiohttp.StreamReader) -> bytes:
-        data = await original(self)
-        await asyncio.sleep(0.005)
-        return data
+    def late(self: client._StampingHandler, data: bytes) -> None:
+        asyncio.get_running_loop().call_later(0.005, deliver, self, data)
 
-    monkeypatch.setattr(aiohttp.StreamReader, "readany", late)
+    monkeypatch.setattr(client._StampingHandler, "data_received", late)
     server.reset()
     result = in_process_round(server.url, 4, 16)
     rows = truth.compare({m: getattr(result, m) for m in truth.METRICS},
