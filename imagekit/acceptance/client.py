@@ -228,8 +228,8 @@ class ChatClient:
             sent.on_request_chunk_sent.append(_stamp_sent)
             connector = aiohttp.TCPConnector(limit=self._connections)
             if hasattr(connector, "_factory"):    # aiohttp's protocol factory (3.x)
-                connector._factory = functools.partial(_StampingHandler,
-                                                       loop=asyncio.get_running_loop())
+                connector._factory = functools.partial(  # type: ignore[assignment]
+                    _StampingHandler, loop=asyncio.get_running_loop())
             # trust_env off: no proxy from the environment (a proxy would be timed as the
             # server) and no per-request netrc lookup in a thread
             self._session = aiohttp.ClientSession(
@@ -339,9 +339,9 @@ class ChatClient:
         """Stream one request, timing the first event with content (TTFT) and the gaps
         between content events (ITL); E2E stops at the read that completed `data: [DONE]`
         (without one, when the answer ended). Each event is stamped when the event loop read
-        the bytes that completed it off the socket, before it is parsed. Reasoning chunks count as output: they are tokens
-        the user waits for. An answer that is not an event stream (HTTP 200 with another
-        content type) is an error of the exchange.
+        the bytes that completed it off the socket, before it is parsed. Reasoning chunks
+        count as output: they are tokens the user waits for. An answer that is not an event
+        stream (HTTP 200 with another content type) is an error of the exchange.
 
         The clock starts when the request's bytes are handed to the connection: at 256
         requests in flight, one event loop sends them one after another (aiohttp on Python
