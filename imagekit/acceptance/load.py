@@ -22,7 +22,13 @@ from typing import Any
 
 from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.matrix import Expectations
-from imagekit.acceptance.models import LatencyStats, RequestRecord, RoundResult, RoundSpec
+from imagekit.acceptance.models import (
+    LatencyStats,
+    RequestRecord,
+    RoundResult,
+    RoundSpec,
+    TimingDefinitions,
+)
 from imagekit.results import CheckResult, Status
 
 VOCAB = [
@@ -187,7 +193,8 @@ async def run_round(client: ChatClient, spec: RoundSpec, make_body: Callable[[in
         ttft=percentiles([r.ttft_s for r in ok if r.ttft_s is not None]),
         itl=percentiles(gaps), e2e=percentiles([r.e2e_s for r in ok]),
         tpot=percentiles([r.tpot_s for r in ok if r.tpot_s is not None]),
-        arrival="poisson" if spec.rate else "closed", goodput=goodput, records=done)
+        arrival="poisson" if spec.rate else "closed", goodput=goodput, records=done,
+        definitions=TimingDefinitions())
 
 
 def judge_round(result: RoundResult, expect: Expectations) -> CheckResult:

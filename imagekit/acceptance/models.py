@@ -246,5 +246,7 @@ class RoundResult(BaseModel):
     arrival: Literal["closed", "poisson"] = "closed"
     goodput: float | None = None
     records: list[RequestRecord]
-    #: what ttft, itl, tpot, e2e and requests_per_s measure (TimingDefinitions)
-    definitions: TimingDefinitions = TimingDefinitions()
+    #: what ttft, itl, tpot, e2e and requests_per_s measure; None in rounds recorded before
+    #: definitions were kept (that client started the clock before the HTTP stack got the
+    #: request and stamped chunks when their stream's task ran)
+    definitions: TimingDefinitions | None = None
