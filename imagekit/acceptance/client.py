@@ -265,6 +265,14 @@ class ChatClient:
                         status_code=resp.status, response=_decode(raw),
                         latency_s=time.perf_counter() - start)
 
+    async def open_connections(self, count: int) -> None:
+        """Open up to `count` pooled connections now (that many `GET /v1/models` at once),
+        before a load round starts: a wave of `count` requests on new connections makes the
+        one event loop set them up one after another (~0.5 ms each), and the chunks of the
+        requests already sent wait unread meanwhile. Failures are the round's to meet."""
+        await asyncio.gather(*(self.get_json("/v1/models", timeout=15.0)
+                               for _ in range(count)))
+
     async def require_reachable(self) -> list[dict]:
         """GET /v1/models; an unreachable server is an exit-2 error, not a failed check."""
         exchange = await self.get_json("/v1/models", timeout=15.0)
