@@ -10,12 +10,12 @@ records when each request arrived and when each chunk's bytes were flushed: the 
    p50/p90/p99 within 2 % or 1 ms (the larger) of the truth, the Poisson round's arrival rate
    within 2 % of its schedule. vllm's figures are judged against the truth by ITS definitions
    (docs/design/load-timing.md), as context.
-2. CPU per request, user + system of the client process (os.wait4 at its end: what psutil's
-   cpu_times reads): each client at `--small` and `--requests` requests of one workload
-   (concurrency 64); the marginal CPU per request is the difference over the difference in
-   requests (start-up cancels out), the whole-process figure is the large run's total over its
-   requests. Goal: imagekit's marginal CPU per request <= vllm bench serve's (ratio <= 1.0),
-   over `--repeats` alternating rounds.
+2. CPU per request, user + system of the client process (psutil cpu_times every ~20 ms while
+   it runs), in the load's window: from the first request's arrival at the server to the last
+   answer's end (one monotonic clock), so start-up, tokenizer loading and prompt sampling are
+   left out; the whole process's CPU per request (os.wait4 at its end) beside it. Same
+   workload (concurrency 64) for both. Goal: imagekit's CPU per request <= vllm bench
+   serve's (ratio <= 1.0), over `--repeats` alternating rounds.
 
     python bench/bench_timing.py --out bench/results
 
@@ -114,46 +114,51 @@ def _ms(stats: dict[str, LatencyStats]) -> dict[str, dict[str, float | None]]:
 
 
 def cpu_rounds(server: truth.TruthServer, vllm: Path | None, tokens: int, concurrency: int,
-               small: int, large: int, repeats: int, work: Path) -> dict[str, Any]:
-    """Marginal and whole-process CPU per request of each client, alternating rounds."""
-    def ours(n: int) -> runs.Measured:
+               requests: int, repeats: int, work: Path) -> dict[str, Any]:
+    """CPU per request of each client, alternating rounds: in the load's window (from the
+    first request's arrival at the server to the last answer's end, on the one monotonic
+    clock: start-up, tokenizer loading and prompt sampling left out) and over the whole
+    process."""
+    def window(run: runs.Measured) -> float:
+        records = [r for r in server.records() if r.tokens == tokens]
+        assert len(records) == requests, (len(records), run.output[-2000:])
+        cpu = run.cpu_between(min(r.arrival_s for r in records), max(r.end_s for r in records))
+        assert cpu is not None, "no CPU samples around the load"
+        return cpu / requests
+
+    def ours() -> tuple[float, float]:
         server.reset()
         run, _ = runs.imagekit_bench(server.url, runs.matrix_toml(
-            "truth-model", [{"concurrency": concurrency, "requests": n}], tokens),
-            work / f"cpu-ours-{n}")
+            "truth-model", [{"concurrency": concurrency, "requests": requests}], tokens),
+            work / "cpu-ours")
         assert run.returncode == 0, run.output[-2000:]
-        return run
+        return window(run), run.cpu_s / requests
 
-    def peer(n: int) -> runs.Measured:
+    def peer() -> tuple[float, float]:
         assert vllm is not None
         server.reset()
-        run, fig = runs.vllm_bench(vllm, server.url, work / "cpu-vllm", requests=n,
+        run, fig = runs.vllm_bench(vllm, server.url, work / "cpu-vllm", requests=requests,
                                    output_tokens=tokens, concurrency=concurrency)
-        assert fig is not None and fig.completed == n, run.output[-2000:]
-        return run
+        assert fig is not None and fig.completed == requests, run.output[-2000:]
+        return window(run), run.cpu_s / requests
 
     samples: dict[str, list[tuple[float, float]]] = {"ours": [], "peer": []}
     for _ in range(repeats):
-        samples["ours"].append((ours(small).cpu_s, ours(large).cpu_s))
+        samples["ours"].append(ours())
         if vllm is not None:
-            samples["peer"].append((peer(small).cpu_s, peer(large).cpu_s))
-    span = large - small
-
-    def marginal(pairs: list[tuple[float, float]]) -> list[float]:
-        return [(b - a) / span for a, b in pairs]
-
+            samples["peer"].append(peer())
     result: dict[str, Any] = {
-        "workload": {"concurrency": concurrency, "tokens": tokens, "small": small,
-                     "large": large, "repeats": repeats},
-        "ours_marginal_s": marginal(samples["ours"]),
-        "ours_whole_s": [b / large for _, b in samples["ours"]],
-        "cpu_s": {"imagekit bench (large)": round(statistics.median(
-            b for _, b in samples["ours"]), 3)}}
+        "workload": {"concurrency": concurrency, "tokens": tokens, "requests": requests,
+                     "repeats": repeats},
+        "ours_in_load_s": [a for a, _ in samples["ours"]],
+        "ours_whole_s": [b for _, b in samples["ours"]],
+        "cpu_s": {"imagekit bench": round(statistics.median(
+            b for _, b in samples["ours"]) * requests, 3)}}
     if samples["peer"]:
-        result["peer_marginal_s"] = marginal(samples["peer"])
-        result["peer_whole_s"] = [b / large for _, b in samples["peer"]]
-        result["cpu_s"]["vllm bench serve (large)"] = round(statistics.median(
-            b for _, b in samples["peer"]), 3)
+        result["peer_in_load_s"] = [a for a, _ in samples["peer"]]
+        result["peer_whole_s"] = [b for _, b in samples["peer"]]
+        result["cpu_s"]["vllm bench serve"] = round(statistics.median(
+            b for _, b in samples["peer"]) * requests, 3)
     return result
 
 
@@ -169,8 +174,7 @@ def main() -> int:
                         help="the Poisson round's rate (default: the c=64 round's throughput)")
     parser.add_argument("--quick", action="store_true",
                         help="a quarter of the requests (a smoke run: its figures are few)")
-    parser.add_argument("--requests", type=int, default=512, help="CPU rounds: large run")
-    parser.add_argument("--small", type=int, default=32, help="CPU rounds: small run")
+    parser.add_argument("--requests", type=int, default=512, help="CPU rounds: requests")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-vllm", action="store_true", help="imagekit only")
     args = parser.parse_args()
@@ -189,42 +193,43 @@ def main() -> int:
         server.configure(itl_ms=args.itl_ms_c256 or args.itl_ms)
         figures.update(accuracy(server, wide, args.tokens, work, vllm))
         server.configure(itl_ms=args.itl_ms)
-        cpu = cpu_rounds(server, vllm, args.tokens, 64, args.small // scale,
-                         args.requests // scale, args.repeats, work)
+        cpu = cpu_rounds(server, vllm, args.tokens, 64, args.requests // scale,
+                         args.repeats, work)
     load_after = os.getloadavg()
-    ours = statistics.median(cpu["ours_marginal_s"])
+    ours = statistics.median(cpu["ours_in_load_s"])
     result: dict[str, Any] = {
         "name": "timing", "goal": GOAL,
-        "what": "client CPU per streamed request (marginal: start-up cancels out), imagekit "
-                "bench vs vllm bench serve, same server, workload and requests",
+        "what": "client CPU per streamed request while the load runs (psutil cpu_times of "
+                "the process, start-up left out), imagekit bench vs vllm bench serve, same "
+                "server, workload and requests",
         "peer": "vllm bench serve 0.32 (openai-chat)" if vllm else "not installed",
         "server": {"ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms,
                    "itl_ms_c256": args.itl_ms_c256 or args.itl_ms, "tokens": args.tokens,
                    "role_chunk": True},
         "ours_s": round(ours, 6),
         "ours_cpu_per_request_ms": {
-            "marginal": round(ours * 1e3, 3),
+            "in_load": round(ours * 1e3, 3),
             "whole_process": round(statistics.median(cpu["ours_whole_s"]) * 1e3, 3)},
         "cpu_rounds": cpu, "cpu_s": cpu["cpu_s"],
         "machine": {"cpus": os.cpu_count(), "loadavg_before": load_before,
                     "loadavg_after": load_after},
         **figures}
     if vllm is not None:
-        peer = statistics.median(cpu["peer_marginal_s"])
-        ratios = [a / b for a, b in zip(cpu["ours_marginal_s"], cpu["peer_marginal_s"],
+        peer = statistics.median(cpu["peer_in_load_s"])
+        ratios = [a / b for a, b in zip(cpu["ours_in_load_s"], cpu["peer_in_load_s"],
                                         strict=True) if b]
         result.update(peer_s=round(peer, 6), ratio=round(ours / peer, 3),
                       met=ours / peer <= GOAL, round_ratios=[round(r, 4) for r in ratios],
                       peer_cpu_per_request_ms={
-                          "marginal": round(peer * 1e3, 3),
+                          "in_load": round(peer * 1e3, 3),
                           "whole_process": round(statistics.median(cpu["peer_whole_s"]) * 1e3,
                                                  3)})
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "timing.json").write_text(json.dumps(result, indent=2) + "\n")
-    line = (f"timing: client CPU per request, marginal: imagekit "
-            f"{result['ours_cpu_per_request_ms']['marginal']:.3f} ms")
+    line = (f"timing: client CPU per request while the load runs: imagekit "
+            f"{result['ours_cpu_per_request_ms']['in_load']:.3f} ms")
     if vllm is not None:
-        line += (f" vs vllm bench serve {result['peer_cpu_per_request_ms']['marginal']:.3f} ms"
+        line += (f" vs vllm bench serve {result['peer_cpu_per_request_ms']['in_load']:.3f} ms"
                  f" (ratio {result['ratio']:.3f}, goal <= {GOAL}); whole process: "
                  f"{result['ours_cpu_per_request_ms']['whole_process']:.3f} vs "
                  f"{result['peer_cpu_per_request_ms']['whole_process']:.3f} ms")

@@ -33,17 +33,39 @@ class Measured:
     cpu_s: float
     wall_s: float
     output: str
+    #: (time.perf_counter(), the process's user + system CPU so far), every ~20 ms
+    cpu_samples: tuple[tuple[float, float], ...] = ()
+
+    def cpu_between(self, start: float, end: float) -> float | None:
+        """The process's CPU from the last sample at or before `start` to the first at or
+        after `end` (perf_counter times: the reference server's records are on the same
+        clock), so a window that covers the load and not the start-up."""
+        before = [cpu for t, cpu in self.cpu_samples if t <= start]
+        after = [cpu for t, cpu in self.cpu_samples if t >= end]
+        if not before or not after:
+            return None
+        return after[0] - before[-1]
 
 
 def run_measured(argv: list[str], env: dict[str, str] | None = None, timeout: float = 600
                  ) -> Measured:
-    """Run `argv` to its end; its own CPU (user + system) and wall time."""
+    """Run `argv` to its end; its own CPU (user + system: psutil's cpu_times while it runs,
+    the kernel's account from os.wait4 at its end) and wall time."""
+    import psutil  # noqa: PLC0415
+
+    samples: list[tuple[float, float]] = []
     with tempfile.TemporaryFile(mode="w+") as log:
         start = time.perf_counter()
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    cwd=REPO)
+        watched = psutil.Process(process.pid)
         deadline = start + timeout
         while True:
+            try:
+                times = watched.cpu_times()
+                samples.append((time.perf_counter(), times.user + times.system))
+            except psutil.Error:
+                pass
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
@@ -53,9 +75,11 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None, timeout: fl
                 break
             time.sleep(0.02)
         wall = time.perf_counter() - start
+        total = usage.ru_utime + usage.ru_stime
+        samples.append((time.perf_counter(), total))
         process.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
-        return Measured(process.returncode, usage.ru_utime + usage.ru_stime, wall, log.read())
+        return Measured(process.returncode, total, wall, log.read(), tuple(samples))
 
 
 @dataclass
