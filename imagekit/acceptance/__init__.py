@@ -1,7 +1,7 @@
 """Model acceptance against any OpenAI-compatible server: functional suite, corrupted media,
 needle retest, and a load client.
 
-Imports httpx, pydantic and Pillow only; no engine (vLLM, SGLang), torch or GPU code, so a
+Imports aiohttp, pydantic and Pillow only; no engine (vLLM, SGLang), torch or GPU code, so a
 CPU-only client box never trips over GPU detection (record, section 4). PyAV is imported only
 when a video is made.
 """

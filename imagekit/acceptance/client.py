@@ -2,8 +2,18 @@
 
 Why our own and not the engines' bench clients: the record (section 4) shows a pinned vLLM CLI
 failing "Failed to infer device type" on a CPU-only client box, because its HTTP load-testing
-entry point initialises GPU platform defaults. This module speaks plain HTTP with httpx and
+entry point initialises GPU platform defaults. This module speaks plain HTTP with aiohttp and
 imports no engine, torch or GPU code.
+
+Why aiohttp and a hand-rolled event-stream reader (docs/design/load-timing.md): measured against
+a server of known timing, httpx with httpx-sse spent about 15 ms of client CPU per 64-chunk
+request and, at 64 streams in flight, inflated TTFT p50 several-fold; aiohttp with the lean
+reader below spends 2-4 ms and keeps the truth. Each chunk's arrival is stamped when its bytes
+are read, before any parsing.
+
+Transport errors are named in one vocabulary (ConnectError, ConnectTimeout, ReadTimeout,
+ReadError, RemoteProtocolError; the stack's own exception name follows) so that evidence reads
+the same whichever HTTP stack read the bytes.
 
 Headers (where the API key travels) are never copied into an `Exchange`; evidence is built from
 exchanges only.
@@ -11,20 +21,24 @@ exchanges only.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-from httpx_sse import EventSource
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from imagekit.acceptance.models import Exchange, ToolCall, Usage
 from imagekit.errors import ImagekitError, InvalidInput
 
 CHAT_PATH = "/v1/chat/completions"
 _RESET_ERRORS = ("ReadError", "RemoteProtocolError", "WriteError")
+#: what reaching the server may raise: the stack's errors and its timeouts
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
 class ServerUnreachable(ImagekitError):
@@ -60,6 +74,10 @@ class StreamOutcome:
     body: Any = None
     ttft_s: float | None = None
     e2e_s: float = 0.0
+    #: when the request's bytes went to the connection (perf_counter), and how long the request
+    #: waited inside this client before that (a connection, other requests being sent)
+    sent_at: float | None = None
+    send_wait_s: float | None = None
     gaps: list[float] = field(default_factory=list)
     chunks: int = 0
     done_marker: bool = False
@@ -70,9 +88,110 @@ class StreamOutcome:
     tool_parts: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
+class _StampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, noting when bytes came off the socket: a chunk is
+    stamped when the event loop read it, not when its stream's task next ran. With hundreds
+    of streams in one loop, other streams' work (ending a request, sending the next) sits
+    between the two, and a server that answers a batch at once makes that gap milliseconds.
+
+    `unread_since`: the first read since the stream last took bytes; `last_read_at`: the
+    latest read (the stamp for bytes left buffered after an earlier take)."""
+
+    unread_since: float | None = None
+    last_read_at: float | None = None
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        before = self._body_bytes()
+        super().data_received(data)
+        if self._body_bytes() != before:       # bytes of an answer's body, not framing
+            if self.unread_since is None:
+                self.unread_since = now
+            self.last_read_at = now
+
+    def _body_bytes(self) -> int:
+        payload = getattr(self, "_payload", None)   # the answer being read (aiohttp 3.x)
+        return -1 if payload is None else payload.total_bytes
+
+
+class EventStreamReader:
+    """Server-sent events from raw bytes as they arrive: `feed(bytes)` returns the data of
+    every event those bytes completed (multi-line data joined by newlines; comments and the
+    `event:`/`id:`/`retry:` fields carry no chunk; LF, CRLF and CR line ends). An event left
+    incomplete when the stream ends is dropped, as the SSE specification says."""
+
+    __slots__ = ("_cr", "_data", "_tail")
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._data: list[bytes] = []
+        self._cr = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._cr and chunk.startswith(b"\n"):      # a CRLF split across two reads
+            chunk = chunk[1:]
+        self._cr = chunk.endswith(b"\r")
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = (self._tail + chunk).split(b"\n") if self._tail else chunk.split(b"\n")
+        self._tail = lines.pop()
+        events = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append(self._data[0] if len(self._data) == 1
+                                  else b"\n".join(self._data))
+                    self._data = []
+            elif line.startswith(b"data:"):
+                self._data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+        return events
+
+
 def _error_text(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:300]
+    name = type(exc).__name__
+    label = _vocabulary(exc)
+    prefix = label if label == name else f"{label} ({name})"
+    return f"{prefix}: {text}"[:300]
+
+
+def _vocabulary(exc: BaseException) -> str:
+    """The transport-neutral name of a failure (module docstring)."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "ConnectTimeout"
+    if isinstance(exc, TimeoutError):
+        return "ReadTimeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "ConnectError"
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
+                        aiohttp.ClientResponseError)):
+        return "RemoteProtocolError"
+    if isinstance(exc, aiohttp.ClientOSError):
+        return "ReadError"
+    return type(exc).__name__
+
+
+async def _stamp_sent(session: aiohttp.ClientSession, context: Any, params: Any) -> None:
+    """aiohttp's trace hook, called just before a request body's bytes are written: the
+    stream's clock starts here (ChatClient.stream)."""
+    outcome = context.trace_request_ctx
+    if isinstance(outcome, StreamOutcome) and outcome.sent_at is None:
+        outcome.sent_at = time.perf_counter()
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _parse_chunk(raw: bytes) -> Any:
+    """One event's JSON (None when it is not JSON): `raw_decode` of the text, the cheapest
+    exact parse the standard library offers (no encoding sniffing, no trailing-space scan;
+    `raw` is already stripped, so anything left over is an error)."""
+    try:
+        text = raw.decode()
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return None
+    return value if end == len(text) else None
 
 
 def _decode(raw: bytes) -> Any:
@@ -83,18 +202,43 @@ def _decode(raw: bytes) -> Any:
 
 
 class ChatClient:
-    """One connection pool to one server. Use as `async with ChatClient(url) as client:`."""
+    """One connection pool to one server. Use as `async with ChatClient(url) as client:`.
+
+    `timeout` bounds connecting (at most 10 s) and each wait for more bytes, not a whole
+    answer: a long stream that keeps sending is never cut."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 600.0,
                  connections: int = 256) -> None:
         self.base_url = normalise_base_url(base_url)
         self.public_url = public_url(self.base_url)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            limits=httpx.Limits(max_connections=connections,
-                                max_keepalive_connections=connections))
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _limits(self, timeout: float) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 10.0),
+                                     sock_read=timeout)
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """Made on first use, inside the running event loop (aiohttp's requirement)."""
+        if self._session is None:
+            sent = aiohttp.TraceConfig()
+            sent.on_request_chunk_sent.append(_stamp_sent)
+            connector = aiohttp.TCPConnector(limit=self._connections)
+            if hasattr(connector, "_factory"):    # aiohttp's protocol factory (3.x)
+                connector._factory = functools.partial(  # type: ignore[assignment]
+                    _StampingHandler, loop=asyncio.get_running_loop())
+            # trust_env off: no proxy from the environment (a proxy would be timed as the
+            # server) and no per-request netrc lookup in a thread
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, timeout=self._limits(self._timeout), trust_env=False,
+                connector=connector, trace_configs=[sent])
+        return self._session
+
+    def _url(self, path: str) -> str:
+        return self.base_url + path
 
     async def __aenter__(self) -> ChatClient:
         return self
@@ -103,19 +247,31 @@ class ChatClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def get_json(self, path: str, *, label: str | None = None,
                        timeout: float | None = None) -> Exchange:
         start = time.perf_counter()
         try:
-            resp = await self._http.get(path, timeout=timeout or httpx.USE_CLIENT_DEFAULT)
-        except httpx.HTTPError as exc:
+            async with self._http.get(self._url(path), timeout=self._limits(
+                    timeout or self._timeout)) as resp:
+                raw = await resp.read()
+        except _TRANSPORT_ERRORS as exc:
             return Exchange(label=label or path, method="GET", path=path, error=_error_text(exc),
                             latency_s=time.perf_counter() - start)
         return Exchange(label=label or path, method="GET", path=path,
-                        status_code=resp.status_code, response=_decode(resp.content),
+                        status_code=resp.status, response=_decode(raw),
                         latency_s=time.perf_counter() - start)
+
+    async def open_connections(self, count: int) -> None:
+        """Open up to `count` pooled connections now (that many `GET /v1/models` at once),
+        before a load round starts: a wave of `count` requests on new connections makes the
+        one event loop set them up one after another (~0.5 ms each), and the chunks of the
+        requests already sent wait unread meanwhile. Failures are the round's to meet."""
+        await asyncio.gather(*(self.get_json("/v1/models", timeout=15.0)
+                               for _ in range(count)))
 
     async def require_reachable(self) -> list[dict]:
         """GET /v1/models; an unreachable server is an exit-2 error, not a failed check."""
@@ -134,13 +290,13 @@ class ChatClient:
         """The engine's own tokenizer count (vLLM `POST /tokenize` with the chat template
         applied); None when the server has no such endpoint or refuses the request."""
         try:
-            resp = await self._http.post("/tokenize", json={
-                "model": model, "messages": messages, "add_generation_prompt": True},
-                timeout=60.0)
-        except httpx.HTTPError:
+            async with self._http.post(self._url("/tokenize"), json={
+                    "model": model, "messages": messages, "add_generation_prompt": True},
+                    timeout=self._limits(60.0)) as resp:
+                status, payload = resp.status, _decode(await resp.read())
+        except _TRANSPORT_ERRORS:
             return None
-        payload = _decode(resp.content)
-        if resp.status_code != 200 or not isinstance(payload, dict) or \
+        if status != 200 or not isinstance(payload, dict) or \
                 not isinstance(payload.get("count"), int):
             return None
         return {"count": payload["count"], "max_model_len": payload.get("max_model_len")}
@@ -164,14 +320,15 @@ class ChatClient:
             return self._exchange_from_stream(label, body, outcome)
         start = time.perf_counter()
         try:
-            resp = await self._http.post(CHAT_PATH, json=body)
-        except httpx.HTTPError as exc:
+            async with self._http.post(self._url(CHAT_PATH), json=body) as resp:
+                status, raw = resp.status, await resp.read()
+        except _TRANSPORT_ERRORS as exc:
             return Exchange(label=label, request=body, error=_error_text(exc),
                             latency_s=time.perf_counter() - start)
         latency = time.perf_counter() - start
-        payload = _decode(resp.content)
+        payload = _decode(raw)
         fields: dict[str, Any] = {}
-        if resp.status_code == 200:
+        if status == 200:
             if not isinstance(payload, dict) or not payload.get("choices"):
                 fields["error"] = "HTTP 200 without choices"
             else:
@@ -183,73 +340,100 @@ class ChatClient:
                     finish_reason=choice.get("finish_reason"),
                     tool_calls=[_tool_call(t) for t in message.get("tool_calls") or []],
                     usage=Usage.parse(payload.get("usage")))
-        return Exchange(label=label, request=body, status_code=resp.status_code,
+        return Exchange(label=label, request=body, status_code=status,
                         response=payload, latency_s=latency, **fields)
 
     async def stream(self, body: dict[str, Any], *, keep_text: bool = False) -> StreamOutcome:
-        """Stream one request (server-sent events, parsed by httpx-sse), timing the first data
-        event with content (TTFT) and the gaps between content events (ITL). Reasoning chunks
+        """Stream one request, timing the first event with content (TTFT) and the gaps
+        between content events (ITL); E2E stops at the read that completed `data: [DONE]`
+        (without one, when the answer ended). Each event is stamped when the event loop read
+        the bytes that completed it off the socket, before it is parsed. Reasoning chunks
         count as output: they are tokens the user waits for. An answer that is not an event
-        stream (HTTP 200 with another content type) is an error of the exchange."""
+        stream (HTTP 200 with another content type) is an error of the exchange.
+
+        The clock starts when the request's bytes are handed to the connection: at 256
+        requests in flight, one event loop sends them one after another (aiohttp on Python
+        3.11 writes each body on the loop's next turn), and that wait inside the client is not
+        the server's; it is kept apart as `send_wait_s`."""
         out = StreamOutcome()
-        start = time.perf_counter()
+        queued = start = time.perf_counter()
         last = 0.0
+        done_at: float | None = None
         try:
-            async with self._http.stream("POST", CHAT_PATH, json=body) as resp:
-                out.status_code = resp.status_code
-                if resp.status_code != 200:
-                    out.body = _decode(await resp.aread())
+            async with self._http.post(self._url(CHAT_PATH), json=body,
+                                       trace_request_ctx=out) as resp:
+                if out.sent_at is not None:
+                    start = out.sent_at
+                out.status_code = resp.status
+                kind = resp.headers.get("content-type", "")
+                if resp.status != 200 or "text/event-stream" not in kind:
+                    out.body = _decode(await resp.read())
+                    if resp.status == 200:
+                        out.error = ("SSEError: Expected response header Content-Type to "
+                                     f"contain 'text/event-stream', got {kind!r}")
                     out.e2e_s = time.perf_counter() - start
                     return out
-                # httpx-sse parses the event stream (data lines, comments, multi-line data): one
-                # event is one chunk; its arrival time is when the event is complete
-                async for event in EventSource(resp).aiter_sse():
-                    data = event.data.strip()
-                    if data == "[DONE]":
-                        out.done_marker = True
-                        continue
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        out.error = f"undecodable SSE data: {data[:120]!r}"
-                        continue
-                    out.chunks += 1
-                    if "error" in chunk and not chunk.get("choices"):
-                        out.error = f"error event: {str(chunk['error'])[:200]}"
-                        continue
-                    if chunk.get("usage"):
-                        out.usage = chunk["usage"]
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        text = delta.get("content")
-                        thought = delta.get("reasoning_content") or delta.get("reasoning")
-                        if text or thought:
-                            now = time.perf_counter()
-                            if out.ttft_s is None:
-                                out.ttft_s = now - start
-                            else:
-                                out.gaps.append(now - last)
-                            last = now
-                            if keep_text:
-                                if text:
-                                    out.content.append(text)
-                                if thought:
-                                    out.reasoning.append(thought)
-                        if keep_text and delta.get("tool_calls"):
-                            for part in delta["tool_calls"]:
-                                slot = out.tool_parts.setdefault(
-                                    part.get("index", 0), {"id": "", "name": "", "arguments": ""})
-                                fn = part.get("function") or {}
-                                slot["id"] = part.get("id") or slot["id"]
-                                slot["name"] = fn.get("name") or slot["name"]
-                                slot["arguments"] += fn.get("arguments") or ""
-                        if choice.get("finish_reason"):
-                            out.finish_reason = choice["finish_reason"]
-        except httpx.HTTPError as exc:
+                reader = EventStreamReader()
+                protocol = resp.connection.protocol if resp.connection is not None else None
+                stamps = protocol if isinstance(protocol, _StampingHandler) else None
+                if stamps is not None:      # nothing read before this answer's head counts
+                    stamps.unread_since = None
+                async for data in resp.content.iter_any():
+                    now = time.perf_counter()
+                    if stamps is not None:
+                        read_at = stamps.unread_since or stamps.last_read_at
+                        stamps.unread_since = None
+                        if read_at is not None and start <= read_at <= now:
+                            now = read_at
+                    for raw in reader.feed(data):
+                        raw = raw.strip()
+                        if raw == b"[DONE]":
+                            out.done_marker = True
+                            done_at = now
+                            continue
+                        chunk = _parse_chunk(raw)
+                        if chunk is None:
+                            out.error = ("undecodable SSE data: "
+                                         f"{raw.decode('utf-8', 'replace')[:120]!r}")
+                            continue
+                        out.chunks += 1
+                        if not isinstance(chunk, dict):
+                            out.error = f"SSE data is not an object: {str(chunk)[:120]!r}"
+                            continue
+                        if "error" in chunk and not chunk.get("choices"):
+                            out.error = f"error event: {str(chunk['error'])[:200]}"
+                            continue
+                        if chunk.get("usage"):
+                            out.usage = chunk["usage"]
+                        for choice in chunk.get("choices") or ():
+                            delta = choice.get("delta") or {}
+                            text = delta.get("content")
+                            thought = delta.get("reasoning_content") or delta.get("reasoning")
+                            if text or thought:
+                                if out.ttft_s is None:
+                                    out.ttft_s = now - start
+                                else:
+                                    out.gaps.append(now - last)
+                                last = now
+                                if keep_text:
+                                    if text:
+                                        out.content.append(text)
+                                    if thought:
+                                        out.reasoning.append(thought)
+                            if keep_text and delta.get("tool_calls"):
+                                _merge_tool_parts(out.tool_parts, delta["tool_calls"])
+                            if choice.get("finish_reason"):
+                                out.finish_reason = choice["finish_reason"]
+        except _TRANSPORT_ERRORS as exc:
             out.error = _error_text(exc)
-        out.e2e_s = time.perf_counter() - start
+        out.e2e_s = (done_at if done_at is not None else time.perf_counter()) - start
+        out.send_wait_s = start - queued
         if out.error is None and out.status_code == 200 and not out.done_marker:
             out.error = "stream ended without data: [DONE]"
+        # let the other streams whose bytes came in the same turn of the event loop stamp
+        # them before this request's caller records it and sends its next request (a
+        # server that answers a batch at once ends many streams in one turn)
+        await asyncio.sleep(0)
         return out
 
     @staticmethod
@@ -262,6 +446,17 @@ class ChatClient:
             tool_calls=[ToolCall(id=v["id"], name=v["name"], arguments=v["arguments"])
                         for _, v in sorted(out.tool_parts.items())],
             usage=Usage.parse(out.usage))
+
+
+def _merge_tool_parts(slots: dict[int, dict[str, str]], parts: list[dict]) -> None:
+    """Streamed tool calls arrive in pieces keyed by index: id and name once, arguments in
+    fragments."""
+    for part in parts:
+        slot = slots.setdefault(part.get("index", 0), {"id": "", "name": "", "arguments": ""})
+        fn = part.get("function") or {}
+        slot["id"] = part.get("id") or slot["id"]
+        slot["name"] = fn.get("name") or slot["name"]
+        slot["arguments"] += fn.get("arguments") or ""
 
 
 def _tool_call(raw: Any) -> ToolCall:

@@ -30,6 +30,7 @@ from imagekit.acceptance.models import (
     RoundResult,
     RoundSpec,
     Saturation,
+    TimingDefinitions,
 )
 from imagekit.results import CheckResult, Status
 
@@ -371,7 +372,7 @@ async def run_round(client: ChatClient, spec: RoundSpec,
         arrival=kind, goodput=goodput, records=done,
         warmup=[r for r in warm if r is not None], offered_requests_per_s=offered,
         completed_requests_per_s=achieved, saturated=reason is not None,
-        saturation_reason=reason)
+        saturation_reason=reason, definitions=TimingDefinitions())
 
 
 def saturation(records: list[RequestRecord], rule: Saturation

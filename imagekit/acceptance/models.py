@@ -286,6 +286,32 @@ class RequestRecord(BaseModel):
     max_tokens: int | None = None
 
 
+class TimingDefinitions(BaseModel):
+    """What each timing figure of a round measures, carried beside the figures: load tools
+    name different moments "TTFT" or "E2E" (vllm bench serve's TTFT ends at the empty role
+    chunk, its E2E at the last token chunk), so a figure without its definition cannot be
+    compared. docs/design/load-timing.md maps these to vllm bench serve's saved result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clock: str = ("the client's monotonic clock (time.perf_counter), seconds; a request "
+                  "starts when its bytes are handed to the connection (a wait inside the "
+                  "client for a connection or behind other requests being sent does not "
+                  "count)")
+    ttft: str = ("start to the socket read that completed the first event carrying content "
+                 "or reasoning (a role-only or empty first chunk does not count); stamped "
+                 "when the event loop read the bytes, before the event is parsed")
+    itl: str = ("gaps between consecutive events carrying content or reasoning, every "
+                "request's gaps pooled; an event of several tokens is one gap")
+    tpot: str = ("(e2e - ttft) / (completion_tokens - 1), completion_tokens from the "
+                 "server's usage; none for fewer than 2 tokens")
+    e2e: str = ("start to the socket read that completed the answer's last event, data: "
+                "[DONE] (without one: when the answer ended)")
+    percentiles: str = "linear interpolation between the two nearest ranks (numpy's default)"
+    requests_per_s: str = ("completed requests / duration; duration from the round's first "
+                           "send to its last request's end")
+
+
 class RoundResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -313,3 +339,7 @@ class RoundResult(BaseModel):
     #: past saturation (Saturation): goodput is not judged; `saturation_reason` says why
     saturated: bool = False
     saturation_reason: str | None = None
+    #: what ttft, itl, tpot, e2e and requests_per_s measure; None in rounds recorded before
+    #: definitions were kept (that client started the clock before the HTTP stack got the
+    #: request and stamped chunks when their stream's task ran)
+    definitions: TimingDefinitions | None = None

@@ -357,6 +357,7 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
                 BodyFactory(target.model, spec, calibration, fields, media_cache[spec.modality]))
             failures: list[dict] = []
             tick = progress.start(spec) if progress is not None else None
+            await client.open_connections(spec.concurrency)
             started = time.time()
             result = await run_round(client, spec, factory, tick, failures)
             check = judge_round(result, matrix.expect)

@@ -71,11 +71,11 @@ def _aspect(check: CheckResult, key: str) -> str | None:
 
 
 def _print(json_output: bool, subject: str, digest: str | None, checks: list[CheckResult],
-           evidence: dict[str, str], target: Any) -> None:
+           evidence: dict[str, str], target: Any, rounds: list[dict] | None = None) -> None:
     from imagekit.results import overall
 
     if json_output:
-        print_json({"subject": subject, "digest": digest, "status": overall(checks).value,
+        document = {"subject": subject, "digest": digest, "status": overall(checks).value,
                     "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail,
                                 "protocol": _aspect(c, "protocol"),
                                 "semantic": _aspect(c, "semantic")}
@@ -83,7 +83,10 @@ def _print(json_output: bool, subject: str, digest: str | None, checks: list[Che
                     "evidence": evidence,
                     "target": {"base_url": target.base_url, "model": target.model,
                                "engine": target.engine,
-                               "engine_version": target.engine_version}})
+                               "engine_version": target.engine_version}}
+        if rounds is not None:
+            document["rounds"] = rounds
+        print_json(document)
         return
     from rich.table import Table
     from rich.text import Text
@@ -265,5 +268,9 @@ def bench(
     import asyncio  # noqa: PLC0415
 
     subject, outcome = asyncio.run(main())
-    _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target)
+    # each load round's figures (RoundResult without per-request records), with definitions
+    rounds = [dict(c.data, name=c.name) for c in outcome.checks
+              if c.data and "definitions" in c.data]
+    _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target,
+           rounds)
     _exit(outcome.checks)

@@ -1,18 +1,17 @@
-"""The chat client's event-stream parsing (httpx-sse) and its timing: TTFT is the time to the
-first data event WITH content (not the role-only first event), ITL the gaps between content
-events. The real engines' streams are covered by test_real_engines.py; here, what a real
-engine cannot be made to send on demand: events split across network reads, comments,
-multi-line data, a stream without [DONE], an answer that is not an event stream."""
+"""The chat client's event-stream parsing and its timing: TTFT is the time to the first data
+event WITH content (not the role-only first event), ITL the gaps between content events. The
+real engines' streams are covered by test_real_engines.py; here, what a real engine cannot be
+made to send on demand: events split across network reads, comments, multi-line data, CRLF
+line ends, a stream without [DONE], an answer that is not an event stream. The answers come
+from a raw HTTP/1.1 server on a loopback port, piece by piece (one chunked-encoding chunk per
+piece), so the client meets them through its real transport."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
-import httpx
-
-from imagekit.acceptance.client import ChatClient, StreamOutcome
+from imagekit.acceptance.client import ChatClient, EventStreamReader, StreamOutcome
 
 
 def _event(delta: dict, finish: str | None = None) -> bytes:
@@ -22,20 +21,26 @@ def _event(delta: dict, finish: str | None = None) -> bytes:
 
 def _run(pieces: list[tuple[float, bytes]], content_type: str = "text/event-stream"
          ) -> StreamOutcome:
-    async def body() -> AsyncIterator[bytes]:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode() +
+                     b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
         for delay, piece in pieces:
             if delay:
                 await asyncio.sleep(delay)
-            yield piece
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": content_type}, content=body())
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
 
     async def go() -> StreamOutcome:
-        async with ChatClient("http://127.0.0.1:9") as client:
-            await client._http.aclose()
-            client._http = httpx.AsyncClient(base_url=client.base_url,
-                                             transport=httpx.MockTransport(handler))
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server, ChatClient(f"http://127.0.0.1:{port}") as client:
             return await client.stream({"stream": True}, keep_text=True)
 
     return asyncio.run(go())
@@ -78,3 +83,17 @@ def test_an_answer_that_is_no_event_stream_is_an_error() -> None:
     out = _run([(0, b'{"choices": []}')], content_type="application/json")
     assert out.status_code == 200 and out.error is not None
     assert "text/event-stream" in out.error and out.ttft_s is None
+
+
+def test_crlf_line_ends_split_across_reads_are_one_event() -> None:
+    reader = EventStreamReader()
+    assert reader.feed(b"data: a\r") == []
+    assert reader.feed(b"\n\r") == [b"a"]               # CR+LF, then CR+LF: one event, no more
+    assert reader.feed(b"\n: comment\r\nid: 7\r\ndata: b\r\ndata:c\r\n\r\n") == [b"b\nc"]
+    assert reader.feed(b"data: incomplete") == []
+
+
+def test_an_event_split_mid_line_is_stamped_when_its_last_byte_arrives() -> None:
+    hello = _event({"content": "hi"})
+    out = _run([(0, hello[:5]), (0.25, hello[5:]), (0, b"data: [DONE]\n\n")])
+    assert out.ttft_s is not None and 0.23 <= out.ttft_s < 0.6 and out.content == ["hi"]

@@ -1,0 +1,158 @@
+"""The load client's timings against a known truth: the reference server (truthserver/main.go)
+answers on a fixed schedule and records when each request arrived and each chunk was flushed;
+the client's TTFT, ITL, TPOT and E2E p50/p90/p99 must be within 2 % or 1 ms (whichever is
+larger) of the server's, and an open-loop round's arrival rate within 2 % of its schedule.
+
+`serial`: a timing figure taken while other tests load the machine measures that load, not the
+client; these run alone, after the parallel phase."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.acceptance import client
+from imagekit.acceptance.client import ChatClient
+from imagekit.acceptance.load import BodyFactory, Calibration, arrivals, run_round
+from imagekit.acceptance.models import RoundResult, RoundSpec
+from tests.conftest import IN_CI
+from tests.timing import runs, truth
+
+pytestmark = pytest.mark.serial
+
+TTFT_MS, ITL_MS, TOKENS = 50.0, 10.0, 32
+#: (concurrency, requests, Poisson rate): ~5 s at c=1, about a second each above; the open-loop
+#: rate is the c=64 round's throughput (64 in flight / 0.36 s per request), so as many
+#: requests are in flight as in the heaviest closed round
+ROUNDS = [(1, 12, None), (16, 64, None), (64, 256, None), (64, 300, 170.0)]
+
+
+@pytest.fixture(scope="module")
+def server():
+    try:
+        binary = truth.build()
+    except truth.NoGoToolchain as exc:
+        if IN_CI:
+            raise
+        pytest.skip(str(exc))
+    with truth.TruthServer(binary, ttft_ms=TTFT_MS, itl_ms=ITL_MS, role_chunk=True) as ref:
+        yield ref
+
+
+def split_by_round(records: list[truth.TruthRecord], sizes: list[int]
+                   ) -> list[list[truth.TruthRecord]]:
+    """Rounds run one after another, so arrival order splits the server's records."""
+    ordered = sorted(records, key=lambda r: r.arrival_s)
+    out, at = [], 0
+    for size in sizes:
+        out.append(ordered[at:at + size])
+        at += size
+    assert at == len(ordered), f"{len(ordered)} requests reached the server, {at} expected"
+    return out
+
+
+def rate_rows(result: dict, records: list[truth.TruthRecord]) -> tuple[float, float, float]:
+    """(asked, scheduled, achieved) requests/s: the schedule is what the client drew for the
+    asked rate (a finite Poisson sample's own rate), achieved is as the server saw arrivals."""
+    spec = RoundSpec.model_validate(result["spec"])
+    schedule = arrivals(spec)
+    scheduled = (len(schedule) - 1) / schedule[-1]
+    achieved = truth.arrival_rate(records)
+    assert achieved is not None
+    return spec.rate or 0.0, scheduled, achieved
+
+
+def test_imagekit_bench_keeps_the_truth(server: truth.TruthServer, tmp_path: Path) -> None:
+    server.reset()
+    matrix = runs.matrix_toml("truth-model", [
+        {"concurrency": c, "requests": n, "rate": rate} for c, n, rate in ROUNDS], TOKENS)
+    run, results = runs.imagekit_bench(server.url, matrix, tmp_path)
+    assert run.returncode == 0, run.output[-3000:]
+    assert len(results) == len(ROUNDS)
+    out = json.loads(run.output[run.output.index("{"):])
+    assert [r["spec"] for r in out["rounds"]] == [r["spec"] for r in results]
+    assert all(r["definitions"]["ttft"].startswith("start to the socket read")
+               for r in out["rounds"])
+    split = split_by_round([r for r in server.records() if r.tokens == TOKENS],
+                           [n for _, n, _ in ROUNDS])
+    failures = []
+    for result, records in zip(results, split, strict=True):
+        rows = truth.compare(runs.round_figures(result).stats, truth.truth_stats(records))
+        spec = result["spec"]
+        print(truth.table(f"c={spec['concurrency']} rate={spec['rate']} "
+                          f"({spec['requests']} requests)", rows))
+        failures += [f"c={spec['concurrency']} rate={spec['rate']} {r.metric} {r.quantile}: "
+                     f"{r.client_s * 1e3:.2f} ms vs truth {r.truth_s * 1e3:.2f} ms"
+                     for r in rows if not r.within]
+        if spec["rate"]:
+            asked, scheduled, achieved = rate_rows(result, records)
+            print(f"rate: asked {asked:g}/s, scheduled {scheduled:.2f}/s, achieved "
+                  f"{achieved:.2f}/s at the server")
+            if abs(achieved - scheduled) > truth.RELATIVE * scheduled:
+                failures.append(f"achieved rate {achieved:.2f}/s vs scheduled "
+                                f"{scheduled:.2f}/s")
+    assert failures == []
+
+
+def in_process_round(url: str, concurrency: int, requests: int) -> RoundResult:
+    spec = RoundSpec(index=1, concurrency=concurrency, input_tokens=64, output_tokens=TOKENS,
+                     requests=requests)
+    factory = BodyFactory("truth-model", spec, Calibration(), {"ignore_eos": True})
+
+    async def go() -> RoundResult:
+        async with ChatClient(url, connections=concurrency + 4) as client:
+            return await run_round(client, spec, factory)
+
+    return asyncio.run(go())
+
+
+def test_a_client_slowed_by_5ms_per_read_is_caught(server: truth.TruthServer,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same check on a client whose transport hands every read to the client 5 ms after
+    it came off the socket: TTFT and E2E drift past their bounds, so the check can fail."""
+    deliver = client._StampingHandler.data_received
+
+    def late(self: client._StampingHandler, data: bytes) -> None:
+        asyncio.get_running_loop().call_later(0.005, deliver, self, data)
+
+    monkeypatch.setattr(client._StampingHandler, "data_received", late)
+    server.reset()
+    result = in_process_round(server.url, 4, 16)
+    rows = truth.compare({m: getattr(result, m) for m in truth.METRICS},
+                         truth.truth_stats(server.records()))
+    print(truth.table("client slowed by 5 ms per read", rows))
+    caught = {(r.metric, r.quantile) for r in rows if not r.within}
+    assert {("ttft", "p50"), ("ttft", "p99")} <= caught, caught
+
+
+def test_vllm_bench_serve_measures_its_own_definitions(server: truth.TruthServer,
+                                                       tmp_path: Path) -> None:
+    """vllm bench serve against the same server: its ITL counts role -> first token as a gap
+    and its TPOT divides (E2E - its TTFT), so both match the server's truth computed by ITS
+    definitions (docs/design/load-timing.md); its TTFT ends at the empty role chunk, so it
+    reads far below the time to the first token (its clock also starts before its own send
+    queue, which adds its client's overhead at 16 requests in flight)."""
+    python = runs.vllm_python()
+    if python is None:
+        if IN_CI:
+            pytest.fail("the vLLM CPU venv is not installed (imagekit.infra.engines)")
+        pytest.skip("the vLLM CPU venv is not installed (imagekit.infra.engines)")
+    server.reset()
+    run, figures = runs.vllm_bench(python, server.url, tmp_path, requests=64,
+                                   output_tokens=TOKENS, concurrency=16)
+    assert run.returncode == 0 and figures is not None, run.output[-3000:]
+    records = [r for r in server.records() if r.tokens == TOKENS]
+    theirs, ours = truth.vllm_definitions(records), truth.truth_stats(records)
+    rows = truth.compare(figures.stats, theirs, ("p50",))
+    print(truth.table("vllm bench serve vs the truth by its own definitions", rows,
+                      {"truth (ours)": ours}))
+    judged = {r.metric: r for r in rows}
+    assert judged["itl"].within and judged["tpot"].within, rows
+    # its TPOT is not the time per token: the real TTFT is spread over the tokens
+    assert figures.stats["tpot"].p50 > ours["tpot"].p50 * 1.1
+    # its TTFT is the role chunk's: far below the time to the first token
+    assert figures.stats["ttft"].p50 is not None and ours["ttft"].p50 is not None
+    assert figures.stats["ttft"].p50 < ours["ttft"].p50 / 2
