@@ -382,7 +382,8 @@ def goodput_of(store: EvidenceStore, reads: list[Read]) -> list[GoodputPoint]:
         points.append(GoodputPoint(label=check.name, goodput=float(value),
                                    floor=float(floor) if isinstance(floor, (int, float))
                                    else None, status=check.status,
-                                   evidence=_relpath(store, read.record)))
+                                   evidence=_relpath(store, read.record),
+                                   saturated=check.data.get("saturated") is True))
     return points
 
 

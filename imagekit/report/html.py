@@ -166,7 +166,8 @@ def _attested(referrers: int | None, note: str) -> str:
 def goodput_plot(report: ImageReport) -> str:
     return svg.hbars("plot-goodput", "bench goodput per round (share of requests within SLO; "
                      "dashed: floor)",
-                     [(g.label, g.goodput, g.floor, g.status.value) for g in report.goodput])
+                     [(g.label + (" (past saturation: floor not judged)" if g.saturated else ""),
+                       g.goodput, g.floor, g.status.value) for g in report.goodput])
 
 
 def _sbom_lines(report: ImageReport) -> list[str] | None:

@@ -161,6 +161,8 @@ class GoodputPoint(BaseModel):
     floor: float | None = None
     status: Status
     evidence: str
+    #: past saturation: the server fell behind the senders, so the floor was not judged
+    saturated: bool = False
 
 
 class ClusterStart(BaseModel):

@@ -98,6 +98,8 @@ def test_acceptance_verdicts_apart_and_goodput(store) -> None:
             "goodput": 0.95, "spec": {"slo": {"goodput_floor": 0.9}}}))
         a.add_check(CheckResult(name="round-02-text-c8", status=Status.FAIL, data={
             "goodput": 0.5, "spec": {"slo": {"goodput_floor": 0.9}}}))
+        a.add_check(CheckResult(name="round-03-text-r50", status=Status.PASS, data={
+            "goodput": 0.2, "saturated": True, "spec": {"slo": {"goodput_floor": 0.9}}}))
     report = build_report(store, r.digest)
     tool = next(a for a in report.acceptance if a.name == "tool-call")
     assert (tool.status, tool.protocol, tool.semantic) == (Status.FAIL, Status.PASS,
@@ -108,9 +110,12 @@ def test_acceptance_verdicts_apart_and_goodput(store) -> None:
     section = page.split("<h2>Acceptance: protocol and semantic verdicts</h2>")[1]
     assert "expected Berlin" in section.split("<h2>")[0]
     assert "not judged" in section.split("<h2>")[0]
-    assert [g.goodput for g in report.goodput] == [0.95, 0.5]
+    assert [(g.goodput, g.saturated) for g in report.goodput] == [
+        (0.95, False), (0.5, False), (0.2, True)]
     goodput = re.search(r'<svg id="plot-goodput".*?</svg>', page, re.S).group(0)
-    assert goodput.count('class="bar"') == 2 and "floor 90%" in goodput
+    assert goodput.count('class="bar"') == 3 and "floor 90%" in goodput
+    # a PASS below its floor says why: the round was past saturation, the floor not judged
+    assert goodput.count("past saturation: floor not judged") == 1
 
 
 def test_evidence_links_open_from_the_written_page(rehearsal, tmp_path) -> None:
