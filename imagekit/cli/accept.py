@@ -178,9 +178,9 @@ def accept(
                     on_check=lambda s, _c: bar.advance(tasks[s]))
                 return subject, outcome
 
-    import asyncio  # noqa: PLC0415
+    from imagekit.acceptance.client import run_client  # noqa: PLC0415
 
-    subject, outcome = asyncio.run(main())
+    subject, outcome = run_client(main())
     _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target)
     _exit(outcome.checks)
 
@@ -265,9 +265,9 @@ def bench(
                 return subject, await run_matrix(client, target, spec,
                                                  progress=_RichRounds(bar), **kwargs)
 
-    import asyncio  # noqa: PLC0415
+    from imagekit.acceptance.client import run_client  # noqa: PLC0415
 
-    subject, outcome = asyncio.run(main())
+    subject, outcome = run_client(main())
     # each load round's figures (RoundResult without per-request records), with definitions
     rounds = [dict(c.data, name=c.name) for c in outcome.checks
               if c.data and "definitions" in c.data]
