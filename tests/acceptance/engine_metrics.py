@@ -148,10 +148,14 @@ def parse(text: str) -> Scrape:
     return Scrape(samples)
 
 
-def scrape(base_url: str) -> Scrape:
+def metrics_text(base_url: str) -> str:
     response = httpx.get(f"{base_url.rstrip('/')}/metrics", timeout=30)
     response.raise_for_status()
-    return parse(response.text)
+    return response.text
+
+
+def scrape(base_url: str) -> Scrape:
+    return parse(metrics_text(base_url))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,25 @@ def test_counts_that_differ_or_are_missing_are_named() -> None:
     assert problems == [
         "failed: imagekit 0, vllm bench serve 0, engine /metrics None",
         "output tokens: imagekit 1536, vllm bench serve 1535, engine /metrics 1536"]
+
+
+REAL = Path(__file__).parents[1] / "fixtures/engine-metrics/vllm-0.32.0-after-two-runs.txt"
+
+
+def test_a_real_vllm_exposition_is_read_whole() -> None:
+    """/metrics of vLLM 0.32 (prometheus_client's text) after the two runs of
+    test_load_beside_vllm_real with vLLM's default buckets: 2 + 32 + 32 requests of 32 tokens
+    (imagekit's two calibration requests took 1 each)."""
+    scrape = parse(REAL.read_text())
+    assert scrape.total("vllm:request_success_total") == 66
+    assert scrape.total("vllm:request_success_total", finished_reason="length") == 66
+    assert scrape.total("vllm:prompt_tokens_total") == 9254
+    assert scrape.total("vllm:generation_tokens_total") == 2 + 64 * 32
+    ttft = scrape.histogram("vllm:time_to_first_token_seconds",
+                            model_name="HuggingFaceTB/SmolLM2-135M-Instruct")
+    itl = scrape.histogram("vllm:inter_token_latency_seconds")
+    assert ttft.bounds == (*TTFT_BOUNDS, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0,
+                           2560.0, math.inf)
+    assert ttft.count == 66 and itl.count == 64 * 31
+    assert ttft.quantile_interval(0.5) == (1.0, 2.5)     # vLLM's default: 1.5 s wide here
+    assert itl.quantile_interval(0.5) == (0.075, 0.1)

