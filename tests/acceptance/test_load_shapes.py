@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +22,7 @@ from imagekit.acceptance.load import arrivals, percentiles, saturation
 from imagekit.acceptance.models import RequestRecord, RoundSpec, Saturation
 from imagekit.cli import app
 
-from .conftest import free_port
+from .conftest import start_refserver, stop_server
 
 LOADSERVER = Path(__file__).with_name("loadserver.py")
 
@@ -47,29 +44,11 @@ class Server:
 
 @pytest.fixture(scope="module")
 def _load_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(LOADSERVER), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_refserver(script=LOADSERVER)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"load server exited: {proc.stderr.read().decode()[-500:]}")
-            try:
-                httpx.get(f"{url}/v1/models", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 @pytest.fixture
