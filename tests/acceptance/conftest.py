@@ -54,6 +54,16 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+@contextlib.contextmanager
+def running_server(*args: str, script: Path = REFSERVER) -> Iterator[str]:
+    """The URL of a test server of ours (start_refserver), stopped on leaving."""
+    proc, url = start_refserver(*args, script=script)
+    try:
+        yield url
+    finally:
+        stop_server(proc)
+
+
 @dataclass
 class Ref:
     url: str
@@ -67,11 +77,8 @@ class Ref:
 
 @pytest.fixture(scope="session")
 def _ref_server() -> Iterator[str]:
-    proc, url = start_refserver()
-    try:
+    with running_server() as url:
         yield url
-    finally:
-        stop_server(proc)
 
 
 @pytest.fixture

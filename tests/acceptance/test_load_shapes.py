@@ -22,7 +22,7 @@ from imagekit.acceptance.load import arrivals, percentiles, saturation
 from imagekit.acceptance.models import RequestRecord, RoundSpec, Saturation
 from imagekit.cli import app
 
-from .conftest import start_refserver, stop_server
+from .conftest import running_server
 
 LOADSERVER = Path(__file__).with_name("loadserver.py")
 
@@ -44,11 +44,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def _load_server() -> Iterator[str]:
-    proc, url = start_refserver(script=LOADSERVER)
-    try:
+    with running_server(script=LOADSERVER) as url:
         yield url
-    finally:
-        stop_server(proc)
 
 
 @pytest.fixture
