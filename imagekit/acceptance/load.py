@@ -98,6 +98,11 @@ def _words(rng: random.Random, count: int) -> str:
     return " ".join(rng.choices(VOCAB, k=count))
 
 
+def _request_rng(seed: int, round_index: int, i: int) -> random.Random:
+    """The random words of request `i` of a round: the same for every rerun of the matrix."""
+    return random.Random(seed * 1_000_003 + round_index * 10_007 + i)
+
+
 def _chat_body(model: str, messages: list[dict], max_tokens: int,
                fields: dict[str, Any]) -> dict[str, Any]:
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True,
@@ -116,8 +121,7 @@ class BodyFactory:
         self.seed = seed or spec.seed
 
     def __call__(self, i: int) -> dict[str, Any]:
-        rng = random.Random(self.seed * 1_000_003 + self.spec.index * 10_007 + i)
-        text = _words(rng, self.words)
+        text = _words(_request_rng(self.seed, self.spec.index, i), self.words)
         content: Any = text
         if self.media_part is not None:
             content = [self.media_part, {"type": "text", "text": text}]
@@ -135,6 +139,7 @@ class RoundBodies(Protocol):
     def turns(self, unit: int) -> int: ...
     def at(self, unit: int) -> float | None: ...
     def body(self, unit: int, turn: int, history: list[dict]) -> dict[str, Any]: ...
+    def targets(self, unit: int, turn: int) -> tuple[int | None, int | None]: ...
     def warmup_body(self, k: int) -> dict[str, Any]: ...
 
 
@@ -156,6 +161,10 @@ class SingleRequests:
 
     def body(self, unit: int, turn: int, history: list[dict]) -> dict[str, Any]:
         return self.make_body(unit)
+
+    def targets(self, unit: int, turn: int) -> tuple[int | None, int | None]:
+        """Nothing per request: the round's spec holds its lengths."""
+        return None, None
 
     def warmup_body(self, k: int) -> dict[str, Any]:
         return self.make_body(self.requests + k)
@@ -202,12 +211,12 @@ class DatasetBodies:
         step = self.entry(unit).turns[turn]
         text = step.prompt
         if text is None:
-            rng = random.Random(self.spec.seed * 1_000_003 + self.spec.index * 10_007 + unit)
-            text = _words(rng, self.calibration.words_for(step.input_tokens or 1))
+            text = _words(_request_rng(self.spec.seed, self.spec.index, unit),
+                          self.calibration.words_for(step.input_tokens or 1))
         return _chat_body(self.model, [*history, {"role": "user", "content": text}],
                           self.max_tokens(step), self.fields)
 
-    def targets(self, unit: int, turn: int) -> tuple[int | None, int]:
+    def targets(self, unit: int, turn: int) -> tuple[int | None, int | None]:
         step = self.entry(unit).turns[turn]
         return step.input_tokens, self.max_tokens(step)
 
@@ -267,7 +276,6 @@ async def run_round(client: ChatClient, spec: RoundSpec,
         offsets.append(total)
         total += bodies.turns(u)
     multi_turn = spec.dataset is not None and spec.dataset.multi_turn
-    targets = getattr(bodies, "targets", None)
     records: list[RequestRecord | None] = [None] * total
     warm: list[RequestRecord | None] = [None] * spec.warmup_requests
     gaps: list[float] = []
@@ -285,9 +293,7 @@ async def run_round(client: ChatClient, spec: RoundSpec,
             error = f"HTTP {out.status_code}"
         completion = usage.get("completion_tokens")
         per_token = tpot(out.ttft_s, out.e2e_s, completion) if error is None else None
-        aimed, sent_max = (None, None)
-        if targets is not None and unit is not None:
-            aimed, sent_max = targets(unit, turn or 0)
+        aimed, sent_max = (None, None) if unit is None else bodies.targets(unit, turn or 0)
         sink[i] = RequestRecord(
             i=i, status_code=out.status_code, error=error, ttft_s=out.ttft_s,
             e2e_s=out.e2e_s, prompt_tokens=usage.get("prompt_tokens"),
