@@ -64,6 +64,8 @@ class RunOutcome:
     checks: list[CheckResult]
     evidence: dict[str, str]
     target: Target
+    #: the load rounds that ran, in order (a matrix run; none for the suites)
+    rounds: list[RoundResult] = field(default_factory=list)
 
 
 async def resolve_target(client: ChatClient, model: str | None, engine: str | None,
@@ -386,4 +388,5 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
             engine_version=target.engine_version, latency=bench_latency(results)))
         attempt.write_text("report.md", render_report(
             f"Load matrix {matrix.name}", dict(context, calibration=calibration.note), checks))
-    return RunOutcome(checks=checks, evidence={"bench": str(attempt.path)}, target=target)
+    return RunOutcome(checks=checks, evidence={"bench": str(attempt.path)}, target=target,
+                      rounds=results)

@@ -269,8 +269,8 @@ def bench(
 
     subject, outcome = run_client(main())
     # each load round's figures (RoundResult without per-request records), with definitions
-    rounds = [dict(c.data, name=c.name) for c in outcome.checks
-              if c.data and "definitions" in c.data]
+    rounds = [dict(r.model_dump(mode="json", exclude={"records", "warmup"}), name=r.spec.name)
+              for r in outcome.rounds]
     _print(json_output, subject, digest, outcome.checks, outcome.evidence, outcome.target,
            rounds)
     _exit(outcome.checks)
