@@ -181,9 +181,9 @@ def test_bench_real_engine_script_writes_its_ratio_record(vllm_text: RealEngine,
 
 @pytest.mark.serial  # timings judged against each other: the machine to itself
 def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> None:
-    """Distributions, not two numbers, against the real vLLM 0.32 on CPU with the stand-in model: 117 real streamed
-    requests (64 words in, 32 tokens out), sent one at a time and interleaved request by request
-    — to the engine for run A (the baseline) and run B (a rerun of the same build against the
+    """Distributions, not two numbers, against the real vLLM 0.32 on CPU with the stand-in
+    model: 117 real streamed requests (64 words in, 32 tokens out), sent one at a time and
+    interleaved request by request — to the engine for run A (the baseline) and run B (a rerun of the same build against the
     same engine), and through the shim (tests/acceptance/slowshim.py: every answer's timing
     x1.5) for run C — so load on the shared machine hits all three alike. The 20 samples come
     from these three 39-request runs: verdict v compares the rounds of requests v .. v+19 of each
@@ -246,7 +246,13 @@ def test_vllm_load_regression_compares_distributions(vllm_text: RealEngine) -> N
             problems, rows = compare(as_round(records[label][v:v + 20]),
                                      as_round(records["A"][v:v + 20]), 0.2)
             assert len(rows) == 1 and set(rows[0]["verdicts"]) == {"ttft", "tpot", "e2e"}
-            assert all(len(x["samples"]) == 20 for x in rows[0]["verdicts"].values())
+            # every request's figure is judged, except a TPOT of 0: a stalled answer whose
+            # tokens all came in one read has no time between them, and a ratio needs one
+            window = records[label][v:v + 20]
+            for metric, judged in rows[0]["verdicts"].items():
+                kept = [r for r in window if (r[f"{metric}_s"] or 0) > 0]
+                assert len(judged["samples"]) == len(kept) >= 15, (metric, window)
+                assert all(r[f"{metric}_s"] == 0 for r in window if r not in kept)
             verdicts[label].append(problems)
     assert [p for p in verdicts["B"] if p] == [], verdicts["B"]       # rerun: 20 of 20
     assert all(verdicts["C"]), verdicts["C"]                           # slowed: 20 of 20
