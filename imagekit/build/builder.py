@@ -15,20 +15,33 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from imagekit.build.epoch import source_date_epoch
+from imagekit.build.layout import platform_image, provenance_of
+from imagekit.build.publish import load_layout, push_layout
 from imagekit.build.records import BuildRecord
 from imagekit.engine import Engine
 from imagekit.errors import CheckFailed
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.kinds import BuildResult
+from imagekit.infra import build_engine
+from imagekit.infra.build_engine import BuildEngineInstance
+from imagekit.infra.state import StatePaths, registry_trust
 from imagekit.oci import ImageReference
+from imagekit.progress import current as current_progress
+from imagekit.registry import RegistryClient, RegistryOptions
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, ResolvedImage, resolve_image
 from imagekit.standins.build import ca_bundle, tree_hash
 
 KIND = "build"
+#: BuildKit's SLSA provenance statement, bytes unchanged, in the build's evidence attempts
+PROVENANCE_FILE = "provenance.json"
 
 
 class BuildFailed(CheckFailed):
@@ -45,10 +58,13 @@ def build_args_for(image: ResolvedImage) -> dict[str, str]:
 
 
 def build_key(image: ResolvedImage, context: Path | None = None) -> str:
-    """sha256 of what decides the image's content: base digest, context files, build args."""
+    """sha256 of what decides the image's content: base digest, context files, build args,
+    SOURCE_DATE_EPOCH."""
+    context = context or image.context
     material = json.dumps({
-        "base": str(image.base_digest), "context": tree_hash(context or image.context),
-        "dockerfile": image.dockerfile.name, "args": build_args_for(image), "recipe": 1,
+        "base": str(image.base_digest), "context": tree_hash(context),
+        "dockerfile": image.dockerfile.name, "args": build_args_for(image),
+        "epoch": source_date_epoch(context, image.base_resolved).value, "recipe": 2,
     }, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
@@ -57,27 +73,45 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
                 profile: str | None = None, push: bool = True, no_cache: bool = False,
                 dockerfile: Path | None = None, variant: str | None = None,
                 on_line: Callable[[str], None] | None = None,
-                pip_cert: Path | None = None) -> BuildRecord:
+                pip_cert: Path | None = None,
+                builder: BuildEngineInstance | None = None,
+                registry: RegistryOptions | None = None) -> BuildRecord:
     """Build (and push) one image. `dockerfile`+`variant` build an alternative Dockerfile on
-    the same locked base (tests use it for the record's wrong fix); its records are kept apart."""
+    the same locked base (tests use it for the record's wrong fix); its records are kept apart.
+
+    The build runs on the build engine (`builder`, default infra's `main` instance:
+    imagekit.infra.build_engine) into an OCI layout, reproducibly (SOURCE_DATE_EPOCH, file
+    times rewritten, BuildKit's provenance beside it); the layout is then loaded into `engine`
+    (where the probes run it) and pushed by the registry client (`registry`: its options,
+    default infra's trust for its own registries), so the digest pushed is the one built."""
     image = resolve_image(spec, name, profile)
     context = dockerfile.parent if dockerfile is not None else image.context
     label = name if variant is None else f"{name}-{variant}"
     key = build_key(image, context)
+    epoch = source_date_epoch(context, image.base_resolved)
     args = build_args_for(image)
     local_tag = f"imagekit-local/{label}:{key[:16]}"
     engine.ping()
+    paths = StatePaths()
+    instance = builder or build_engine.start(paths)
+    build_with = Engine(binary=engine.binary, config_dir=engine.config_dir, host=instance.host)
+    packages = ", ".join(f"{deb} sha256:{digest[:12]}" for deb, digest in
+                         sorted(instance.packages.items()))
     base = Subject.of(image.base_digest, Role.BASE, str(image.base_pinned))
     with store.attempt(evidence_name(label), KIND, subjects=[base], profile=image.profile,
-                       cache_key=key, base=str(image.base_pinned), build_args=args) as attempt:
-        outcome = engine.build(context, dockerfile=dockerfile or image.dockerfile,
-                               tags=[local_tag], build_args=args,
-                               secrets={"pip_cert": ca_bundle(pip_cert)}, no_cache=no_cache,
-                               on_line=on_line)
+                       cache_key=key, base=str(image.base_pinned), build_args=args,
+                       source_date_epoch=epoch.value) as attempt, \
+            layout_folder(paths) as layout:
+        outcome = build_with.build(context, dockerfile=dockerfile or image.dockerfile,
+                                   tags=[local_tag],
+                                   build_args={**args, "SOURCE_DATE_EPOCH": str(epoch.value)},
+                                   secrets={"pip_cert": ca_bundle(pip_cert)},
+                                   no_cache=no_cache, on_line=on_line, layout=layout)
         attempt.write_text("build.log", outcome.log)
         attempt.write_json("build-outcome.json", {
             "ok": outcome.ok, "returncode": outcome.returncode, "seconds": outcome.seconds,
-            "image_id": str(outcome.image_id) if outcome.image_id else None})
+            "builder": f"docker {instance.version} ({packages})",
+            "source_date_epoch": epoch.model_dump()})
         if not outcome.ok:
             attempt.write_result(_result(image, label, key, None))
             attempt.finish(Status.FAIL, summary=f"build of {label} failed "
@@ -87,29 +121,43 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
             raise BuildFailed(f"build of {label} failed: "
                               f"{_failure_line(outcome.log, outcome.returncode)}",
                               where=str(attempt.path / "build.log"))
-        assert outcome.image_id is not None
+        built = platform_image(layout)
+        statement = provenance_of(layout, built.digest)
+        if statement is not None:
+            attempt.write_bytes(PROVENANCE_FILE, statement)
+        held = engine.inspect(str(image.base_pinned)).diff_ids \
+            if engine.exists(str(image.base_pinned)) else []
+        image_id = load_layout(engine, built, local_tag, [str(d) for d in held])
         reference = digest = None
         if push:
             target = ImageReference.parse(f"{image.staging_repository}:{key[:16]}")
             if variant is not None:
                 target = ImageReference.parse(f"{image.staging_repository}-{variant}:"
                                               f"{key[:16]}")
-            engine.tag(local_tag, str(target))
-            digest = engine.push(target)
+            options = registry or RegistryOptions(**registry_trust(target.registry))
+            same_registry = image.base_tag.registry == target.registry
+            with current_progress().phase("push", str(target)), \
+                    RegistryClient(target.registry, options) as client:
+                digest = push_layout(client, target.repository, str(target.tag), built,
+                                     mount_from=image.base_tag.repository if same_registry
+                                     else None)
             reference = target.with_digest(digest)
         record = BuildRecord(
             name=label, profile=image.profile, engine=image.engine, base=image.base_pinned,
-            cache_key=key, local_tag=local_tag, image_id=outcome.image_id,
+            cache_key=key, local_tag=local_tag, image_id=image_id,
             reference=reference, digest=digest, build_args=args, seconds=outcome.seconds,
             cached=_all_cached(outcome.log), built=dt.datetime.now(dt.UTC),
-            evidence=str(attempt.path))
+            evidence=str(attempt.path), source_date_epoch=epoch.value,
+            epoch_origin=epoch.origin, builder_version=instance.version,
+            builder_packages=dict(instance.packages),
+            provenance=PROVENANCE_FILE if statement is not None else None)
         attempt.write_json("build.json", record)
         if record.digest is not None:
             attempt.add_subject(record.digest, Role.SUBJECT, str(record.reference))
         attempt.add_subject(record.image_id, Role.ALIAS if record.digest else Role.SUBJECT)
         attempt.write_result(_result(image, label, key, record))
         attempt.add_check(CheckResult(name="build", status=Status.PASS,
-                                      detail=f"{local_tag} {outcome.image_id.short}" +
+                                      detail=f"{local_tag} {image_id.short}" +
                                       (f" pushed {reference}" if reference else "")))
     if digest is not None:
         with store.attempt(digest, KIND, subjects=[
@@ -118,10 +166,25 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
                 name=label, profile=image.profile) as by_digest:
             by_digest.write_text("build.log", outcome.log)
             by_digest.write_json("build.json", record)
+            if statement is not None:
+                by_digest.write_bytes(PROVENANCE_FILE, statement)
             by_digest.write_result(_result(image, label, key, record))
             by_digest.add_check(CheckResult(name="build", status=Status.PASS,
                                             detail=f"{reference}"))
     return record
+
+
+@contextmanager
+def layout_folder(paths: StatePaths) -> Iterator[Path]:
+    """A scratch folder for one build's OCI layout (the whole image: gigabytes), removed after
+    the layout was loaded and pushed. Under the state dir: /tmp may be a small tmpfs."""
+    root = paths.root / "build-engine" / "layouts"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="layout-", dir=root))
+    try:
+        yield folder / "image"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _result(image: ResolvedImage, label: str, key: str, record: BuildRecord | None
@@ -135,7 +198,13 @@ def _result(image: ResolvedImage, label: str, key: str, record: BuildRecord | No
         digest=str(record.digest) if record and record.digest else None,
         reference=str(record.reference) if record and record.reference else None,
         local_tag=record.local_tag if record else None,
-        seconds=record.seconds if record else None, cached=record.cached if record else False)
+        seconds=record.seconds if record else None, cached=record.cached if record else False,
+        source_date_epoch=record.source_date_epoch if record else None,
+        epoch_origin=record.epoch_origin if record else None,
+        builder=(f"docker {record.builder_version}: " + ", ".join(
+            f"{deb} sha256:{digest}" for deb, digest in sorted(record.builder_packages.items()))
+            if record and record.builder_version else None),
+        provenance=record.provenance if record else None)
 
 
 def _all_cached(log: str) -> bool:

@@ -32,6 +32,14 @@ class BuildRecord(BaseModel):
     cached: bool = False
     built: dt.datetime
     evidence: str = ""
+    #: SOURCE_DATE_EPOCH and where it came from (imagekit.build.epoch)
+    source_date_epoch: int | None = None
+    epoch_origin: str | None = None
+    #: the build engine: docker version and {package file: sha256}
+    builder_version: str | None = None
+    builder_packages: dict[str, str] = {}
+    #: BuildKit's provenance statement, a file in `evidence` (None: the build attached none)
+    provenance: str | None = None
 
     @property
     def pushed(self) -> bool:

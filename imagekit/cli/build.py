@@ -378,8 +378,13 @@ def probe_command(target: str = typer.Argument(..., metavar="NAME|REF",
 def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
                   image: list[str] = option("--image"),
                   no_cache: bool = option("--no-cache"),
+                  rebuild: bool = option("--rebuild"),
+                  expect_digest: str = option("--expect-digest"),
                   evidence_dir: Path = EvidenceDir, json_output: bool = JsonOpt) -> None:
-    """Build both images, push to staging, probe, verify mirrors, write the manifest."""
+    """Build both images, push to staging, probe, verify mirrors, write the manifest.
+    --rebuild: also rebuild each on a fresh builder; it must give the digest verified.
+    --rebuild --expect-digest D --image NAME: only rebuild, twice, and say whether D is what
+    this checkout builds (nothing is pushed or probed)."""
     from imagekit.imagesverify import verify_images
     from imagekit.results import Status
     from imagekit.spec import load_spec
@@ -388,10 +393,14 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     for name in image or []:
         images.image(name)
     store = evidence_store(evidence_dir)
+    if expect_digest is not None:
+        _expect_rebuild(images, store, profile, image, rebuild, expect_digest, json_output)
+        return
     with _progress(json_output, "images verify") as on_line:
         report = verify_images(images, _engine(), store, profile=profile,
                                names=image or None, no_cache=no_cache, on_line=on_line,
-                               pip_cert=settings().pip_cert, probes=settings().probes_dir)
+                               pip_cert=settings().pip_cert, probes=settings().probes_dir,
+                               rebuild=rebuild)
     if json_output:
         print_json(report)
     else:  # the verdict first, then each image under its own verdict and reference
@@ -415,3 +424,31 @@ def images_verify(spec: Path = SpecOpt, profile: str = ProfileOpt,
     if report.verdict is not Status.PASS:
         raise CheckFailed(f"images verify verdict {report.verdict.value}",
                           where=str(report.evidence))
+
+
+def _expect_rebuild(images: Any, store: Any, profile: str | None, names: list[str] | None,
+                    rebuild: bool, expect_digest: str, json_output: bool) -> None:
+    """`images verify --rebuild --expect-digest D --image NAME`: the auditor's question."""
+    from imagekit.build.rebuild import rebuild_image
+    from imagekit.oci.digest import Digest
+    from imagekit.results import CheckReport, exit_code_for
+
+    if not rebuild:
+        raise InvalidInput("--expect-digest needs --rebuild", where="--expect-digest")
+    if not names or len(names) != 1:
+        raise InvalidInput("--expect-digest needs exactly one --image", where="--image")
+    expected = Digest.parse(expect_digest)
+    engine = _engine()
+    with _progress(json_output, "images verify --rebuild"):
+        check = rebuild_image(images, names[0], store, profile=profile, expect=expected,
+                              pip_cert=settings().pip_cert, docker=engine.binary,
+                              config_dir=engine.config_dir)
+    if json_output:
+        print_json(CheckReport(subject=names[0], digest=str(expected), status=check.status,
+                               checks=[check], evidence=check.data.get("evidence")))
+    else:
+        console.print(f"{check.status.value}: {check.detail}", markup=False)
+        console.print(f"evidence: {check.data.get('evidence')}", markup=False)
+    code = exit_code_for([check])
+    if code:
+        raise typer.Exit(code)

@@ -113,6 +113,12 @@ OPTIONS: dict[str, OptionSpec] = {
                          default=True, negative="--no-push"),
     "--no-cache": OptionSpec("Build without any cache (`images verify`: probe again too).",
                              default=False),
+    "--rebuild": OptionSpec("Also build each image again on a fresh builder (nothing shared "
+                            "but the registry); it must give the digest verified.",
+                            default=False),
+    "--expect-digest": OptionSpec("With --rebuild and one --image: only rebuild, and say "
+                                  "whether this checkout builds this manifest digest.",
+                                  "DIGEST"),
     "--layers": OptionSpec("Pad the stand-in base to at least N layers, pushed as "
                            "<tag>-layers<N> and pinned (off when omitted).", "N"),
     "--layers-for": OptionSpec("With --layers: pad only this image's stand-in (repeatable; "

@@ -36,8 +36,11 @@ def find_docker_binary(chosen: str | None = None) -> str:
     return found
 
 
-def docker_client(binary: str | None = None, config_dir: Path | None = None) -> DockerClient:
-    """A client for the local daemon. `config_dir` is a DOCKER_CONFIG-style dir (credentials
-    live there, never in argv)."""
+def docker_client(binary: str | None = None, config_dir: Path | None = None,
+                  host: str | None = None) -> DockerClient:
+    """A client for the local daemon (`host`: another daemon's socket, e.g. the build
+    engine's). `config_dir` is a DOCKER_CONFIG-style dir (credentials live there, never in
+    argv)."""
     binary = binary or find_docker_binary()
-    return DockerClient(client_call=[binary], config=str(config_dir) if config_dir else None)
+    return DockerClient(client_call=[binary], config=str(config_dir) if config_dir else None,
+                        host=host)

@@ -76,10 +76,12 @@ class ImageInfo(BaseModel):
 class Engine:
     """The local docker daemon through one client binary."""
 
-    def __init__(self, binary: str | None = None, config_dir: Path | None = None) -> None:
+    def __init__(self, binary: str | None = None, config_dir: Path | None = None,
+                 host: str | None = None) -> None:
         self.binary = binary or find_docker_binary()
         self.config_dir = config_dir
-        self.client: DockerClient = docker_client(self.binary, config_dir)
+        self.host = host
+        self.client: DockerClient = docker_client(self.binary, config_dir, host)
 
     # -- daemon ---------------------------------------------------------------------------------
     def ping(self) -> str:
@@ -99,7 +101,8 @@ class Engine:
               secrets: Mapping[str, Path] | None = None, no_cache: bool = False,
               network: str | None = "host",
               on_line: Callable[[str], None] | None = None,
-              progress: Progress | None = None, label: str | None = None) -> BuildOutcome:
+              progress: Progress | None = None, label: str | None = None,
+              layout: Path | None = None) -> BuildOutcome:
         """Build with BuildKit; `secrets` maps a secret id to a FILE (its content never enters
         argv). Never raises for a failed build: the outcome carries the code and the full log.
 
@@ -108,7 +111,13 @@ class Engine:
         tooling on a shared machine may have removed.
 
         Each BuildKit step (`#N [stage] RUN …`) is a phase of `progress` (default: the
-        command line's), under the step `label` (default `build <repository>`)."""
+        command line's), under the step `label` (default `build <repository>`).
+
+        `layout`: write the image as an OCI layout folder there instead of loading it, with
+        file times clamped to the build's SOURCE_DATE_EPOCH (`rewrite-timestamp`), explicit
+        media types and compression (their defaults differ between BuildKit versions), and
+        BuildKit's SLSA v1 provenance (mode=max) beside the image (an engine with the
+        containerd image store and BuildKit >= 0.23: imagekit.infra.build_engine)."""
         secret_args = [f"id={sid},src={path}" for sid, path in (secrets or {}).items()]
         lines: list[str] = []
         started = time.monotonic()
@@ -121,8 +130,13 @@ class Engine:
                 # its modes, Image | Iterator[str] | None)
                 stream = cast(Iterator[str], self.client.buildx.build(
                     context, file=dockerfile, tags=list(tags), build_args=dict(build_args or {}),
-                    secrets=secret_args, cache=not no_cache, load=True, progress="plain",
-                    network=network,
+                    secrets=secret_args, cache=not no_cache, load=layout is None,
+                    progress="plain", network=network,
+                    output={} if layout is None else {
+                        "type": "oci", "dest": str(layout), "tar": "false",
+                        "rewrite-timestamp": "true", "oci-mediatypes": "true",
+                        "compression": "gzip"},
+                    provenance=None if layout is None else {"mode": "max", "version": "v1"},
                     metadata_file=metadata, stream_logs=True))
                 for line in stream:
                     lines.append(line.rstrip("\n"))
@@ -142,7 +156,7 @@ class Engine:
                     meta.get("containerimage.digest")
                 if found:
                     image_id = Digest.parse(found)
-        if returncode == 0 and image_id is None and tags:
+        if returncode == 0 and image_id is None and tags and layout is None:
             image_id = self.inspect(tags[0]).id
         return BuildOutcome(ok=returncode == 0, returncode=returncode, image_id=image_id,
                             log="\n".join(lines) + "\n", seconds=time.monotonic() - started,
@@ -255,6 +269,8 @@ class Engine:
         argv = [self.binary]
         if self.config_dir:
             argv += ["--config", str(self.config_dir)]
+        if self.host:
+            argv += ["--host", self.host]
         done = subprocess.run([*argv, *args], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise TransportError(f"docker {args[0]} failed: {_last_line(done.stderr)}",

@@ -9,7 +9,7 @@ projection in `imagekit/report/collect.py`, one line in `imagekit/schemas/export
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +39,39 @@ class BuildResult(EvidenceResult):
     cache_key: str | None = None
     seconds: float | None = None
     cached: bool = False
+    source_date_epoch: int | None = Field(default=None, description="the build's "
+                                          "SOURCE_DATE_EPOCH (the only time in the image)")
+    epoch_origin: str | None = Field(default=None, description="where that time came from")
+    builder: str | None = Field(default=None, description="the build engine (docker version "
+                                "and its package files' sha256): a rebuild to the same digest "
+                                "needs the same one")
+    provenance: str | None = Field(default=None, description="BuildKit's SLSA provenance "
+                                   "statement, a file of this attempt (none: no provenance)")
+
+
+@register
+class RebuildResult(EvidenceResult):
+    """`images verify --rebuild`: the image built again from the same inputs on the build
+    engine's main instance and on a fresh one (nothing shared but the registry), compared.
+    Subjects: the expected digest (subject) when one was given, the base (base)."""
+
+    KIND: ClassVar[str] = "rebuild"
+    kind: Literal["rebuild"] = "rebuild"
+    schema_version: Literal[1] = 1
+    name: str
+    profile: str
+    base: str
+    source_date_epoch: int
+    epoch_origin: str
+    builder: str = Field(description="the build engine: docker version and package sha256s")
+    expected: str | None = Field(default=None, description="the digest the rebuild must give "
+                                 "(the verified one, or --expect-digest)")
+    first: str | None = Field(default=None, description="the main instance's manifest digest")
+    second: str | None = Field(default=None, description="the fresh instance's manifest digest")
+    verdict: Status
+    detail: str
+    diff: dict[str, Any] | None = Field(default=None, description="where the two builds part "
+                                        "(imagekit.build.reproduce.ReproductionDiff)")
 
 
 class ServeArgsEffective(BaseModel):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from imagekit.build import BuildFailed, BuildRecord, build_image, build_key
+from imagekit.build.rebuild import rebuild_image
 from imagekit.engine import Engine
 from imagekit.errors import ImagekitError
 from imagekit.evidence import EvidenceStore, Role, Subject
@@ -55,12 +56,15 @@ def fix_layers(dockerfile_text: str) -> list[str]:
 
 
 def verify_key(image: ResolvedImage, plan: ProbePlan, accepted: dict[str, object],
-               probes: Path | None = None) -> str:
-    """`probes`: the probes' folder (default the packaged probes): its probes_version keys it."""
+               probes: Path | None = None, rebuild: bool = False) -> str:
+    """`probes`: the probes' folder (default the packaged probes): its probes_version keys it.
+    `rebuild`: the entry holds the `reproducible` check (an entry without it does not stand
+    for one with it)."""
     material = json.dumps({
         "build": build_key(image), "probes": probes_version(probes),
         "plan": plan.model_dump(mode="json"), "accept": accepted,
         "mirror": str(image.mirror_digest) if image.mirror_digest else None, "recipe": 1,
+        **({"rebuild": True} if rebuild else {}),
     }, sort_keys=True, default=str)
     return hashlib.sha256(material.encode()).hexdigest()
 
@@ -150,16 +154,18 @@ def _in_registry(reference: str) -> bool:
 def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore, *,
                profile: str | None, no_cache: bool,
                on_line: Callable[[str], None] | None = None,
-               pip_cert: Path | None = None, probes: Path | None = None) -> ImageEntry:
+               pip_cert: Path | None = None, probes: Path | None = None,
+               rebuild: bool = False) -> ImageEntry:
     image = resolve_image(spec, name, profile)
     _, prof = spec.profile(profile)
+    rebuild = rebuild or prof.reproducible
     image_spec = spec.image(name)
     plan = ProbePlan(engine=image.engine, probes=image.probes, find_spec=image.find_spec,
                      serve=serve_commands_of(image))
     accept = {k: v for k, v in prof.accept.items() if k.startswith(f"{name}.")}
     probes = probes_dir(probes)
     key = verify_key(image, plan, {k: v.model_dump(mode="json") for k, v in accept.items()},
-                     probes)
+                     probes, rebuild)
     if not no_cache:
         cached = _cached_entry(store, engine, image, key)
         if cached is not None:
@@ -203,6 +209,10 @@ def verify_one(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStore
             probe_attempt.add_check(check)
     if image_spec.mirror.get(image.profile) is not None:
         checks.append(_verify_copy_check(image, store))
+    if rebuild:
+        checks.append(rebuild_image(spec, name, store, profile=profile, expect=record.digest,
+                                    pip_cert=pip_cert, docker=engine.binary,
+                                    config_dir=engine.config_dir))
     verdict, accepted = judge(name, checks, accept)
     entry = ImageEntry(
         image=name, engine=image.engine, profile=image.profile,
@@ -252,15 +262,17 @@ def verify_images(spec: ImagesSpec, engine: Engine, store: EvidenceStore, *,
                   profile: str | None = None, names: list[str] | None = None,
                   no_cache: bool = False,
                   on_line: Callable[[str], None] | None = None,
-                  pip_cert: Path | None = None, probes: Path | None = None
-                  ) -> ImagesVerifyReport:
+                  pip_cert: Path | None = None, probes: Path | None = None,
+                  rebuild: bool = False) -> ImagesVerifyReport:
     """`probes`: the probes' folder (default the packaged probes; the CLI passes
-    $IMAGEKIT_PROBES_DIR)."""
+    $IMAGEKIT_PROBES_DIR). `rebuild`: each image is also rebuilt on a fresh builder and must
+    give the digest verified (imagekit.build.rebuild; on by the profile's `reproducible`)."""
     started = time.monotonic()
     profile_name, _ = spec.profile(profile)
     engine.ping()
     entries = [verify_one(spec, name, engine, store, profile=profile_name, no_cache=no_cache,
-                          on_line=on_line, pip_cert=pip_cert, probes=probes)
+                          on_line=on_line, pip_cert=pip_cert, probes=probes,
+                          rebuild=rebuild)
                for name in (names or list(spec.images))]
     verdicts = [CheckResult(name=e.image, status=e.verdict) for e in entries]
     report = ImagesVerifyReport(profile=profile_name, spec=str(spec.root / "images.toml"),

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from imagekit.errors import InfraError
-from imagekit.infra import apt, docker, processes, registries
+from imagekit.infra import apt, build_engine, docker, processes, registries
 from imagekit.infra.state import ComponentStatus, InfraState, StatePaths, load_state, save_state
 from imagekit.progress import current as current_progress
 
@@ -100,6 +100,9 @@ def up(cluster: bool = False, paths: StatePaths | None = None,
         apt.ensure_packages(["docker.io", "docker-registry"], paths.logs / "apt.log")
         with current_progress().phase("infra", "docker engine"):
             components = [docker.up(paths, mirror=mirror)]
+        with current_progress().phase("infra", "build engine"):
+            build_engine.start(paths, mirror=mirror)
+            components.append(build_engine.status(paths))
         with current_progress().phase("infra", "registries"):
             components += registries.up(paths, install=False, mirror=mirror)
             docker.install_ca(paths.ca_cert, [ep.address for ep in
@@ -127,7 +130,7 @@ def status(paths: StatePaths | None = None,
            k8s_bin: Path | None = None) -> list[ComponentStatus]:
     """What runs right now (checked live, never read from the state file alone)."""
     paths = paths or StatePaths()
-    components = [docker.status(paths)]
+    components = [docker.status(paths), build_engine.status(paths)]
     components += registries.status(paths)
     module = cluster_module()
     if module is not None:
@@ -186,6 +189,8 @@ def down(cluster: bool = True, paths: StatePaths | None = None,
                 if not any(processes.running(n, paths) for n in ours):
                     stopped.append("cluster")
         stopped += registries.down(paths)
+        if build_engine.stop(paths):
+            stopped.append("build-engine")
         if docker.down(paths):
             stopped.append("dockerd")
     return stopped

@@ -96,7 +96,7 @@ def resolve_image(spec: ImagesSpec, name: str, profile: str | None = None) -> Re
     return ResolvedImage(
         name=name, profile=profile_name, engine=image.engine, dockerfile=dockerfile,
         context=dockerfile.parent, repository=image.repository, base_tag=base_tag,
-        base_digest=entry.digest, mirror=mirror,
+        base_digest=entry.digest, base_resolved=entry.resolved, mirror=mirror,
         mirror_digest=mirror_digest,
         build_args=dict(image.build_args.get(profile_name, {})),
         pip_index_url=prof.pip_index_url, staging=prof.staging, probes=list(image.probes),

@@ -6,6 +6,7 @@ Validation happens here so that every bad spec fails before any engine call, wit
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Literal
@@ -52,6 +53,10 @@ class Profile(BaseModel):
     #: destination is this profile's last registry: acceptance on the cluster before the final
     #: hop. Added to the gate's usual requirements; empty by default.
     final_hop_requires: list[str] = []
+    #: `images verify` also rebuilds each image on a second, fresh build engine and checks
+    #: that it gives the digest verified (the `reproducible` check; `--rebuild` asks for it
+    #: on any profile)
+    reproducible: bool = False
     #: the semantic cases `cluster accept` judges answers by: a shipped set (`record`,
     #: `stand-in`) or a cases file relative to the spec (docs/reference/cases.md)
     cases: str = Field("record", min_length=1)
@@ -305,6 +310,8 @@ class ResolvedImage(BaseModel):
     repository: str
     base_tag: ImageReference
     base_digest: Digest
+    #: when `imagekit pin` resolved the base (the build's time when the spec is not in git)
+    base_resolved: dt.datetime | None = None
     mirror: ImageReference | None = None
     mirror_digest: Digest | None = None
     build_args: dict[str, str] = {}

@@ -1,0 +1,83 @@
+"""Reproducible builds on the real build engine (docker 28.5, BuildKit 0.25): two builder
+instances that share nothing but the registry give one digest; a Dockerfile that writes the
+time makes `--rebuild` FAIL naming that file; an auditor in an empty folder, given the commit
+and the lock, gets the digest `images verify` pushed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from imagekit.build.rebuild import rebuild_image
+from imagekit.evidence import EvidenceStore
+from imagekit.oci.digest import Digest
+from imagekit.results import Status
+from imagekit.spec import load_spec
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_sglang_rebuilds_to_one_digest_on_two_builders(verified_images, tmp_path) -> None:
+    """The SGLang stand-in's fix, built on the main builder and on a fresh one: one digest,
+    the one `images verify` pushed."""
+    spec = load_spec(REPO / "dockerfiles" / "images.toml")
+    expected = verified_images.entry("sglang").digest
+    check = rebuild_image(spec, "sglang", EvidenceStore(tmp_path / "store"), profile="local",
+                          expect=Digest.parse(expected))
+    assert check.status is Status.PASS, check.detail
+    assert check.data["first"] == check.data["second"] == expected
+
+
+def test_a_build_that_writes_the_time_fails_naming_the_file(infra, tmp_path) -> None:
+    """The case that must FAIL: a fix layer that writes the build's clock time. The verdict
+    names the layer and the file, and the evidence keeps both digests and the listing."""
+    root = tmp_path / "spec"
+    shutil.copytree(REPO / "dockerfiles", root, ignore=shutil.ignore_patterns("standins"))
+    dockerfile = root / "vllm" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN date +%s%N > /etc/build-time\n")
+    spec = load_spec(root / "images.toml")
+    store = EvidenceStore(tmp_path / "store")
+    check = rebuild_image(spec, "vllm", store, profile="local")
+    assert check.status is Status.FAIL, check.detail
+    assert "etc/build-time (content: " in check.detail, check.detail
+    difference = json.loads((Path(check.data["evidence"]) / "difference.json").read_text())
+    assert difference["equal"] is False and difference["first"] != difference["second"]
+    listed = {m["path"]: m for m in difference["layer"]["members"]}
+    assert set(listed) == {"etc/build-time"}, listed
+    assert listed["etc/build-time"]["first"]["sha256"] != listed["etc/build-time"]["second"][
+        "sha256"]
+
+
+def test_the_auditor_rebuilds_the_verified_digest_from_an_empty_folder(verified_images,
+                                                                       tmp_path) -> None:
+    """From an empty folder: the commit (a clone) and the lock, then
+    `imagekit images verify --rebuild --expect-digest D --image vllm` as a user types it."""
+    expected = verified_images.entry("vllm").digest
+    checkout = tmp_path / "checkout"
+    if (REPO / ".git").exists():
+        subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(["git", "-C", str(checkout), "checkout", "-q", commit], check=True)
+    else:  # a checkout without history: both builds take the lock's time
+        shutil.copytree(REPO / "dockerfiles", checkout / "dockerfiles")
+    shutil.copy(REPO / "dockerfiles" / "images.local.lock",
+                checkout / "dockerfiles" / "images.local.lock")
+    auditor = tmp_path / "empty"
+    auditor.mkdir()
+    env = {**os.environ, "IMAGEKIT_EVIDENCE_DIR": str(auditor / "evidence")}
+    done = subprocess.run(
+        [sys.executable, "-m", "imagekit", "images", "verify", "--spec",
+         str(checkout / "dockerfiles" / "images.toml"), "--profile", "local", "--rebuild",
+         "--expect-digest", expected, "--image", "vllm"],
+        cwd=auditor, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"PASS: two builders (main and fresh) gave the expected digest {expected}" in \
+        done.stdout
