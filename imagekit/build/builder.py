@@ -142,6 +142,7 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
                                      mount_from=image.base_tag.repository if same_registry
                                      else None)
             reference = target.with_digest(digest)
+            engine.pull(reference)  # the engine now knows the image by its registry digest
         record = BuildRecord(
             name=label, profile=image.profile, engine=image.engine, base=image.base_pinned,
             cache_key=key, local_tag=local_tag, image_id=image_id,

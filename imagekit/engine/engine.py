@@ -181,6 +181,17 @@ class Engine:
             entrypoint=list(config.entrypoint) if config and config.entrypoint else None,
             size=int(image.size or 0))
 
+    def pull(self, ref: ImageReference | str) -> None:
+        """Pull `ref` (layers the engine holds are not fetched again); after a `docker load`
+        this records the registry digest (RepoDigests) the image is known by."""
+        text = str(ref)
+        try:
+            with current_progress().phase("docker pull", text):
+                self.client.image.pull(text, quiet=True)
+        except DockerException as exc:
+            raise TransportError(f"docker pull failed: {_last_line(exc.stderr)}",
+                                 where=text) from exc
+
     def tag(self, source: str, target: str) -> None:
         self.client.image.tag(source, target)
 

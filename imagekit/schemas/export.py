@@ -30,6 +30,7 @@ MODELS: tuple[str, ...] = (
     "imagekit.evidence.contract.Subject",
     # one result model per evidence kind (imagekit.evidence.kinds; docs/design/evidence.md)
     "imagekit.evidence.kinds.BuildResult",
+    "imagekit.evidence.kinds.RebuildResult",
     "imagekit.evidence.kinds.ProbeResult",
     "imagekit.evidence.kinds.ImagesVerifyResult",
     "imagekit.evidence.kinds.ImagesManifestResult",
