@@ -157,3 +157,25 @@ def resolve(image: str | None, profile: str | None, spec_path: Path | None = Non
     except SpecError as exc:
         return f"cannot resolve image {image!r} in the images spec and its lock: " \
                f"{exc.one_line()}"
+
+
+def resolve_served(repository: str, image: str | None, profile: str | None,
+                   spec_path: Path | None = None) -> ResolvedImage | str:
+    """The spec image a served repository is (`--image`, else the one image of the spec whose
+    `repository` is the served one: promotion keeps the repository path), in `profile`; or
+    why it cannot be told."""
+    from imagekit.errors import SpecError
+    from imagekit.spec import default_spec_path, load_spec
+
+    if image is None:
+        try:
+            spec = load_spec(default_spec_path(spec_path))
+        except SpecError as exc:
+            return f"cannot read the images spec: {exc.one_line()}"
+        named = [name for name, entry in spec.images.items() if entry.repository == repository]
+        if len(named) != 1:
+            return (f"{len(named)} images of the spec have repository {repository!r}"
+                    + (f" ({', '.join(named)})" if named else "")
+                    + ": give --image NAME to check the provenance against its lock")
+        image = named[0]
+    return resolve(image, profile, spec_path)

@@ -41,7 +41,8 @@ def buildkit_bytes() -> bytes:
     return read_buildkit_provenance(DATA, IMAGE)
 
 
-def write_spec(root: Path, base_digest: Digest = BASE, dockerfile: bytes | None = None) -> Path:
+def write_spec(root: Path, base_digest: Digest = BASE, dockerfile: bytes | None = None,
+               repository: str = "imagekit/vllm") -> Path:
     """A spec of one image (vllm, profile local) whose lock pins `base_digest`, with the
     Dockerfile BuildKit built (or `dockerfile`) in the checkout."""
     (root / "vllm").mkdir(parents=True, exist_ok=True)
@@ -53,7 +54,7 @@ default_profile = "local"
 [images.vllm]
 engine = "vllm"
 dockerfile = "vllm/Dockerfile"
-repository = "imagekit/vllm"
+repository = "{repository}"
 probes = ["pip_check"]
 promotion = ["staging", "production"]
 
@@ -207,18 +208,20 @@ def test_signature_round_trip_and_a_moved_statement_does_not_verify(tmp_path):
 
 # -- the gate ---------------------------------------------------------------------------------
 
-def record_build(store: EvidenceStore, provenance: bytes | None) -> None:
-    """A build of vllm (profile local) that pushed IMAGE, as the builder records it."""
+def record_build(store: EvidenceStore, provenance: bytes | None, digest: Digest = IMAGE,
+                 pushed: str = PUSHED) -> None:
+    """A build of vllm (profile local) that pushed `digest` to `pushed`, recording BuildKit's
+    `provenance` beside it, as the builder records it."""
     image_id = Digest.of_bytes(b"config")
-    reference = f"{PUSHED}:k1@{IMAGE}"
+    reference = f"{pushed}:k1@{digest}"
     with store.attempt("image-vllm", "build", subjects=[
-            Subject.of(IMAGE, Role.SUBJECT, reference), Subject.of(image_id, Role.ALIAS),
+            Subject.of(digest, Role.SUBJECT, reference), Subject.of(image_id, Role.ALIAS),
             Subject.of(BASE, Role.BASE)], profile="local") as attempt:
         if provenance is not None:
             attempt.write_bytes("provenance.json", provenance)
         attempt.write_result(kinds.BuildResult(
             name="vllm", profile="local", base=f"{BASE_TAG}@{BASE}", base_digest=str(BASE),
-            image_id=str(image_id), digest=str(IMAGE), reference=reference))
+            image_id=str(image_id), digest=str(digest), reference=reference))
         attempt.add_check(CheckResult(name="build", status=Status.PASS, detail=reference))
 
 
