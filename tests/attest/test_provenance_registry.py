@@ -1,7 +1,8 @@
 """The build's SLSA provenance end to end at the real staging registry: `imagekit attest` signs
 BuildKit's statement for the pushed digest and attaches it; `imagekit verify-attestations
 --require-type slsa-provenance` verifies it with the public key, against the spec's lock and
-Dockerfile — and FAILs naming both digests when the lock pins another base."""
+Dockerfile (the real cosign verifies it too) — and FAILs naming both digests when the lock pins
+another base."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from .test_provenance import BASE, buildkit_bytes, record_build, write_spec
 pytestmark = [pytest.mark.registry]
 
 
-def test_provenance_signed_at_staging_verifies_against_the_lock(infra, keypair, tmp_path):
+def test_provenance_signed_at_staging_verifies_against_the_lock(infra, keypair, tmp_path,
+                                                              peers):
     staging = infra.registries["staging"].address
     repo = f"attest/{uuid.uuid4().hex[:10]}"
     with ClientPool(RegistryOptions(docker_config=infra.docker_config_dir)) as pool:
@@ -39,6 +41,9 @@ def test_provenance_signed_at_staging_verifies_against_the_lock(infra, keypair, 
                     "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert [a["predicate_type"] for a in json.loads(done.stdout)] == [SLSA_PROVENANCE_TYPE]
+    # the real cosign verifies it as SLSA v1 provenance with the public key
+    done = peers.cosign_verify(f"{staging}/{repo}@{image.digest}", public, "slsaprovenance1")
+    assert done.returncode == 0, done.stderr[-500:]
 
     # the spec's image is told by REF's repository; its lock pins the base BuildKit resolved
     spec = write_spec(tmp_path / "spec", repository=repo)
