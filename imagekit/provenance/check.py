@@ -22,6 +22,8 @@ from imagekit.oci.digest import Digest
 from imagekit.provenance.slsa import (
     ImageDependency,
     ProvenanceStatement,
+    ResourceDescriptor,
+    SlsaProvenance,
     image_dependency,
     parse_statement,
 )
@@ -67,7 +69,7 @@ def check_provenance(raw: bytes | dict, digest: Digest, image: ResolvedImage | s
             _dockerfile(statement.predicate, image)]
 
 
-def _base(dependencies: list, image: ResolvedImage) -> CheckResult:  # noqa: ANN001
+def _base(dependencies: list[ResourceDescriptor], image: ResolvedImage) -> CheckResult:
     lock = f"the lock pins {image.base_digest} for {image.name} ({image.profile})"
     images: list[ImageDependency] = []
     for dependency in dependencies:
@@ -102,7 +104,7 @@ def _base(dependencies: list, image: ResolvedImage) -> CheckResult:  # noqa: ANN
                        data={"lock": str(image.base_digest)})
 
 
-def _dockerfile(predicate, image: ResolvedImage) -> CheckResult:  # noqa: ANN001
+def _dockerfile(predicate: SlsaProvenance, image: ResolvedImage) -> CheckResult:
     infos = predicate.source_infos
     path = predicate.config_path
     if infos is None:
