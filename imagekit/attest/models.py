@@ -81,6 +81,16 @@ class Attached(BaseModel):
     listing: Literal["api", "tag-schema"]
 
 
+class AttestOutcome(BaseModel):
+    """What `imagekit attest` did: the statements attached, and those it could not make (a
+    digest whose build recorded no provenance: DEFERRED, with why; nothing is invented)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attached: list[Attached]
+    deferred: list[CheckResult] = []
+
+
 class AttestVerifyReport(BaseModel):
     """What `imagekit verify-attestations REF --json` prints."""
 

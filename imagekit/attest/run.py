@@ -1,12 +1,13 @@
-"""The attest operations: make the statements for one digest, sign them with the project key
-and attach them where the digest is served; attach the promotion chain at every endpoint."""
+"""The attest operations: make the statements for one digest (test-result, SBOM, the build's
+SLSA provenance), sign them with the project key and attach them where the digest is served;
+attach the promotion chain at every endpoint."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from imagekit.attest.keys import load_private
-from imagekit.attest.models import Attached, HopLink
+from imagekit.attest.models import Attached, AttestOutcome, HopLink
 from imagekit.attest.publish import sign_and_attach
 from imagekit.attest.statements import (
     PROMOTION_TYPE,
@@ -23,6 +24,7 @@ from imagekit.oci import ImageReference
 from imagekit.oci.digest import Digest
 from imagekit.oci.manifest import ImageManifest, parse_config, parse_manifest
 from imagekit.registry import ClientPool, ManifestBlob, RegistryClient
+from imagekit.results import CheckResult, Status
 
 
 def report_of(store: EvidenceStore, digest: Digest, required: list[str] | None = None, *,
@@ -75,13 +77,35 @@ def _served(client: RegistryClient, reference: ImageReference) -> ManifestBlob:
     return client.get_manifest(reference.repository, reference.digest or reference.identifier)
 
 
+#: what `imagekit attest` signs unless `--type` names some
+DEFAULT_KINDS = ("test-result", "sbom", "slsa-provenance")
+
+
+def provenance_for(store: EvidenceStore, digest: Digest, name: str) -> dict | CheckResult:
+    """The SLSA provenance statement of `digest`: BuildKit's statement as the build that pushed
+    it recorded (its predicate unchanged), the subject `name`@`digest`. DEFERRED, with why,
+    when no build of it recorded one: a provenance is never made up. InvalidInput when the
+    recorded one is not SLSA v1 provenance."""
+    from imagekit.provenance import signed_statement
+    from imagekit.report.collect import recorded_provenance
+
+    found = recorded_provenance(store, digest)
+    if found is None:
+        return CheckResult(name="slsa-provenance", status=Status.DEFERRED,
+                           detail=f"no build of {digest} in {store.root} recorded a provenance "
+                                  "(provenance.json, from BuildKit's --attest "
+                                  "type=provenance): none signed")
+    return signed_statement(found.data(), digest, name)
+
+
 def attest_reference(reference: ImageReference, key_path: Path, *, store: EvidenceStore,
-                     pool: ClientPool, engine=None, kinds: tuple[str, ...] = ("test-result",
-                                                                               "sbom"),
+                     pool: ClientPool, engine=None, kinds: tuple[str, ...] = DEFAULT_KINDS,
                      required: list[str] | None = None, spec_path: Path | None = None,
-                     state_dir: Path | None = None) -> list[Attached]:
-    """Sign and attach the test-result (and, with an engine, the SBOM) statement of the digest
-    `reference` serves. `spec_path`/`state_dir`: the CLI's images spec and infra state."""
+                     state_dir: Path | None = None) -> AttestOutcome:
+    """Sign and attach the test-result, the SBOM (with an engine) and the SLSA provenance (the
+    build recorded it) statements of the digest `reference` serves; the provenance is DEFERRED
+    where no build recorded one. `spec_path`/`state_dir`: the CLI's images spec and infra
+    state."""
     key = load_private(key_path)
     client = pool.get(reference.registry)
     subject = _served(client, reference)
@@ -96,6 +120,8 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
             raise CheckFailed("the SBOM has 0 components (the image has no python and no "
                               "dpkg database that could be read): nothing attested",
                               where=f"{name}@{subject.digest}")
+    provenance = provenance_for(store, subject.digest, name) \
+        if "slsa-provenance" in kinds else None
     attached = []
     if "test-result" in kinds:
         attached.append(sign_and_attach(client, reference.repository, subject,
@@ -106,7 +132,11 @@ def attest_reference(reference: ImageReference, key_path: Path, *, store: Eviden
     if bom is not None:
         attached.append(sign_and_attach(client, reference.repository, subject,
                                         statement(subject.digest, name, SBOM_TYPE, bom), key))
-    return attached
+    if isinstance(provenance, dict):
+        attached.append(sign_and_attach(client, reference.repository, subject, provenance,
+                                        key))
+    return AttestOutcome(attached=attached,
+                         deferred=[provenance] if isinstance(provenance, CheckResult) else [])
 
 
 def _identity(client: RegistryClient, repository: str, root: ManifestBlob

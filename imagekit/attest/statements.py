@@ -1,6 +1,7 @@
 """in-toto Statements for one image digest: test-result (from the report), promotion (the
-joined chain), CycloneDX SBOM. Each names the digest as its subject — the digest a verifier
-is served, so a statement moved to another image's referrers does not verify there."""
+joined chain), CycloneDX SBOM, SLSA provenance (BuildKit's, from the build's evidence). Each
+names the digest as its subject — the digest a verifier is served, so a statement moved to
+another image's referrers does not verify there."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pathlib import Path
 from imagekit import __version__
 from imagekit.attest.models import ChainLink, EvidenceRef, HopLink, PromotionPredicate
 from imagekit.oci.digest import Digest
+
+#: BuildKit's SLSA v1 provenance, its subject set to the pushed digest (imagekit.provenance)
+from imagekit.provenance.slsa import SLSA_PROVENANCE_TYPE
 from imagekit.report.decision import accepted_of, count_text, counts_of
 from imagekit.report.links import LINK_KINDS, OPTIONAL_LINKS  # noqa: F401 - re-exported
 
@@ -29,7 +33,7 @@ PHASE_TYPES = {"cluster-probe": CLUSTER_PROBE_TYPE, "cluster-accept": CLUSTER_AC
                "gpu-preflight": GPU_PREFLIGHT_TYPE}
 #: short names (what `--type` takes, as with cosign) -> predicate types
 TYPES = {"test-result": TEST_RESULT_TYPE, "promotion": PROMOTION_TYPE, "sbom": SBOM_TYPE,
-         **PHASE_TYPES}
+         "slsa-provenance": SLSA_PROVENANCE_TYPE, **PHASE_TYPES}
 NAMES = {value: key for key, value in TYPES.items()}
 
 REQUIRED_LINKS_ENV = "IMAGEKIT_REQUIRED_LINKS"

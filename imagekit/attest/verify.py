@@ -8,7 +8,9 @@ registry and the public key alone.
    statement's subject compared with the served digest;
 3. every required predicate type must be there (test-result, promotion, sbom by default);
 4. the promotion predicate is re-checked: its digest = the served digest, every required link
-   PASS (a link the signer's profile accepted counts, its reason is shown), every hop verified.
+   PASS (a link the signer's profile accepted counts, its reason is shown), every hop verified;
+5. a required slsa-provenance is re-checked against the images spec: the base BuildKit resolved
+   is the lock's digest, the Dockerfile it parsed is the checkout's (imagekit.provenance).
 Exit 0 all PASS, 1 any FAIL, 2 bad input.
 """
 
@@ -30,6 +32,7 @@ from imagekit.attest.statements import (
     NAMES,
     PHASE_TYPES,
     PROMOTION_TYPE,
+    SLSA_PROVENANCE_TYPE,
     TEST_RESULT_TYPE,
     TYPES,
 )
@@ -50,6 +53,8 @@ from imagekit.trust.policy import (
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
+
+    from imagekit.spec import ResolvedImage
 
 DEFAULT_TYPES = ("test-result", "promotion", "sbom")
 
@@ -374,13 +379,31 @@ def check_promotion(statement: dict, digest: Digest, require: Iterable[str] = ()
     return checks
 
 
+def check_slsa_provenance(statement: dict, digest: Digest,
+                          image: ResolvedImage | str | None, signer: str) -> list[CheckResult]:
+    """The provenance check (imagekit.provenance) of a trusted slsa-provenance statement:
+    subject, base against the lock, Dockerfile against the checkout of `image` (the spec's
+    image, or why it could not be told: base and Dockerfile DEFERRED)."""
+    from imagekit.provenance import check_provenance
+
+    checks = check_provenance(statement, digest, image if image is not None else
+                              "no images spec to check the provenance against")
+    return [check.model_copy(update={"name": f"slsa-provenance {check.name}",
+                                     "detail": f"{check.detail} (signed by {signer})"[:800]})
+            for check in checks]
+
+
 def verify_reference(reference: ImageReference, trust: TrustPolicy | Path, *,
                      types: Iterable[str] = DEFAULT_TYPES, require: Iterable[str] = (),
-                     pool: ClientPool | None = None) -> AttestVerifyReport:
+                     pool: ClientPool | None = None,
+                     provenance_image: ResolvedImage | str | None = None
+                     ) -> AttestVerifyReport:
     """`trust`: the trusted keys (a public key file stands for one key trusted for all).
     Bundles of other signers are named and ignored; per predicate type the NEWEST trusted
     statement (by the time signed inside it) decides; every `--require-link` link must be shown
-    PASS by the checked types that can show it (test-result, promotion)."""
+    PASS by the checked types that can show it (test-result, promotion). A required
+    slsa-provenance is checked against `provenance_image`: the spec's image REF is, its base
+    pinned by the lock (or why it could not be told)."""
     if not isinstance(trust, TrustPolicy):
         from imagekit.trust.policy import single_key
         trust = single_key(Path(trust))
@@ -423,6 +446,9 @@ def verify_reference(reference: ImageReference, trust: TrustPolicy | Path, *,
                 for link in require:
                     shown[link].append(CheckResult(name=f"required {link}",
                                                    status=Status.PASS, detail="promotion"))
+            if uri == SLSA_PROVENANCE_TYPE:
+                checks += check_slsa_provenance(item["statement"], served.digest,
+                                                provenance_image, item["label"])
             if uri == TEST_RESULT_TYPE:
                 honour = bool(signer and signer.acceptances)
                 checks.append(check_test_result(item["statement"], honour_acceptances=honour,

@@ -87,17 +87,20 @@ def attest_cmd(
     ca_file: Path = CaFile,
     evidence_dir: Path = option("--evidence-dir"),
 ) -> None:
-    """Sign the test-result and SBOM statements of the digest REF serves and attach them as
-    OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in docker."""
+    """Sign the test-result, SBOM and SLSA provenance statements of the digest REF serves and
+    attach them as OCI referrers (cosign's Sigstore-bundle layout). The SBOM runs the image in
+    docker; the provenance is BuildKit's, as the build that pushed the digest recorded it
+    (DEFERRED where none did: exit 1 only when --type named it)."""
     from imagekit.attest.keys import default_private_key, load_private
-    from imagekit.attest.run import attest_reference
-    from imagekit.cli.app import evidence_store
+    from imagekit.attest.run import DEFAULT_KINDS, attest_reference
+    from imagekit.cli.app import err_console, evidence_store
     from imagekit.cli.common import images_spec
     from imagekit.registry.interrupt import graceful
 
-    unknown = set(kind) - {"test-result", "sbom"}
+    unknown = set(kind) - set(DEFAULT_KINDS)
     if unknown:
         raise InvalidInput(f"unknown --type {', '.join(sorted(unknown))}", where="--type")
+    kinds = tuple(dict.fromkeys(kind)) or DEFAULT_KINDS
     # every input before anything is signed: the image, the key, the evidence store the
     # statement is made of (writable: the SBOM is recorded there; a file is refused)
     target = _ref(reference)
@@ -105,22 +108,27 @@ def attest_cmd(
     load_private(key_path)
     store = evidence_store(evidence_dir)
     engine = None
-    if "sbom" in kind:
+    if "sbom" in kinds:
         from imagekit.engine import Engine, find_docker_binary
 
         engine = Engine(binary=find_docker_binary(settings().docker))
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
-        attached = attest_reference(target, key_path, store=store, pool=pool,
-                                    engine=engine, kinds=tuple(kind),
-                                    required=settings().required_checks_list(),
-                                    spec_path=images_spec(spec),
-                                    state_dir=settings().state_dir)
+        outcome = attest_reference(target, key_path, store=store, pool=pool,
+                                   engine=engine, kinds=kinds,
+                                   required=settings().required_checks_list(),
+                                   spec_path=images_spec(spec),
+                                   state_dir=settings().state_dir)
     if json_output:
-        print_json([a.model_dump(mode="json") for a in attached])
-        return
-    for item in attached:
-        console.print(f"attested {item.predicate_type}: {item.repository}@{item.subject} <- "
-                      f"{item.manifest} ({item.listing})", markup=False, soft_wrap=True)
+        print_json([a.model_dump(mode="json") for a in outcome.attached])
+    else:
+        for item in outcome.attached:
+            console.print(f"attested {item.predicate_type}: {item.repository}@{item.subject} "
+                          f"<- {item.manifest} ({item.listing})", markup=False, soft_wrap=True)
+    for check in outcome.deferred:  # stdout holds only the JSON document with --json
+        (err_console if json_output else console).print(
+            f"{check.status.value} {check.name}: {check.detail}", markup=False, soft_wrap=True)
+    if outcome.deferred and kind:
+        raise typer.Exit(1)
 
 
 @app.command("verify-attestations")
@@ -132,13 +140,22 @@ def verify_cmd(
     trust_policy: Path = TrustPolicyOpt,
     kind: list[str] = option("--require-type"),
     require: list[str] = option("--require-link"),
+    spec: Path = option("--spec", note="A required slsa-provenance is checked against its "
+                                       "lock and Dockerfiles."),
+    image: list[str] = option("--image", note="The image REF is, for the slsa-provenance "
+                                             "check (default: the spec's image whose "
+                                             "repository is REF's)."),
+    profile: str = option("--profile", note="Whose lock pins the base the slsa-provenance "
+                                            "must name."),
     json_output: bool = JsonOpt,
     insecure: list[str] = Insecure,
     ca_file: Path = CaFile,
 ) -> None:
     """Verify every attestation of the digest REF serves. Bundles of keys that are not trusted
     are named and ignored (as cosign does); per type the newest trusted statement, by the time
-    signed inside it, decides. Exit 0 all PASS, 1 a FAIL, 2 error."""
+    signed inside it, decides. A required slsa-provenance must name the lock's base and the
+    checkout's Dockerfile. Exit 0 all PASS, 1 a FAIL, 2 error."""
+    from imagekit.attest.statements import SLSA_PROVENANCE_TYPE
     from imagekit.attest.verify import type_uri, verify_reference
     from imagekit.registry.interrupt import graceful
     from imagekit.results import Status
@@ -146,13 +163,23 @@ def verify_cmd(
     ref = _ref(reference)
     for name in kind:
         type_uri(name)
+    if len(image) > 1:
+        raise InvalidInput("give one --image: the image REF is", where="--image")
+    provenance_image = None
+    if SLSA_PROVENANCE_TYPE in {type_uri(name) for name in kind}:
+        from imagekit.cli.common import images_spec
+        from imagekit.provenance import resolve_served
+
+        provenance_image = resolve_served(ref.repository, image[0] if image else None,
+                                          profile, images_spec(spec))
     # each key read before the registry is asked: P-384, a FIFO, /dev/zero are exit 2
     trust = trustopts.load(trust_key, trust_policy)
     if not trust:
         raise InvalidInput("give the signer's public key: --trust-key KEY, --trust-policy FILE "
                            "or $IMAGEKIT_TRUST_KEYS")
     with graceful(), _pool(insecure, ca_file) as pool:  # SIGTERM: one line, exit 130
-        report = verify_reference(ref, trust, types=kind, require=require, pool=pool)
+        report = verify_reference(ref, trust, types=kind, require=require, pool=pool,
+                                  provenance_image=provenance_image)
     if json_output:
         print_json(report)
     else:

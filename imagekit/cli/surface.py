@@ -95,11 +95,12 @@ OPTIONS: dict[str, OptionSpec] = {
     "--name": OptionSpec("The name of the key pair: NAME.key (private) and NAME.pub.",
                          "NAME"),
     "--overwrite": OptionSpec("Replace files that are already there.", default=False),
-    "--type": OptionSpec("A statement type to sign and attach: test-result or sbom "
-                         "(repeatable).", "TYPE", ("test-result", "sbom")),
+    "--type": OptionSpec("A statement type to sign and attach: test-result, sbom or "
+                         "slsa-provenance (repeatable; default: all three, the provenance "
+                         "where the build recorded one).", "TYPE"),
     "--require-type": OptionSpec("A statement type that must be there, trusted and PASS: "
-                                 "test-result, promotion or sbom (repeatable).", "TYPE",
-                                 ("test-result", "promotion", "sbom")),
+                                 "test-result, promotion, sbom or slsa-provenance "
+                                 "(repeatable).", "TYPE", ("test-result", "promotion", "sbom")),
     "--require-link": OptionSpec("A chain link that must be PASS besides those the signer "
                                  "required, e.g. gpu-preflight (repeatable).", "LINK"),
     "--require-check": OptionSpec("An evidence check the gate requires, KIND or KIND:CHECK "

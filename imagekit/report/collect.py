@@ -387,6 +387,90 @@ def goodput_of(store: EvidenceStore, reads: list[Read]) -> list[GoodputPoint]:
     return points
 
 
+#: The evidence kind of the provenance check lines (`provenance:subject`, `:base`,
+#: `:dockerfile`): judged at report time from the build's recorded statement and the spec.
+PROVENANCE_KIND = "provenance"
+
+
+@dataclass(frozen=True)
+class RecordedProvenance:
+    """BuildKit's statement a build of the image recorded (`provenance.json`, bytes as BuildKit
+    wrote them), with the build that pushed the digest it is about."""
+
+    read: Read
+    build: BuildResult
+    path: Path
+    evidence: str
+
+    @property
+    def digest(self) -> Digest:
+        return Digest.parse(str(self.build.digest))
+
+    @property
+    def repository(self) -> str:
+        """The pushed repository (`host/path`): the name the signed statement's subject gets."""
+        from imagekit.oci import ImageReference
+
+        pushed = ImageReference.parse(str(self.build.reference))
+        return f"{pushed.registry}/{pushed.repository}"
+
+    def data(self) -> bytes:
+        """The statement's bytes (InvalidInput when the file cannot be read)."""
+        from imagekit.inputs import read_bytes
+        from imagekit.provenance.slsa import MAX_STATEMENT_BYTES
+
+        return read_bytes(self.path, "the build's provenance", max_bytes=MAX_STATEMENT_BYTES)
+
+
+def recorded_provenance(store: EvidenceStore, digest: Digest | str,
+                        reads: list[Read] | None = None) -> RecordedProvenance | None:
+    """The provenance the newest build that pushed `digest` recorded (`reads`: the image's
+    attempts, else read from the store); None when no build of it recorded one (built without
+    `--attest type=provenance`)."""
+    from imagekit.provenance import PROVENANCE_FILE
+
+    wanted = str(Digest.parse(str(digest)))
+    reads = related(store, wanted)[1] if reads is None else reads
+    for read in reversed(reads):
+        if not isinstance(read.result, BuildResult) or read.result.digest != wanted or \
+                not read.result.reference:
+            continue
+        path = store.path_of(read.record) / PROVENANCE_FILE
+        if path.is_file():
+            return RecordedProvenance(read=read, build=read.result, path=path,
+                                      evidence=_relpath(store, read.record))
+    return None
+
+
+def provenance_lines(store: EvidenceStore, reads: list[Read], aliases: set[str],
+                     spec_path: Path | None = None) -> list[EvidenceLine]:
+    """The provenance check (imagekit.provenance) of the digest the image's newest build pushed,
+    against the images spec's lock and Dockerfile of the image and profile that build names.
+    No line when no build recorded a provenance (`provenance` as a required check makes
+    that refuse)."""
+    from imagekit.errors import InvalidInput
+    from imagekit.provenance import judge_provenance, signed_statement
+    from imagekit.results import CheckResult
+
+    pushed = [r.result.digest for r in reversed(reads) if isinstance(r.result, BuildResult)
+              and r.result.digest and r.result.digest in aliases]
+    found = recorded_provenance(store, pushed[0], reads) if pushed else None
+    if found is None:
+        return []
+    try:
+        statement = signed_statement(found.data(), found.digest, found.repository)
+        checks = judge_provenance(statement, found.digest, image=found.build.name,
+                                  profile=found.build.profile, spec_path=spec_path,
+                                  subject_note="recorded by the build that pushed it")
+    except InvalidInput as exc:
+        checks = [CheckResult(name="subject", status=Status.FAIL,
+                              detail=f"the build's provenance.json: {exc.one_line()}"[:500])]
+    record = found.read.record
+    return [EvidenceLine(kind=PROVENANCE_KIND, name=c.name, status=c.status, detail=c.detail,
+                         key=record.key, attempt_id=record.attempt_id, finished=record.finished,
+                         evidence=found.evidence) for c in checks]
+
+
 def apply_accepted(lines: list[EvidenceLine], accepted: list[Accepted]) -> list[EvidenceLine]:
     result = []
     for line in lines:
@@ -424,6 +508,7 @@ def build_report(store: EvidenceStore, digest: Digest | str, *,
         accepted = from_spec(name or image, profile, spec_path)
     records = [r.record for r in reads]
     current, history = current_and_history(store, records)
+    current = [*current, *provenance_lines(store, reads, aliases, spec_path)]
     current, history = apply_accepted(current, accepted), apply_accepted(history, accepted)
     outcomes = evaluate_required(current, requirements)
     facts = facts_of(store, reads)

@@ -7,7 +7,7 @@ from __future__ import annotations
 #: link name -> evidence kinds it is read from (a kind ending in '-' is a family prefix)
 LINK_KINDS: dict[str, tuple[str, ...]] = {
     "base-identity": ("images-verify", "verify-mirror", "verify-copy"),
-    "build": ("build",),
+    "build": ("build", "provenance"),
     "probes": ("probe",),
     "cluster-imageid": ("cluster-probe",),
     "gpu-preflight": ("gpu-preflight",),

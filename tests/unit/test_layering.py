@@ -47,8 +47,10 @@ OPERATION_ORDER: tuple[frozenset[str], ...] = (
     frozenset({"launch"}),
     # trust: whose signed statements count (keys, policy); read by names, report, attest
     frozenset({"spec", "infra", "trust"}),
+    # provenance: BuildKit's SLSA statement checked against the spec's lock and Dockerfile;
+    # read by the report's gate and by attest
     frozenset({"standins", "probe", "verify", "gpu", "acceptance", "promote",
-               "sbom"}),
+               "sbom", "provenance"}),
     frozenset({"build", "clusteraccept"}),  # clusteraccept: `cluster accept`
     frozenset({"imagesverify", "names"}),  # names: NAME -> the spec's latest verified build
     frozenset({"report"}),
