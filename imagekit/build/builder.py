@@ -22,11 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from imagekit.build.epoch import source_date_epoch
-from imagekit.build.layout import platform_image, provenance_of
+from imagekit.build.layout import platform_image
 from imagekit.build.publish import load_layout, push_layout
 from imagekit.build.records import BuildRecord
 from imagekit.engine import Engine
-from imagekit.errors import CheckFailed
+from imagekit.errors import CheckFailed, NotFound
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.kinds import BuildResult
 from imagekit.infra import build_engine
@@ -34,14 +34,14 @@ from imagekit.infra.build_engine import BuildEngineInstance
 from imagekit.infra.state import StatePaths, registry_trust
 from imagekit.oci import ImageReference
 from imagekit.progress import current as current_progress
+from imagekit.provenance import PROVENANCE_FILE
+from imagekit.provenance.layout import read_buildkit_provenance
 from imagekit.registry import RegistryClient, RegistryOptions
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, ResolvedImage, resolve_image
 from imagekit.standins.build import ca_bundle, tree_hash
 
 KIND = "build"
-#: BuildKit's SLSA provenance statement, bytes unchanged, in the build's evidence attempts
-PROVENANCE_FILE = "provenance.json"
 
 
 class BuildFailed(CheckFailed):
@@ -122,7 +122,10 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
                               f"{_failure_line(outcome.log, outcome.returncode)}",
                               where=str(attempt.path / "build.log"))
         built = platform_image(layout)
-        statement = provenance_of(layout, built.digest)
+        try:
+            statement: bytes | None = read_buildkit_provenance(layout, built.digest)
+        except NotFound:  # an engine without attestations: the build records none
+            statement = None
         if statement is not None:
             attempt.write_bytes(PROVENANCE_FILE, statement)
         held = engine.inspect(str(image.base_pinned)).diff_ids \

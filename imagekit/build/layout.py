@@ -1,6 +1,6 @@
 """An OCI image layout on disk, as BuildKit's `type=oci,tar=false` exporter writes it: the
 platform image manifest (the digest a reproducible build is judged on and pushed as), its
-config and layers, and the attestation manifest BuildKit hangs beside it (its provenance).
+config and layers. (The attestation manifest beside it: imagekit.provenance.layout.)
 
 The index digest is never compared: with attestations it holds the build's start and finish
 times. The linux/amd64 image manifest is what CI pins, promotes and names as the subject."""
@@ -16,11 +16,7 @@ from imagekit.errors import InvalidInput
 from imagekit.oci import mediatypes
 from imagekit.oci.digest import Digest
 
-ATTESTATION_TYPE = "attestation-manifest"
 REFERENCE_TYPE = mediatypes.REFERENCE_TYPE_ANNOTATION
-REFERENCE_DIGEST = "vnd.docker.reference.digest"
-IN_TOTO = "application/vnd.in-toto+json"
-SLSA_V1 = "https://slsa.dev/provenance/v1"
 #: a layout's JSON documents (index, manifests, configs, statements) are small; a larger one is
 #: not what BuildKit writes and is not read whole
 JSON_LIMIT = 16 * 1024 * 1024
@@ -80,7 +76,8 @@ def platform_image(root: Path, os: str = "linux", architecture: str = "amd64") -
     """The layout's image for one platform (an attestation manifest is never one)."""
     for entry in _descriptors(root):
         platform = entry.get("platform") or {}
-        if (entry.get("annotations") or {}).get(REFERENCE_TYPE) == ATTESTATION_TYPE:
+        if (entry.get("annotations") or {}).get(REFERENCE_TYPE) == \
+                mediatypes.ATTESTATION_MANIFEST:
             continue
         if platform.get("os", os) == os and platform.get("architecture", architecture) == \
                 architecture:
@@ -89,22 +86,3 @@ def platform_image(root: Path, os: str = "linux", architecture: str = "amd64") -
             config = read_json(root, Digest.parse(manifest["config"]["digest"]))
             return LayoutImage(root, digest, manifest, config)
     raise InvalidInput(f"the OCI layout has no {os}/{architecture} image", where=str(root))
-
-
-def provenance_of(root: Path, image: Digest) -> bytes | None:
-    """BuildKit's SLSA provenance statement for `image`, bytes unchanged; None when the build
-    attached none (the attestation manifest names the image it describes)."""
-    for entry in _descriptors(root):
-        annotations = entry.get("annotations") or {}
-        if annotations.get(REFERENCE_TYPE) != ATTESTATION_TYPE or \
-                annotations.get(REFERENCE_DIGEST) != str(image):
-            continue
-        for layer in read_json(root, Digest.parse(entry["digest"])).get("layers", []):
-            kind = (layer.get("annotations") or {}).get("in-toto.io/predicate-type", "")
-            if layer.get("mediaType") == IN_TOTO and kind.startswith("https://slsa.dev/"):
-                path = blob_path(root, Digest.parse(layer["digest"]))
-                if path.stat().st_size > JSON_LIMIT:
-                    raise InvalidInput("the provenance statement is larger than "
-                                     f"{JSON_LIMIT} bytes", where=str(path))
-                return path.read_bytes()
-    return None

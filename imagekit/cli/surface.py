@@ -117,9 +117,6 @@ OPTIONS: dict[str, OptionSpec] = {
     "--rebuild": OptionSpec("Also build each image again on a fresh builder (nothing shared "
                             "but the registry); it must give the digest verified.",
                             default=False),
-    "--expect-digest": OptionSpec("With --rebuild and one --image: only rebuild, and say "
-                                  "whether this checkout builds this manifest digest.",
-                                  "DIGEST"),
     "--layers": OptionSpec("Pad the stand-in base to at least N layers, pushed as "
                            "<tag>-layers<N> and pinned (off when omitted).", "N"),
     "--layers-for": OptionSpec("With --layers: pad only this image's stand-in (repeatable; "
@@ -251,7 +248,9 @@ OPTIONS: dict[str, OptionSpec] = {
                                    "seconds.", "SECONDS", 120.0),
     "--run-timeout": OptionSpec("The longest the whole run may take, in seconds.", "SECONDS",
                                 1800.0),
-    "--expect-digest": OptionSpec("The digest the tag must resolve to.", "DIGEST"),
+    "--expect-digest": OptionSpec("The manifest digest expected: the tag must resolve to it "
+                                  "(`images verify --rebuild --image NAME`: this checkout must "
+                                  "build it; only the rebuild runs).", "DIGEST"),
     "--keep-pull-secret": OptionSpec("Keep the run's pull Secret (default: deleted with the "
                                      "Pod).", default=False, negative="--no-keep-pull-secret"),
     "--script": OptionSpec("A script or a package's folder run in the Pod with python3 (a "

@@ -18,6 +18,7 @@ Records are imagekit.infra.processes records, checked against /proc, never trust
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -118,12 +119,13 @@ def start(paths: StatePaths, name: str = MAIN, data_root: Path | None = None,
     socket = _socket(name)
     host = f"unix://{socket}"
     exec_root = Path(f"/run/imagekit-build-{name}")
+    config = _daemon_config(paths)
     binaries = f"{folder}/usr/bin:{folder}/usr/sbin"
     argv = [f"{folder}/usr/sbin/dockerd", f"--host={host}", f"--data-root={data_root}",
             f"--exec-root={exec_root}", f"--pidfile=/run/imagekit-build-{name}.pid",
             "--feature=containerd-snapshotter=true", "--bridge=none", "--iptables=false",
-            "--ip6tables=false", f"--config-file={_empty_config(paths)}"]
-    fingerprint = hashlib.sha256(" ".join(argv).encode()).hexdigest()
+            "--ip6tables=false", f"--config-file={config}"]
+    fingerprint = hashlib.sha256((" ".join(argv) + config.read_text()).encode()).hexdigest()
     if running(_process_name(name), paths) is None:
         socket.unlink(missing_ok=True)  # left by a killed instance: checked, not trusted
     record = start_tracked(_process_name(name), argv, paths.logs / f"build-engine-{name}.log",
@@ -143,13 +145,20 @@ def start(paths: StatePaths, name: str = MAIN, data_root: Path | None = None,
                      where=str(record.log_file))
 
 
-def _empty_config(paths: StatePaths) -> Path:
-    """Its own (empty) daemon.json: the machine's /etc/docker/daemon.json is the other
-    engine's."""
+#: BuildKit's cache (the bases it pulled, unpacked, and the layers it built) is collected past
+#: this size: the engine's disk use is bounded, the newest entries kept
+KEEP_STORAGE = "8GB"
+
+
+def _daemon_config(paths: StatePaths) -> Path:
+    """Its own daemon.json (the machine's /etc/docker/daemon.json is the other engine's): only
+    the build cache's bound."""
     path = _root(paths) / "daemon.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.is_file():
-        path.write_text("{}\n")
+    wanted = json.dumps({"builder": {"gc": {"enabled": True,
+                                            "defaultKeepStorage": KEEP_STORAGE}}}) + "\n"
+    if not path.is_file() or path.read_text() != wanted:
+        path.write_text(wanted)
     return path
 
 

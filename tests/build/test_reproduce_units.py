@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.build.layout import platform_image, provenance_of
+from imagekit.build.layout import platform_image
 from imagekit.build.reproduce import compare_layouts
 from imagekit.errors import InvalidInput
 
@@ -122,17 +122,6 @@ def test_the_listing_is_bounded(tmp_path: Path) -> None:
     diff = compare_layouts(_layout(tmp_path / "a", many), _layout(tmp_path / "b", changed),
                            limit=10)
     assert diff.layer is not None and len(diff.layer.members) == 10 and diff.layer.more == 20
-
-
-def test_provenance_is_found_for_its_image_only(tmp_path: Path) -> None:
-    statement = b'{"predicateType": "https://slsa.dev/provenance/v1"}'
-    root = _layout(tmp_path / "a", FIX, provenance=statement)
-    image = platform_image(root)
-    assert provenance_of(root, image.digest) == statement
-    other = platform_image(_layout(tmp_path / "b", {"x": (b"y", 1)}))
-    assert provenance_of(root, other.digest) is None
-    assert provenance_of(_layout(tmp_path / "c", FIX), platform_image(tmp_path / "c").digest) \
-        is None
 
 
 def test_not_a_layout_is_bad_input(tmp_path: Path) -> None:
