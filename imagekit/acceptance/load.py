@@ -506,9 +506,11 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f}ms"
 
 
-def totals_check(results: list[RoundResult], round_checks: list[CheckResult]) -> CheckResult:
+def totals_check(results: list[RoundResult], round_checks: list[CheckResult],
+                 not_run: list[str] | None = None) -> CheckResult:
     """Whole-matrix counts (warm-up requests are in none); passes only when every round
-    passed its own expectations. Rounds past saturation are named."""
+    passed its own expectations. Rounds past saturation are named, and so are the rounds the
+    sweep did not run after one (`not_run`: Saturation.stop_sweep)."""
     requests = sum(r.spec.requests for r in results)
     completed = sum(r.completed for r in results)
     errors = sum(r.errors for r in results)
@@ -518,10 +520,12 @@ def totals_check(results: list[RoundResult], round_checks: list[CheckResult]) ->
               f"{sum(r.completion_tokens for r in results)} output tokens")
     if saturated:
         detail += f"; past saturation: {', '.join(saturated)}"
+    if not_run:
+        detail += f"; not run past saturation: {', '.join(not_run)}"
     return CheckResult(
         name="matrix-totals",
         status=Status.PASS if round_checks and all(c.status is Status.PASS for c in round_checks)
         else Status.FAIL,
         detail=detail,
         data={"rounds": len(results), "requests": requests, "completed": completed,
-              "errors": errors, "saturated": saturated})
+              "errors": errors, "saturated": saturated, "not_run": list(not_run or [])})

@@ -211,6 +211,14 @@ class Saturation(BaseModel):
     ttft_growth: float = Field(2.0, gt=1)
     #: … and larger by at least this many milliseconds (noise on a fast server is no queue)
     ttft_growth_min_ms: float = Field(50.0, ge=0)
+    #: after a saturated round, rounds of the same shape at the same or a higher rate are
+    #: not run (each would measure a longer queue), as GuideLLM ends its sweep there
+    stop_sweep: bool = True
+
+    def shape_of(self, spec: RoundSpec) -> tuple[object, ...]:
+        """What a sweep varies apart from the rate: rounds alike in this are one sweep."""
+        return (spec.modality, spec.input_tokens, spec.output_tokens, spec.concurrency,
+                spec.burstiness, spec.dataset.model_dump_json() if spec.dataset else None)
 
 
 class RoundSpec(BaseModel):

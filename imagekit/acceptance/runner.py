@@ -332,7 +332,19 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
         results: list[RoundResult] = []
         media_cache: dict[str, dict | None] = {}
         excluded: dict[str, str] = {}
+        saturated_at: dict[tuple[object, ...], RoundResult] = {}
+        not_run: list[str] = []
         for spec in rounds:
+            past = saturated_at.get(matrix.saturation.shape_of(spec)) \
+                if matrix.saturation.stop_sweep and spec.rate is not None else None
+            if past is not None and past.spec.rate is not None and spec.rate is not None \
+                    and spec.rate >= past.spec.rate:
+                not_run.append(spec.name)
+                attempt.write_json(f"rounds/{spec.index:02d}-not-run.json", {
+                    "round": spec.name, "past_saturation": past.spec.name,
+                    "reason": f"not run: {past.spec.name} was past saturation at "
+                              f"{past.spec.rate:g} req/s ({past.saturation_reason})"})
+                continue
             if spec.modality not in media_cache:
                 try:
                     media_cache[spec.modality] = _media_part(spec.modality, matrix)
@@ -364,6 +376,8 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
             result = await run_round(client, spec, factory, tick, failures)
             check = judge_round(result, matrix.expect)
             results.append(result)
+            if result.saturated and spec.rate is not None:
+                saturated_at.setdefault(matrix.saturation.shape_of(spec), result)
             checks.append(check)
             if progress is not None:
                 progress.finish(spec, check)
@@ -374,7 +388,7 @@ async def run_matrix(client: ChatClient, target: Target, matrix: Matrix, *,
             if failures:
                 attempt.write_json(f"{stem}-failures.json", failures)
         checks.append(totals_check(results, [c for c in checks
-                                             if not c.name.startswith("warmup-")]))
+                                             if not c.name.startswith("warmup-")], not_run))
         if image:
             checks.append(regression_check(store, image, subject, attempt.path,
                                            matrix.regression_tolerance,

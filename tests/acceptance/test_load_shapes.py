@@ -295,6 +295,32 @@ def test_a_round_past_saturation_is_marked_not_failed(server: Server, tmp_path: 
 
 
 @pytest.mark.serial  # judges rates and queueing
+def test_the_sweep_stops_past_saturation(server: Server, tmp_path: Path) -> None:
+    """Rates 60, 80 and 5 req/s on a server of 20/s: 60 saturates, so 80 is not run; 5 is
+    below it and runs. With stop_sweep = false all three run (the case that must differ)."""
+    server.set(capacity=1, service_s=0.05)
+    matrix = SATURATION.format(rate="60, 80, 5", requests=36)
+    (tmp_path / "stops").mkdir()
+    (tmp_path / "all").mkdir()
+    code, out, err = bench(tmp_path / "stops", server.url, matrix, "--no-calibrate")
+    assert code == 0, (out, err)
+    ran = [r["spec"]["rate"] for r in rounds(out)]
+    assert ran == [60, 5], ran
+    totals = out["checks"][-1]
+    folder = Path(out["evidence"]["bench"]) / "rounds"
+    assert json.loads((folder / "02-not-run.json").read_text())["past_saturation"] == \
+        "round-01-text-r60-in8-out2"
+    assert totals["detail"].endswith("; past saturation: round-01-text-r60-in8-out2; not run "
+                                     "past saturation: round-02-text-r80-in8-out2")
+    code, out, err = bench(tmp_path / "all", server.url,
+                           matrix.replace("[slo]", "[saturation]\nstop_sweep = false\n[slo]"),
+                           "--no-calibrate")
+    assert code == 0, (out, err)
+    assert [r["spec"]["rate"] for r in rounds(out)] == [60, 80, 5]
+    assert "not run" not in out["checks"][-1]["detail"]
+
+
+@pytest.mark.serial  # judges rates and queueing
 def test_a_round_below_saturation_is_not_marked_and_its_slo_still_judged(
         server: Server, tmp_path: Path) -> None:
     server.set(capacity=1, service_s=0.05)
