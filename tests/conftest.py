@@ -21,7 +21,10 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 #: Files whose tests must share a worker with another file's: the same package-scoped engine
 #: serves both, so one start (not one per worker) serves them all.
 SHARED_WORKER = {"tests/acceptance/test_semantic_cases_real.py":
-                 "tests/acceptance/test_real_model.py"}
+                 "tests/acceptance/test_real_model.py",
+                 # the rebuilds hold gigabytes of layouts and a fresh engine for minutes; the
+                 # pages' `imagekit doctor` judges free disk: never at the same time
+                 "tests/build/test_reproducible_real.py": "tests/docs/test_pages.py"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
