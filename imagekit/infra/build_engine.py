@@ -172,12 +172,15 @@ def fresh_instance(paths: StatePaths, mirror: str | None = None
     """A second instance with an empty data root, stopped and removed on exit."""
     root = _root(paths)
     root.mkdir(parents=True, exist_ok=True)
+    for left in root.glob("fresh-*"):  # a rebuild that was killed: checked, then removed
+        if running(_process_name(_fresh_name(left)), paths) is None:
+            shutil.rmtree(left, ignore_errors=True)
     free = shutil.disk_usage(root).free
     if free < FRESH_FREE_BYTES:
         raise InfraError(f"{free / 1024 ** 3:.1f} GiB free; a fresh build engine needs "
                          f"{FRESH_FREE_BYTES / 1024 ** 3:.0f} GiB", where=str(root))
     data_root = Path(tempfile.mkdtemp(prefix="fresh-", dir=root))
-    name = f"fresh{data_root.name.removeprefix('fresh-')[:8].lower()}"
+    name = _fresh_name(data_root)
     try:
         yield start(paths, name, data_root, mirror)
     finally:
@@ -186,6 +189,10 @@ def fresh_instance(paths: StatePaths, mirror: str | None = None
         finally:
             shutil.rmtree(data_root, ignore_errors=True)
             shutil.rmtree(Path(f"/run/imagekit-build-{name}"), ignore_errors=True)
+
+
+def _fresh_name(data_root: Path) -> str:
+    return f"fresh{data_root.name.removeprefix('fresh-')[:8].lower()}"
 
 
 def status(paths: StatePaths) -> ComponentStatus:
