@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import shutil
@@ -184,9 +185,18 @@ def layout_folder(paths: StatePaths) -> Iterator[Path]:
     the layout was loaded and pushed. Under the state dir: /tmp may be a small tmpfs."""
     root = paths.root / "build-engine" / "layouts"
     root.mkdir(parents=True, exist_ok=True)
+    for left in root.glob("layout-*"):  # a killed build's: no process holds its lock
+        try:
+            with (left / ".lock").open("a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a build in progress (or not ours to remove)
+        shutil.rmtree(left, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix="layout-", dir=root))
     try:
-        yield folder / "image"
+        with (folder / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield folder / "image"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
