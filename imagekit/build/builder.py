@@ -96,8 +96,6 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
     paths = StatePaths()
     instance = builder or build_engine.start(paths)
     build_with = Engine(binary=engine.binary, config_dir=engine.config_dir, host=instance.host)
-    packages = ", ".join(f"{deb} sha256:{digest[:12]}" for deb, digest in
-                         sorted(instance.packages.items()))
     base = Subject.of(image.base_digest, Role.BASE, str(image.base_pinned))
     with store.attempt(evidence_name(label), KIND, subjects=[base], profile=image.profile,
                        cache_key=key, base=str(image.base_pinned), build_args=args,
@@ -111,7 +109,7 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
         attempt.write_text("build.log", outcome.log)
         attempt.write_json("build-outcome.json", {
             "ok": outcome.ok, "returncode": outcome.returncode, "seconds": outcome.seconds,
-            "builder": f"docker {instance.version} ({packages})",
+            "builder": instance.describe(),
             "source_date_epoch": epoch.model_dump()})
         if not outcome.ok:
             attempt.write_result(_result(image, label, key, None))
@@ -215,9 +213,8 @@ def _result(image: ResolvedImage, label: str, key: str, record: BuildRecord | No
         seconds=record.seconds if record else None, cached=record.cached if record else False,
         source_date_epoch=record.source_date_epoch if record else None,
         epoch_origin=record.epoch_origin if record else None,
-        builder=(f"docker {record.builder_version}: " + ", ".join(
-            f"{deb} sha256:{digest}" for deb, digest in sorted(record.builder_packages.items()))
-            if record and record.builder_version else None),
+        builder=build_engine.describe(record.builder_version, record.builder_packages)
+        if record and record.builder_version else None,
         provenance=record.provenance if record else None)
 
 

@@ -81,8 +81,7 @@ def rebuild_image(spec: ImagesSpec, name: str, store: EvidenceStore, *,
 
         try:
             main = build_engine.start(paths)
-            builder = f"docker {main.version}: " + ", ".join(
-                f"{deb} sha256:{digest}" for deb, digest in sorted(main.packages.items()))
+            builder = main.describe()
             with layout_folder(paths) as first_layout, layout_folder(paths) as second_layout:
                 if not build(main, first_layout, "main"):
                     return record(Status.FAIL, f"the build of {name} failed on the main "

@@ -53,6 +53,16 @@ class BuildEngineInstance(BaseModel):
     version: str
     packages: dict[str, str]  # .deb file -> sha256 (what an auditor's rebuild must match)
 
+    def describe(self) -> str:
+        return describe(self.version, self.packages)
+
+
+def describe(version: str, packages: dict[str, str]) -> str:
+    """`docker 28.5.2+dfsg4: containerd_….deb sha256:…, docker.io_….deb sha256:…`: the engine
+    as the evidence names it."""
+    return f"docker {version}: " + ", ".join(f"{deb} sha256:{digest}"
+                                             for deb, digest in sorted(packages.items()))
+
 
 def _process_name(name: str) -> str:
     return f"build-engine-{name}"
