@@ -7,8 +7,8 @@ trixie's containerd 1.7 are unpacked under the state dir (`dpkg-deb -x`), so /us
 the cluster's containerd and `apt-get upgrade` never see them. runc is the machine's own (the
 trixie build needs a newer glibc than bookworm has).
 
-Each instance has its own data root, exec root, socket and managed containerd, no bridge and
-no iptables rules (builds use the host network), and the containerd image store (the OCI
+Each instance has its own data root, exec root, socket, managed containerd and bridge (no
+address, no iptables rules: builds use the host network), and the containerd image store (the OCI
 exporter and attestations need it). `main` keeps its cache between builds; a fresh instance
 (`fresh_instance`) starts from an empty data root and is removed after use: the second,
 independent builder of `images verify --rebuild`.
@@ -131,9 +131,10 @@ def start(paths: StatePaths, name: str = MAIN, data_root: Path | None = None,
     exec_root = Path(f"/run/imagekit-build-{name}")
     config = _daemon_config(paths)
     binaries = f"{folder}/usr/bin:{folder}/usr/sbin"
+    bridge = _own_bridge(name)
     argv = [f"{folder}/usr/sbin/dockerd", f"--host={host}", f"--data-root={data_root}",
             f"--exec-root={exec_root}", f"--pidfile=/run/imagekit-build-{name}.pid",
-            "--feature=containerd-snapshotter=true", "--bridge=none", "--iptables=false",
+            "--feature=containerd-snapshotter=true", f"--bridge={bridge}", "--iptables=false",
             "--ip6tables=false", f"--config-file={config}"]
     fingerprint = hashlib.sha256((" ".join(argv) + config.read_text()).encode()).hexdigest()
     if running(_process_name(name), paths) is None:
@@ -157,7 +158,30 @@ def start(paths: StatePaths, name: str = MAIN, data_root: Path | None = None,
 
 #: BuildKit's cache (the bases it pulled, unpacked, and the layers it built) is collected past
 #: this size: the engine's disk use is bounded, the newest entries kept
-KEEP_STORAGE = "8GB"
+KEEP_STORAGE = "5GB"
+
+
+def _bridge_name(name: str) -> str:
+    return f"ikb-{hashlib.sha256(name.encode()).hexdigest()[:8]}"  # <= 15 characters
+
+
+def _own_bridge(name: str) -> str:
+    """A bridge of the instance's own, made here (no address: builds use the host network).
+    Not `--bridge=none`: with it dockerd deletes the host's `docker0` at start (moby's
+    removeDefaultBridgeInterface), the machine engine's bridge."""
+    bridge = _bridge_name(name)
+    if not Path(f"/sys/class/net/{bridge}").exists():
+        done = subprocess.run(["ip", "link", "add", "name", bridge, "type", "bridge"],
+                              capture_output=True, text=True, check=False, timeout=10)
+        if done.returncode != 0 and not Path(f"/sys/class/net/{bridge}").exists():
+            raise InfraError(f"cannot create the build engine's bridge {bridge}: "
+                             f"{done.stderr.strip()[:200]}", where="ip link add")
+    return bridge
+
+
+def _drop_bridge(name: str) -> None:
+    subprocess.run(["ip", "link", "delete", _bridge_name(name)], capture_output=True,
+                   check=False, timeout=10)
 
 
 def _daemon_config(paths: StatePaths) -> Path:
@@ -173,7 +197,10 @@ def _daemon_config(paths: StatePaths) -> Path:
 
 
 def stop(paths: StatePaths, name: str = MAIN) -> bool:
-    return stop_tracked(_process_name(name), timeout=60.0, paths=paths)
+    stopped = stop_tracked(_process_name(name), timeout=60.0, paths=paths)
+    if stopped:
+        _drop_bridge(name)
+    return stopped
 
 
 @contextmanager

@@ -34,7 +34,7 @@ def test_json_stdout_is_json_and_stderr_one_line_per_phase(infra) -> None:
     events = [ProgressEvent.parse_line(line) for line in done.stderr.splitlines()]
     assert events and all(events), done.stderr            # every stderr line is an event
     phases = [e.phase for e in events if e.state == "start"]
-    assert phases[:2] == ["docker engine", "registries"]
+    assert phases[:3] == ["docker engine", "build engine", "registries"]
     ends = {e.phase: e for e in events if e.state in ("done", "failed")}
     assert set(ends) == set(phases)                       # each phase ended, once
     assert all(e.state == "done" and e.elapsed_s >= 0 for e in ends.values())
@@ -67,7 +67,8 @@ def test_the_rehearsal_draws_a_real_steps_phases_under_its_name(infra) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     events = [ProgressEvent.model_validate_json(x) for x in out.getvalue().splitlines()]
     inner = [(e.phase, e.state) for e in events if e.step == "infra-up › infra"]
-    assert inner[:4] == [("docker engine", "start"), ("docker engine", "done"),
+    assert inner[:6] == [("docker engine", "start"), ("docker engine", "done"),
+                         ("build engine", "start"), ("build engine", "done"),
                          ("registries", "start"), ("registries", "done")]
     assert (events[-1].step, events[-1].phase, events[-1].state) == \
         ("rehearsal", "infra-up", "done")
