@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from imagekit.build.epoch import source_date_epoch
+from imagekit.build.epoch import SourceDateEpoch, source_date_epoch
 from imagekit.build.layout import platform_image
 from imagekit.build.publish import load_layout, push_layout
 from imagekit.build.records import BuildRecord
@@ -58,14 +58,16 @@ def build_args_for(image: ResolvedImage) -> dict[str, str]:
     return {"BASE_IMAGE": str(image.base_pinned), **index, **image.build_args}
 
 
-def build_key(image: ResolvedImage, context: Path | None = None) -> str:
+def build_key(image: ResolvedImage, context: Path | None = None,
+              epoch: SourceDateEpoch | None = None) -> str:
     """sha256 of what decides the image's content: base digest, context files, build args,
-    SOURCE_DATE_EPOCH."""
+    SOURCE_DATE_EPOCH (`epoch`: the context's, when the caller has it already)."""
     context = context or image.context
+    epoch = epoch or source_date_epoch(context, image.base_resolved)
     material = json.dumps({
         "base": str(image.base_digest), "context": tree_hash(context),
         "dockerfile": image.dockerfile.name, "args": build_args_for(image),
-        "epoch": source_date_epoch(context, image.base_resolved).value, "recipe": 2,
+        "epoch": epoch.value, "recipe": 2,
     }, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
@@ -88,8 +90,8 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
     image = resolve_image(spec, name, profile)
     context = dockerfile.parent if dockerfile is not None else image.context
     label = name if variant is None else f"{name}-{variant}"
-    key = build_key(image, context)
     epoch = source_date_epoch(context, image.base_resolved)
+    key = build_key(image, context, epoch)
     args = build_args_for(image)
     local_tag = f"imagekit-local/{label}:{key[:16]}"
     engine.ping()

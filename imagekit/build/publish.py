@@ -78,11 +78,9 @@ def load_layout(engine: Engine, image: LayoutImage, tag: str,
     names = [f"blobs/{d.algorithm}/{d.hex}" for d in image.layers]
     manifest = json.dumps([{"Config": f"blobs/{config.algorithm}/{config.hex}",
                             "RepoTags": [tag], "Layers": names}]).encode()
-    argv = [engine.binary, *(["--config", str(engine.config_dir)] if engine.config_dir else []),
-            *(["--host", engine.host] if engine.host else []), "load"]
     with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                   stderr=errors)
+        process = subprocess.Popen(engine.argv("load"), stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=errors)
         watchdog = threading.Timer(LOAD_TIMEOUT_S, process.kill)  # a load that hangs ends
         watchdog.start()
         failure = None

@@ -276,13 +276,17 @@ class Engine:
                           seconds=time.monotonic() - started)
 
     # -- raw ------------------------------------------------------------------------------------
-    def _cli(self, args: Sequence[str]) -> str:
+    def argv(self, *args: str) -> list[str]:
+        """The docker command line for `args` against this engine (its config dir and host)."""
         argv = [self.binary]
         if self.config_dir:
             argv += ["--config", str(self.config_dir)]
         if self.host:
             argv += ["--host", self.host]
-        done = subprocess.run([*argv, *args], capture_output=True, text=True, check=False)
+        return [*argv, *args]
+
+    def _cli(self, args: Sequence[str]) -> str:
+        done = subprocess.run(self.argv(*args), capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise TransportError(f"docker {args[0]} failed: {_last_line(done.stderr)}",
                                  where=" ".join(args[:2]))

@@ -239,7 +239,8 @@ def status(paths: StatePaths) -> ComponentStatus:
     if version is None:
         return ComponentStatus(name="build-engine", running=False, address=host, fix=FIX,
                                detail="not running (builds need it)")
-    return ComponentStatus(name="build-engine", running=True, address=host, pid=record.pid
-                           if record else None, ours=True,
+    assert record is not None  # a version is asked only of a running record
+    return ComponentStatus(name="build-engine", running=True, address=host, pid=record.pid,
+                           ours=True,
                            detail=f"docker {version} (BuildKit with SOURCE_DATE_EPOCH, "
                                   "rewrite-timestamp, provenance)")
