@@ -104,6 +104,15 @@ def accuracy(server: truth.TruthServer, rounds: list[dict[str, Any]], tokens: in
                     vllm_requests_per_s=round(vfig.requests_per_s or 0, 3))
         print(truth.table(entry["name"], rows, others))
         print(f"  {'met' if entry['met'] else 'NOT MET'}: {entry['value']}")
+        lag = result.get("read_lag")
+        if lag:
+            entry["imagekit_read_lag_ms"] = {q: round(lag[q] * 1e3, 3)
+                                             for q in ("p50", "p90", "p99", "max")}
+            print("  imagekit's read lag (kernel receipt to the loop's read): "
+                  + " / ".join(f"{q} {v:.2f} ms" for q, v in entry["imagekit_read_lag_ms"].items()))
+        entry["imagekit_client_bound"] = bool(result.get("client_bound"))
+        if result.get("client_bound"):
+            print(f"  client-bound: {result.get('client_bound_reason')}")
         out[f"accuracy_{label}"] = entry
     return out
 

@@ -21,8 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from imagekit.acceptance.client import ChatClient
+from imagekit.acceptance.client import ChatClient, stamp_source
 from imagekit.acceptance.datasets import Entry, Loaded, Turn
+from imagekit.acceptance.kernel_stamps import take_read_lags
 from imagekit.acceptance.matrix import Expectations
 from imagekit.acceptance.models import (
     LatencyStats,
@@ -343,6 +344,7 @@ async def run_round(client: ChatClient, spec: RoundSpec,
         async def warm_one(k: int) -> None:
             await send(k, bodies.warmup_body(k), warm)
         await closed(spec.warmup_requests, warm_one, spec.concurrency)
+    take_read_lags()                       # the round's reads only, not the warm-up's
     start = clock["start"] = time.perf_counter()
     kind = _arrival_kind(spec)
     if kind == "closed":
@@ -358,6 +360,7 @@ async def run_round(client: ChatClient, spec: RoundSpec,
             tasks.append(asyncio.create_task(conversation(u)))
         await asyncio.gather(*tasks)
     duration = time.perf_counter() - start
+    lags, _ = take_read_lags()
     done = [r for r in records if r is not None]
     ok = [r for r in done if r.error is None]
     completion = sum(r.completion_tokens or 0 for r in ok)
@@ -367,18 +370,35 @@ async def run_round(client: ChatClient, spec: RoundSpec,
     offered = achieved = reason = None
     if spec.saturation is not None:
         offered, achieved, reason = saturation(done, spec.saturation)
+    itl = percentiles(gaps, chosen)
+    read_lag = percentiles(lags, chosen) if lags else None
+    bound = client_bound(read_lag, itl)
     return RoundResult(
         spec=spec, duration_s=round(duration, 6), completed=len(ok),
         errors=spec.requests - len(ok), prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
         completion_tokens=completion, requests_per_s=round(len(ok) / duration, 3),
         output_tokens_per_s=round(completion / duration, 3),
         ttft=percentiles([r.ttft_s for r in ok if r.ttft_s is not None], chosen),
-        itl=percentiles(gaps, chosen), e2e=percentiles([r.e2e_s for r in ok], chosen),
+        itl=itl, e2e=percentiles([r.e2e_s for r in ok], chosen),
         tpot=percentiles([r.tpot_s for r in ok if r.tpot_s is not None], chosen),
         arrival=kind, goodput=goodput, records=done,
         warmup=[r for r in warm if r is not None], offered_requests_per_s=offered,
         completed_requests_per_s=achieved, saturated=reason is not None,
-        saturation_reason=reason, definitions=TimingDefinitions())
+        saturation_reason=reason, definitions=TimingDefinitions(stamps=stamp_source()),
+        read_lag=read_lag, client_bound=bound is not None, client_bound_reason=bound)
+
+
+def client_bound(read_lag: LatencyStats | None, itl: LatencyStats) -> str | None:
+    """Why a round's tails are the client's (None when they are not): its reads came, at p99,
+    a whole median gap after the kernel had the bytes, so a stream's next event was often
+    already waiting and shares the earlier one's read and stamp."""
+    if read_lag is None or read_lag.p99 is None or itl.p50 is None or read_lag.p99 < itl.p50:
+        return None
+    return (f"the client read {read_lag.p99 * 1e3:.2f} ms after the bytes came at p99 "
+            f"(max {(read_lag.max or 0) * 1e3:.2f} ms), at or above the median gap between "
+            f"events ({itl.p50 * 1e3:.2f} ms): events that share a read share its stamp, so "
+            f"TTFT and ITL tails may include the client's delay; run fewer streams per client "
+            f"process or give it a core of its own")
 
 
 def saturation(records: list[RequestRecord], rule: Saturation

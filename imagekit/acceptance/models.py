@@ -308,7 +308,7 @@ class TimingDefinitions(BaseModel):
                   "count)")
     ttft: str = ("start to the socket read that completed the first event carrying content "
                  "or reasoning (a role-only or empty first chunk does not count); stamped "
-                 "when the event loop read the bytes, before the event is parsed")
+                 "when the bytes came in (stamps), before the event is parsed")
     itl: str = ("gaps between consecutive events carrying content or reasoning, every "
                 "request's gaps pooled; an event of several tokens is one gap")
     tpot: str = ("(e2e - ttft) / (completion_tokens - 1), completion_tokens from the "
@@ -318,6 +318,9 @@ class TimingDefinitions(BaseModel):
     percentiles: str = "linear interpolation between the two nearest ranks (numpy's default)"
     requests_per_s: str = ("completed requests / duration; duration from the round's first "
                            "send to its last request's end")
+    #: what gave each read its time: the kernel's receive stamp (a busy event loop's lag does
+    #: not count) or, where the platform has none, the moment the event loop read the bytes
+    stamps: str = "event loop read time (perf_counter)"
 
 
 class RoundResult(BaseModel):
@@ -351,3 +354,14 @@ class RoundResult(BaseModel):
     #: definitions were kept (that client started the clock before the HTTP stack got the
     #: request and stamped chunks when their stream's task ran)
     definitions: TimingDefinitions | None = None
+    #: the client's own delay, from the kernel's receipt of bytes to the event loop's read
+    #: (one sample per read; kernel stamps only, else None). Events of one stream that came
+    #: closer together than this lag share a read and its time: an ITL tail or TTFT beyond
+    #: the truth by about one gap, with a read lag above the gap, is the client's, not the
+    #: server's
+    read_lag: LatencyStats | None = None
+    #: the client fell behind its own reads: read_lag p99 at or above the median ITL, so at
+    #: least 1 % of reads came a whole gap late and their events share a stamp; the TTFT and
+    #: ITL tails then carry the client's delay (`client_bound_reason` gives the figures)
+    client_bound: bool = False
+    client_bound_reason: str | None = None

@@ -2,8 +2,8 @@
 answers on a fixed schedule and records when each request arrived and each chunk was flushed;
 the goal is the client's TTFT, ITL, TPOT and E2E p50/p90/p99 within 2 % or 1 ms (whichever is
 larger) of the server's, and an open-loop round's arrival rate within 2 % of its schedule.
-The figures the client holds today are asserted (HELD_AT_ANY_CONCURRENCY); the whole table is
-printed, and `make bench` records where the goal is missed.
+Every figure of every round is held to that bound; the whole table is printed, and
+`make bench` adds 256 in flight and vllm bench serve beside it.
 
 `serial`: a timing figure taken while other tests load the machine measures that load, not the
 client; these run alone, after the parallel phase."""
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from imagekit.acceptance import client
+from imagekit.acceptance import client, kernel_stamps
 from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.load import BodyFactory, Calibration, arrivals, run_round
 from imagekit.acceptance.models import RoundResult, RoundSpec
@@ -44,16 +46,16 @@ def server():
         yield ref
 
 
-#: The figures held to the bound here, on a shared 2-core machine: every figure of a round
-#: with one request in flight, and the medians of ITL, TPOT and E2E (and TPOT p90) at any
-#: concurrency. TTFT and the tails from 16 in flight up run 1-20 ms over the truth: the one
-#: event loop reads many streams' chunks late under bursts. They are printed here and
-#: measured by `make bench` (bench/bench_timing.py), which records the goal as missed.
-HELD_AT_ANY_CONCURRENCY = {("itl", "p50"), ("tpot", "p50"), ("tpot", "p90"), ("e2e", "p50")}
-
-
-def held(concurrency: int, row: truth.Row) -> bool:
-    return concurrency == 1 or (row.metric, row.quantile) in HELD_AT_ANY_CONCURRENCY
+def test_the_truth_is_the_kernels_arrival(server: truth.TruthServer) -> None:
+    """The server's arrival is when the request's bytes reached the machine, not when its
+    handler began (which, at hundreds of requests at once on 2 cores, is milliseconds later:
+    time a client waits too); both are kept."""
+    server.reset()
+    in_process_round(server.url, 8, 16)
+    records = server.records()
+    assert len(records) == 16
+    assert {r.arrival_source for r in records} == {"kernel"}
+    assert all(r.arrival_s <= r.handler_s for r in records)
 
 
 def split_by_round(records: list[truth.TruthRecord], sizes: list[int]
@@ -89,7 +91,7 @@ def test_imagekit_bench_keeps_the_truth(server: truth.TruthServer, tmp_path: Pat
     out = json.loads(run.output[run.output.index("{"):])
     assert [r["spec"] for r in out["rounds"]] == [r["spec"] for r in results]
     assert all(r["definitions"]["ttft"].startswith("start to the socket read")
-               for r in out["rounds"])
+               and r["definitions"]["stamps"] == kernel_stamps.KERNEL for r in out["rounds"])
     split = split_by_round([r for r in server.records() if r.tokens == TOKENS],
                            [n for _, n, _ in ROUNDS])
     failures = []
@@ -100,7 +102,7 @@ def test_imagekit_bench_keeps_the_truth(server: truth.TruthServer, tmp_path: Pat
                           f"({spec['requests']} requests)", rows))
         failures += [f"c={spec['concurrency']} rate={spec['rate']} {r.metric} {r.quantile}: "
                      f"{r.client_s * 1e3:.2f} ms vs truth {r.truth_s * 1e3:.2f} ms"
-                     for r in rows if not r.within and held(spec["concurrency"], r)]
+                     for r in rows if not r.within]
         if spec["rate"]:
             asked, scheduled, achieved = rate_rows(result, records)
             print(f"rate: asked {asked:g}/s, scheduled {scheduled:.2f}/s, achieved "
@@ -112,6 +114,7 @@ def test_imagekit_bench_keeps_the_truth(server: truth.TruthServer, tmp_path: Pat
 
 
 def in_process_round(url: str, concurrency: int, requests: int) -> RoundResult:
+    """One round in this process, on the load client's own event loop (run_client)."""
     spec = RoundSpec(index=1, concurrency=concurrency, input_tokens=64, output_tokens=TOKENS,
                      requests=requests)
     factory = BodyFactory("truth-model", spec, Calibration(), {"ignore_eos": True})
@@ -120,24 +123,46 @@ def in_process_round(url: str, concurrency: int, requests: int) -> RoundResult:
         async with ChatClient(url, connections=concurrency + 4) as client:
             return await run_round(client, spec, factory)
 
-    return asyncio.run(go())
+    return client.run_client(go())
 
 
-def test_a_client_slowed_by_5ms_per_read_is_caught(server: truth.TruthServer,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same check on a client whose transport hands every read to the client 5 ms after
-    it came off the socket: TTFT and E2E drift past their bounds, so the check can fail."""
+def _late_delivery(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transport hands every read to the client 5 ms after it came off the socket."""
     deliver = client._StampingHandler.data_received
 
     def late(self: client._StampingHandler, data: bytes) -> None:
         asyncio.get_running_loop().call_later(0.005, deliver, self, data)
 
     monkeypatch.setattr(client._StampingHandler, "data_received", late)
+
+
+def _early_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every read's stamp says 5 ms before the bytes came (a stamp later than the stream's own
+    clock is refused by the client, so the wrong stamp that can slip through is an early one)."""
+    kernel = client.read_stamp
+
+    def early() -> float:
+        stamp = kernel()
+        return (stamp if stamp is not None else time.perf_counter()) - 0.005
+
+    monkeypatch.setattr(client, "read_stamp", early)
+
+
+@pytest.mark.parametrize("fault", [_late_delivery, _early_stamps], ids=["delivery", "stamps"])
+def test_a_client_off_by_5ms_per_read_is_caught(server: truth.TruthServer,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                fault: Callable[[pytest.MonkeyPatch], None]
+                                                ) -> None:
+    """The same check on a client 5 ms off on every read, late by its transport or early by its
+    stamps: TTFT and E2E drift past their bounds, so the check can fail."""
+    fault(monkeypatch)
     server.reset()
     result = in_process_round(server.url, 4, 16)
+    assert result.definitions is not None
+    assert result.definitions.stamps == kernel_stamps.KERNEL
     rows = truth.compare({m: getattr(result, m) for m in truth.METRICS},
                          truth.truth_stats(server.records()))
-    print(truth.table("client slowed by 5 ms per read", rows))
+    print(truth.table(f"client off by 5 ms per read ({fault.__name__})", rows))
     caught = {(r.metric, r.quantile) for r in rows if not r.within}
     assert {("ttft", "p50"), ("ttft", "p99")} <= caught, caught
 
@@ -170,3 +195,40 @@ def test_vllm_bench_serve_measures_its_own_definitions(server: truth.TruthServer
     # its TTFT is the role chunk's: far below the time to the first token
     assert figures.stats["ttft"].p50 is not None and ours["ttft"].p50 is not None
     assert figures.stats["ttft"].p50 < ours["ttft"].p50 / 2
+
+
+def test_a_client_behind_its_reads_says_so(server: truth.TruthServer) -> None:
+    """A round whose event loop is held 15 ms at a time (the client's own CPU, as with too
+    many streams for one process) is marked client-bound with its read lag; the same round
+    with the loop free is not, and its read lag stays well under a gap."""
+
+    def round_with(hog: bool) -> RoundResult:
+        spec = RoundSpec(index=1, concurrency=8, input_tokens=64, output_tokens=TOKENS,
+                         requests=16)
+        factory = BodyFactory("truth-model", spec, Calibration(), {"ignore_eos": True})
+
+        async def hold_the_loop() -> None:
+            while True:
+                until = time.perf_counter() + 0.015
+                while time.perf_counter() < until:
+                    pass
+                await asyncio.sleep(0.002)
+
+        async def go() -> RoundResult:
+            holder = asyncio.create_task(hold_the_loop()) if hog else None
+            try:
+                async with ChatClient(server.url, connections=12) as http:
+                    return await run_round(http, spec, factory)
+            finally:
+                if holder is not None:
+                    holder.cancel()
+
+        return client.run_client(go())
+
+    server.reset()
+    free = round_with(hog=False)
+    assert free.read_lag is not None and free.read_lag.p99 is not None
+    assert not free.client_bound and free.read_lag.p99 < ITL_MS / 2e3, free.read_lag
+    held = round_with(hog=True)
+    assert held.client_bound, held.read_lag
+    assert held.client_bound_reason and "at or above the median gap" in held.client_bound_reason

@@ -82,6 +82,10 @@ class TruthRecord:
     seq: int
     request_id: str | None
     arrival_s: float
+    #: "kernel": arrival is the receive time of the request's bytes; "handler": when the
+    #: server's handler began (a socket that gave no receive time)
+    arrival_source: str
+    handler_s: float
     role_s: float | None
     chunks_s: tuple[float, ...]
     end_s: float
@@ -93,6 +97,8 @@ class TruthRecord:
         role = raw.get("role_ns")
         return cls(seq=raw["seq"], request_id=raw.get("request_id") or None,
                    arrival_s=raw["arrival_ns"] / 1e9,
+                   arrival_source=raw.get("arrival_source", "handler"),
+                   handler_s=raw.get("handler_ns", raw["arrival_ns"]) / 1e9,
                    role_s=None if role is None else role / 1e9,
                    chunks_s=tuple(t / 1e9 for t in raw["chunks_ns"]),
                    end_s=raw["end_ns"] / 1e9, tokens=raw["tokens"],

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -54,7 +56,9 @@ type Record struct {
 	RequestID      string  `json:"request_id,omitempty"` // X-Request-Id, else the body's "user"
 	Path           string  `json:"path"`
 	Stream         bool    `json:"stream"`
-	ArrivalNs      int64   `json:"arrival_ns"`
+	ArrivalNs      int64   `json:"arrival_ns"`     // the kernel's receive time of the request's bytes
+	HandlerNs      int64   `json:"handler_ns"`     // when the handler began
+	ArrivalSource  string  `json:"arrival_source"` // "kernel", or "handler" where none was given
 	RoleNs         *int64  `json:"role_ns"`
 	ChunksNs       []int64 `json:"chunks_ns"`
 	EndNs          int64   `json:"end_ns"`
@@ -75,6 +79,92 @@ type server struct {
 }
 
 func (s *server) since(t time.Time) int64 { return s.mono0 + t.Sub(s.start).Nanoseconds() }
+
+// timeOf is the time.Time of a CLOCK_MONOTONIC reading (the inverse of since).
+func (s *server) timeOf(mono int64) time.Time { return s.start.Add(time.Duration(mono - s.mono0)) }
+
+// stampConn is a TCP connection whose reads note the kernel's receive time (SO_TIMESTAMPNS:
+// for TCP, recvmsg gives the time of the newest packet it consumed). A request's arrival is
+// when its bytes reached this machine, not when a handler began: with hundreds of requests at
+// once on a busy machine the handler begins milliseconds later, and a client waits that time too.
+type stampConn struct {
+	*net.TCPConn
+	raw    syscall.RawConn
+	oob    []byte
+	lastRx atomic.Int64 // CLOCK_MONOTONIC ns of the latest read's newest packet; 0: none yet
+}
+
+func (c *stampConn) Read(b []byte) (int, error) {
+	var n int
+	var readErr error
+	err := c.raw.Read(func(fd uintptr) bool {
+		var oobn int
+		n, oobn, _, _, readErr = syscall.Recvmsg(int(fd), b, c.oob, 0)
+		if readErr == syscall.EAGAIN {
+			return false
+		}
+		if readErr == nil && n > 0 && oobn > 0 {
+			c.note(c.oob[:oobn])
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	if readErr != nil {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("recvmsg", readErr)}
+	}
+	if n == 0 && len(b) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *stampConn) note(oob []byte) {
+	messages, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, m := range messages {
+		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SO_TIMESTAMPNS &&
+			len(m.Data) >= int(unsafe.Sizeof(syscall.Timespec{})) {
+			ts := *(*syscall.Timespec)(unsafe.Pointer(&m.Data[0]))
+			age := time.Now().UnixNano() - ts.Nano()
+			if age < 0 {
+				age = 0
+			}
+			c.lastRx.Store(monotonic() - age)
+		}
+	}
+}
+
+// stampListener hands out stampConns (a connection whose socket refuses the option is served
+// plainly, its requests' arrival then the handler's start).
+type stampListener struct{ net.Listener }
+
+func (l stampListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		return conn, nil
+	}
+	raw, err := tcp.SyscallConn()
+	if err != nil {
+		return conn, nil
+	}
+	var optErr error
+	if err := raw.Control(func(fd uintptr) {
+		optErr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+	}); err != nil || optErr != nil {
+		return conn, nil
+	}
+	return &stampConn{TCPConn: tcp, raw: raw, oob: make([]byte, 128)}, nil
+}
+
+type connKey struct{}
 
 // monotonic reads CLOCK_MONOTONIC (Go's own monotonic reading is not exposed).
 func monotonic() int64 {
@@ -110,7 +200,13 @@ type request struct {
 }
 
 func (s *server) completion(w http.ResponseWriter, r *http.Request) {
-	arrival := time.Now()
+	handler := time.Now()
+	arrival, source := handler, "handler"
+	if conn, ok := r.Context().Value(connKey{}).(*stampConn); ok {
+		if at := conn.lastRx.Load(); at > 0 {
+			arrival, source = s.timeOf(at), "kernel"
+		}
+	}
 	if r.Method != http.MethodPost {
 		writeJSON(w, 405, map[string]string{"error": "POST only"})
 		return
@@ -164,6 +260,7 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 		requestID = req.User
 	}
 	rec := Record{Seq: seq, RequestID: requestID, Path: r.URL.Path, Stream: req.Stream, ArrivalNs: s.since(arrival),
+		HandlerNs: s.since(handler), ArrivalSource: source,
 		Tokens: tokens, TokensPerChunk: per, PromptTokens: prompt, ChunksNs: []int64{}}
 	defer func() {
 		s.mu.Lock()
@@ -174,7 +271,7 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 	created := time.Now().Unix()
 	usage := map[string]int{"prompt_tokens": prompt, "completion_tokens": tokens,
 		"total_tokens": prompt + tokens}
-	// the schedule: absolute send times from arrival, so no gap's lateness shifts the next
+	// the schedule: absolute send times from arrival (the kernel's), so no gap's lateness shifts the next
 	chunks := (tokens + per - 1) / per
 	due := make([]time.Time, chunks)
 	at := arrival.Add(s.draw(rng, c, c.TTFTms))
@@ -363,8 +460,11 @@ func main() {
 	mux.HandleFunc("/_truth/reset", s.truth)
 	fmt.Printf("listening %s\n", listener.Addr())
 	_ = os.Stdout.Sync()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	if err := srv.Serve(listener); err != nil {
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		}}
+	if err := srv.Serve(stampListener{listener}); err != nil {
 		fmt.Fprintln(os.Stderr, "truthserver:", err)
 		os.Exit(1)
 	}
