@@ -26,11 +26,14 @@ def test_bench_timing_writes_its_record(tmp_path: Path) -> None:
     assert record["ours_cpu_per_request_ms"]["in_load"] > 0
     rows = [k for k in record if k.startswith("accuracy_")]
     assert rows == ["accuracy_c1-itl10ms", "accuracy_c16-itl10ms", "accuracy_c64-itl10ms",
-                    "accuracy_rate170-itl10ms", "accuracy_c256-itl10ms"]
+                    "accuracy_rate170-itl10ms", "accuracy_c256-itl10ms",
+                    "accuracy_c256-itl20ms"]
     for key in rows:
         assert record[key]["row"] is True and isinstance(record[key]["met"], bool)
         assert set(record[key]["truth_ms"]) == {"ttft", "itl", "tpot", "e2e"}
     assert record["accuracy_rate170-itl10ms"]["scheduled_rate"] > 0
+    lag = record["accuracy_c256-itl10ms"]["imagekit_read_lag_ms"]
+    assert 0 < lag["p50"] <= lag["p99"] <= lag["max"], lag
     summary = subprocess.run([sys.executable, str(REPO / "bench" / "summary.py"),
                               str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert "accuracy c256" in summary.stdout, summary.stdout
