@@ -37,6 +37,7 @@ from imagekit.acceptance.kernel_stamps import (
     KERNEL,
     LOOP,
     StampingEventLoop,
+    note_unstamped_read,
     read_stamp,
     stamping_supported,
 )
@@ -117,6 +118,8 @@ class _StampingHandler(ResponseHandler):
         before = self._body_bytes()
         super().data_received(data)
         if self._body_bytes() != before:       # bytes of an answer's body, not framing
+            if arrived is None:
+                note_unstamped_read()
             if self.unread_since is None:
                 self.unread_since = now
             self.last_read_at = now
@@ -495,6 +498,10 @@ def run_client(main: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main)
 
 
-def stamp_source() -> str:
-    """What stamps the running loop's reads: the kernel, or the loop itself."""
-    return KERNEL if isinstance(asyncio.get_running_loop(), StampingEventLoop) else LOOP
+def stamp_source(stamped: int, unstamped: int) -> str:
+    """What stamped a round's reads of answers: the kernel, the loop, or each for some."""
+    if not unstamped:
+        return KERNEL if stamped else LOOP
+    if not stamped:
+        return LOOP
+    return f"{KERNEL} for {stamped} reads; {LOOP} for {unstamped}"

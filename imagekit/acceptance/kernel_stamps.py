@@ -27,7 +27,7 @@ import socket
 import struct
 import sys
 import time
-from asyncio import selector_events
+from asyncio import selector_events, sslproto
 from typing import Any
 
 from imagekit.acceptance.models import TimingDefinitions
@@ -49,6 +49,7 @@ MAX_LAGS = 500_000
 _read_stamp: float | None = None
 _lags: list[float] = []
 _lags_dropped = 0
+_unstamped = 0
 
 
 def read_stamp() -> float | None:
@@ -57,18 +58,25 @@ def read_stamp() -> float | None:
     return _read_stamp
 
 
-def take_read_lags() -> tuple[list[float], int]:
+def note_unstamped_read() -> None:
+    """A read of an answer that came without the kernel's time (stamped by the loop)."""
+    global _unstamped
+    _unstamped += 1
+
+
+def take_read_lags() -> tuple[list[float], int, int]:
     """The lags noted since the last call (seconds from the kernel's receipt to the loop's
-    read, one per read) and how many more reads there were beyond MAX_LAGS; starts anew.
+    read, one per read), how many more stamped reads there were beyond MAX_LAGS, and how many
+    reads of answers carried no kernel time (note_unstamped_read); starts anew.
 
     The lag is the client's own delay: when it grows past the gap between a stream's events,
     the next event is already in the socket as the loop reads, and both carry the newer
     packet's time (TCP merges queued packets and keeps the newest time), so the lag says how
     far a round's figures can be trusted."""
-    global _lags, _lags_dropped
-    taken, dropped = _lags, _lags_dropped
-    _lags, _lags_dropped = [], 0
-    return taken, dropped
+    global _lags, _lags_dropped, _unstamped
+    taken, dropped, unstamped = _lags, _lags_dropped, _unstamped
+    _lags, _lags_dropped, _unstamped = [], 0, 0
+    return taken, dropped, unstamped
 
 
 def _stamp_from(ancillary: list[tuple[int, int, bytes]]) -> float | None:
@@ -161,11 +169,23 @@ class _StampingTransport(selector_events._SelectorSocketTransport):  # type: ign
 
 
 class StampingEventLoop(asyncio.SelectorEventLoop):
-    """asyncio's selector loop whose TCP connections carry kernel receive times."""
+    """asyncio's selector loop whose TCP connections, plain or TLS, carry kernel receive
+    times."""
 
     def _make_socket_transport(self, sock: socket.socket, protocol: Any, waiter: Any = None, *,
                                extra: Any = None, server: Any = None) -> Any:
         return _StampingTransport(self, sock, protocol, waiter, extra, server)
+
+    def _make_ssl_transport(self, rawsock: socket.socket, protocol: Any, sslcontext: Any,
+                            waiter: Any = None, *, server_side: bool = False,
+                            server_hostname: str | None = None, extra: Any = None,
+                            server: Any = None, **timeouts: Any) -> Any:
+        """As asyncio's, on the stamping transport: the TLS layer decrypts within the read's
+        callback, so the answer's bytes reach the client with the read's time."""
+        ssl_protocol = sslproto.SSLProtocol(self, protocol, sslcontext, waiter, server_side,
+                                            server_hostname, **timeouts)
+        _StampingTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        return ssl_protocol._app_transport
 
 
 def stamping_supported() -> bool:
@@ -173,6 +193,7 @@ def stamping_supported() -> bool:
     transport = getattr(selector_events, "_SelectorSocketTransport", None)
     return (sys.platform.startswith("linux") and hasattr(socket.socket, "recvmsg")
             and _ANCILLARY > 0 and transport is not None
+            and hasattr(asyncio.SelectorEventLoop, "_make_ssl_transport")
             and all(hasattr(transport, name) for name in (
                 "_read_ready__data_received", "_read_ready__get_buffer",
                 "_read_ready__on_eof", "_fatal_error")))

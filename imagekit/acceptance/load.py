@@ -360,7 +360,7 @@ async def run_round(client: ChatClient, spec: RoundSpec,
             tasks.append(asyncio.create_task(conversation(u)))
         await asyncio.gather(*tasks)
     duration = time.perf_counter() - start
-    lags, _ = take_read_lags()
+    lags, beyond, unstamped = take_read_lags()
     done = [r for r in records if r is not None]
     ok = [r for r in done if r.error is None]
     completion = sum(r.completion_tokens or 0 for r in ok)
@@ -384,8 +384,10 @@ async def run_round(client: ChatClient, spec: RoundSpec,
         arrival=kind, goodput=goodput, records=done,
         warmup=[r for r in warm if r is not None], offered_requests_per_s=offered,
         completed_requests_per_s=achieved, saturated=reason is not None,
-        saturation_reason=reason, definitions=TimingDefinitions(stamps=stamp_source()),
-        read_lag=read_lag, client_bound=bound is not None, client_bound_reason=bound)
+        saturation_reason=reason, definitions=TimingDefinitions(
+            stamps=stamp_source(len(lags) + beyond, unstamped)),
+        read_lag=read_lag, client_bound=bound is not None, client_bound_reason=bound,
+        shared_reads=sum(1 for gap in gaps if gap == 0.0))
 
 
 def client_bound(read_lag: LatencyStats | None, itl: LatencyStats) -> str | None:

@@ -365,3 +365,7 @@ class RoundResult(BaseModel):
     #: ITL tails then carry the client's delay (`client_bound_reason` gives the figures)
     client_bound: bool = False
     client_bound_reason: str | None = None
+    #: content events stamped with the same time as the one before in their stream (an ITL
+    #: of 0): they came in one read, because the server flushed them together or because the
+    #: client read after both had come; either way the earlier one's time is not its own
+    shared_reads: int = 0

@@ -91,6 +91,8 @@ class TruthRecord:
     end_s: float
     tokens: int
     error: str | None
+    #: how late the server sent its latest chunk against its own schedule
+    max_late_s: float = 0.0
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> TruthRecord:
@@ -102,7 +104,8 @@ class TruthRecord:
                    role_s=None if role is None else role / 1e9,
                    chunks_s=tuple(t / 1e9 for t in raw["chunks_ns"]),
                    end_s=raw["end_ns"] / 1e9, tokens=raw["tokens"],
-                   error=raw.get("error") or None)
+                   error=raw.get("error") or None,
+                   max_late_s=raw.get("max_late_ns", 0) / 1e9)
 
     @property
     def ttft_s(self) -> float:
