@@ -1,6 +1,7 @@
 """An OCI image layout on disk, as BuildKit's `type=oci,tar=false` exporter writes it: the
 platform image manifest (the digest a reproducible build is judged on and pushed as), its
-config and layers. (The attestation manifest beside it: imagekit.provenance.layout.)
+config and layers. Every document is read and checked by imagekit.oci.layout_dir. (The
+attestation manifest beside it: imagekit.provenance.layout.)
 
 The index digest is never compared: with attestations it holds the build's start and finish
 times. The linux/amd64 image manifest is what CI pins, promotes and names as the subject."""
@@ -14,12 +15,12 @@ from typing import Any
 
 from imagekit.errors import InvalidInput
 from imagekit.oci import mediatypes
+from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
+from imagekit.oci.layout_dir import MAX_DOCUMENT_BYTES, read_document, read_index
 
 REFERENCE_TYPE = mediatypes.REFERENCE_TYPE_ANNOTATION
-#: a layout's JSON documents (index, manifests, configs, statements) are small; a larger one is
-#: not what BuildKit writes and is not read whole
-JSON_LIMIT = 16 * 1024 * 1024
+JSON_LIMIT = MAX_DOCUMENT_BYTES
 
 
 @dataclass(frozen=True)
@@ -40,33 +41,23 @@ class LayoutImage:
         return list((self.config.get("rootfs") or {}).get("diff_ids") or [])
 
     def blob(self, digest: Digest) -> Path:
-        return blob_path(self.root, digest)
+        return self.root / "blobs" / digest.algorithm / digest.hex
 
 
-def blob_path(root: Path, digest: Digest) -> Path:
-    return root / "blobs" / digest.algorithm / digest.hex
-
-
-def read_json(root: Path, digest: Digest) -> dict[str, Any]:
-    path = blob_path(root, digest)
-    if not path.is_file():
-        raise InvalidInput(f"the OCI layout lacks blob {digest}", where=str(root))
-    if path.stat().st_size > JSON_LIMIT:
-        raise InvalidInput(f"blob {digest} is larger than a JSON document of a layout "
-                         f"({JSON_LIMIT} bytes)", where=str(path))
-    data: dict[str, Any] = json.loads(path.read_bytes())
+def read_json(root: Path, descriptor: Descriptor) -> dict[str, Any]:
+    """A layout document as JSON, read and checked by imagekit.oci.layout_dir."""
+    data: dict[str, Any] = json.loads(read_document(root, descriptor))
     return data
 
 
-def _descriptors(root: Path) -> list[dict[str, Any]]:
+def _descriptors(root: Path) -> list[Descriptor]:
     """The index's descriptors, one level of nested index (BuildKit's) opened."""
-    index_file = root / "index.json"
-    if not index_file.is_file():
-        raise InvalidInput("not an OCI image layout (no index.json)", where=str(root))
-    found: list[dict[str, Any]] = []
-    for entry in json.loads(index_file.read_text()).get("manifests", []):
-        if entry.get("mediaType") in mediatypes.INDEX_TYPES:
-            found += read_json(root, Digest.parse(entry["digest"])).get("manifests", [])
+    found: list[Descriptor] = []
+    for raw in json.loads(read_index(root)).get("manifests", []):
+        entry = Descriptor.model_validate(raw)
+        if entry.media_type in mediatypes.INDEX_TYPES:
+            found += [Descriptor.model_validate(nested)
+                      for nested in read_json(root, entry).get("manifests", [])]
         else:
             found.append(entry)
     return found
@@ -75,14 +66,11 @@ def _descriptors(root: Path) -> list[dict[str, Any]]:
 def platform_image(root: Path, os: str = "linux", architecture: str = "amd64") -> LayoutImage:
     """The layout's image for one platform (an attestation manifest is never one)."""
     for entry in _descriptors(root):
-        platform = entry.get("platform") or {}
-        if (entry.get("annotations") or {}).get(REFERENCE_TYPE) == \
-                mediatypes.ATTESTATION_MANIFEST:
+        platform = entry.platform
+        if (entry.annotations or {}).get(REFERENCE_TYPE) == mediatypes.ATTESTATION_MANIFEST:
             continue
-        if platform.get("os", os) == os and platform.get("architecture", architecture) == \
-                architecture:
-            digest = Digest.parse(entry["digest"])
-            manifest = read_json(root, digest)
-            config = read_json(root, Digest.parse(manifest["config"]["digest"]))
-            return LayoutImage(root, digest, manifest, config)
+        if platform is None or (platform.os == os and platform.architecture == architecture):
+            manifest = read_json(root, entry)
+            config = read_json(root, Descriptor.model_validate(manifest["config"]))
+            return LayoutImage(root, entry.digest, manifest, config)
     raise InvalidInput(f"the OCI layout has no {os}/{architecture} image", where=str(root))

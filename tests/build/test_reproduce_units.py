@@ -14,7 +14,8 @@ import pytest
 
 from imagekit.build.layout import platform_image
 from imagekit.build.reproduce import compare_layouts
-from imagekit.errors import InvalidInput
+from imagekit.errors import DigestMismatch, InvalidInput
+from imagekit.oci.digest import Digest
 
 BASE_FILES = {"usr/lib/base.txt": (b"base", 100)}
 
@@ -127,3 +128,14 @@ def test_the_listing_is_bounded(tmp_path: Path) -> None:
 def test_not_a_layout_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="no index.json"):
         platform_image(tmp_path)
+
+
+def test_a_document_that_does_not_hash_to_its_name_is_refused(tmp_path: Path) -> None:
+    """The same reader as the provenance's: a config rewritten in place (same name, other
+    bytes) is a DigestMismatch, never judged or pushed."""
+    root = _layout(tmp_path / "a", FIX)
+    image = platform_image(root)
+    config = image.blob(Digest.parse(image.manifest["config"]["digest"]))
+    config.write_bytes(config.read_bytes().replace(b'"amd64"', b'"arm64"'))
+    with pytest.raises(DigestMismatch, match="does not hash to"):
+        platform_image(root)
