@@ -26,7 +26,7 @@ from imagekit.build.epoch import SourceDateEpoch, source_date_epoch
 from imagekit.build.layout import platform_image
 from imagekit.build.publish import load_layout, push_layout
 from imagekit.build.records import BuildRecord
-from imagekit.engine import Engine
+from imagekit.engine import BuildOutcome, Engine
 from imagekit.errors import CheckFailed, NotFound
 from imagekit.evidence import EvidenceStore, Role, Subject
 from imagekit.evidence.kinds import BuildResult
@@ -56,6 +56,22 @@ def evidence_name(name: str) -> str:
 def build_args_for(image: ResolvedImage) -> dict[str, str]:
     index = {"PIP_INDEX_URL": image.pip_index_url} if image.pip_index_url else {}
     return {"BASE_IMAGE": str(image.base_pinned), **index, **image.build_args}
+
+
+def build_on(instance: BuildEngineInstance, engine: Engine, image: ResolvedImage,
+             context: Path, epoch: SourceDateEpoch, layout: Path, *,
+             dockerfile: Path | None = None, tags: list[str] | None = None,
+             no_cache: bool = False, on_line: Callable[[str], None] | None = None,
+             pip_cert: Path | None = None, label: str | None = None) -> BuildOutcome:
+    """The one way an image is built, for `images verify` and for its rebuilds: on a build
+    engine instance (with `engine`'s client and credentials), into an OCI layout, from the
+    lock's base with the image's build args and SOURCE_DATE_EPOCH, pip's CA as a secret."""
+    build_with = Engine(binary=engine.binary, config_dir=engine.config_dir, host=instance.host)
+    return build_with.build(context, dockerfile=dockerfile or image.dockerfile, tags=tags or [],
+                            build_args={**build_args_for(image),
+                                        "SOURCE_DATE_EPOCH": str(epoch.value)},
+                            secrets={"pip_cert": ca_bundle(pip_cert)}, no_cache=no_cache,
+                            on_line=on_line, layout=layout, label=label)
 
 
 def build_key(image: ResolvedImage, context: Path | None = None,
@@ -97,17 +113,14 @@ def build_image(spec: ImagesSpec, name: str, engine: Engine, store: EvidenceStor
     engine.ping()
     paths = StatePaths()
     instance = builder or build_engine.start(paths)
-    build_with = Engine(binary=engine.binary, config_dir=engine.config_dir, host=instance.host)
     base = Subject.of(image.base_digest, Role.BASE, str(image.base_pinned))
     with store.attempt(evidence_name(label), KIND, subjects=[base], profile=image.profile,
                        cache_key=key, base=str(image.base_pinned), build_args=args,
                        source_date_epoch=epoch.value) as attempt, \
             layout_folder(paths) as layout:
-        outcome = build_with.build(context, dockerfile=dockerfile or image.dockerfile,
-                                   tags=[local_tag],
-                                   build_args={**args, "SOURCE_DATE_EPOCH": str(epoch.value)},
-                                   secrets={"pip_cert": ca_bundle(pip_cert)},
-                                   no_cache=no_cache, on_line=on_line, layout=layout)
+        outcome = build_on(instance, engine, image, context, epoch, layout,
+                           dockerfile=dockerfile, tags=[local_tag], no_cache=no_cache,
+                           on_line=on_line, pip_cert=pip_cert)
         attempt.write_text("build.log", outcome.log)
         attempt.write_json("build-outcome.json", {
             "ok": outcome.ok, "returncode": outcome.returncode, "seconds": outcome.seconds,

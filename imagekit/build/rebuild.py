@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.build.builder import build_args_for, layout_folder
+from imagekit.build.builder import build_on, layout_folder
 from imagekit.build.epoch import source_date_epoch
 from imagekit.build.layout import platform_image
 from imagekit.build.reproduce import compare_layouts
@@ -31,7 +31,6 @@ from imagekit.infra.state import StatePaths
 from imagekit.oci.digest import Digest
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, resolve_image
-from imagekit.standins.build import ca_bundle
 
 KIND = "rebuild"
 CHECK = "reproducible"
@@ -45,9 +44,8 @@ def rebuild_image(spec: ImagesSpec, name: str, store: EvidenceStore, *,
     `rebuild` attempt (the builds' logs, both digests, the difference)."""
     image = resolve_image(spec, name, profile)
     epoch = source_date_epoch(image.context, image.base_resolved)
-    args = {**build_args_for(image), "SOURCE_DATE_EPOCH": str(epoch.value)}
     paths = StatePaths()
-    binary = find_docker_binary(docker)
+    client = Engine(binary=find_docker_binary(docker), config_dir=config_dir)
     subjects = [Subject.of(image.base_digest, Role.BASE, str(image.base_pinned))]
     if expect is not None:
         subjects.insert(0, Subject.of(expect, Role.SUBJECT))
@@ -72,10 +70,8 @@ def rebuild_image(spec: ImagesSpec, name: str, store: EvidenceStore, *,
 
         def build(instance: build_engine.BuildEngineInstance, layout: Path, label: str
                   ) -> bool:
-            outcome = Engine(binary=binary, config_dir=config_dir, host=instance.host).build(
-                image.context, dockerfile=image.dockerfile, build_args=args,
-                secrets={"pip_cert": ca_bundle(pip_cert)}, layout=layout,
-                label=f"rebuild {name} ({label})")
+            outcome = build_on(instance, client, image, image.context, epoch, layout,
+                               pip_cert=pip_cert, label=f"rebuild {name} ({label})")
             attempt.write_text(f"build-{label}.log", outcome.log)
             return outcome.ok
 

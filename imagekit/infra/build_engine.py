@@ -27,11 +27,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 from pydantic import BaseModel
 
 from imagekit.errors import InfraError
 from imagekit.infra import apt
+from imagekit.infra.docker import ask_engine
 from imagekit.infra.processes import running, start_tracked, stop_tracked
 from imagekit.infra.state import ComponentStatus, StatePaths
 
@@ -107,18 +107,13 @@ def unpacked(paths: StatePaths, mirror: str | None = None) -> tuple[Path, dict[s
 
 def ping(host: str, timeout: float = 2.0) -> str | None:
     """The instance's engine version if it answers on its socket, else None."""
-    socket = host.removeprefix("unix://")
-    if not Path(socket).exists():
+    response = ask_engine(Path(host.removeprefix("unix://")), "/version", timeout)
+    if response is None:
         return None
     try:
-        transport = httpx.HTTPTransport(uds=socket)
-        with httpx.Client(transport=transport, timeout=timeout) as client:
-            response = client.get("http://docker/version")
-            if response.status_code == 200:
-                return str(response.json().get("Version", "unknown"))
-    except (httpx.HTTPError, ValueError):
+        return str(response.json().get("Version", "unknown"))
+    except ValueError:
         return None
-    return None
 
 
 def start(paths: StatePaths, name: str = MAIN, data_root: Path | None = None,

@@ -30,19 +30,26 @@ NAME = "dockerd"
 FIX = "imagekit infra up"
 
 
-def ping(timeout: float = 2.0) -> str | None:
-    """The daemon's API version if it answers on the socket, else None."""
-    if not DOCKER_SOCKET.exists():
+def ask_engine(socket: Path, path: str, timeout: float = 2.0) -> httpx.Response | None:
+    """GET `path` of the engine API on a unix socket: its 200 answer, else None (no socket,
+    no answer within `timeout`, another status). The machine's engine and the build engine's
+    instances are asked the same way."""
+    if not socket.exists():
         return None
     try:
-        transport = httpx.HTTPTransport(uds=str(DOCKER_SOCKET), verify=False)  # no TLS on a socket
+        transport = httpx.HTTPTransport(uds=str(socket), verify=False)  # no TLS on a socket
         with httpx.Client(transport=transport, timeout=timeout, verify=False) as client:
-            response = client.get("http://docker/_ping")
-            if response.status_code == 200:
-                return response.headers.get("API-Version", "unknown")
+            response = client.get(f"http://docker{path}")
+            response.read()
     except httpx.HTTPError:
         return None
-    return None
+    return response if response.status_code == 200 else None
+
+
+def ping(timeout: float = 2.0) -> str | None:
+    """The daemon's API version if it answers on the socket, else None."""
+    response = ask_engine(DOCKER_SOCKET, "/_ping", timeout)
+    return None if response is None else response.headers.get("API-Version", "unknown")
 
 
 def ensure_installed(paths: StatePaths, mirror: str | None = None) -> None:
