@@ -111,19 +111,12 @@ class _StampingTransport(selector_events._SelectorSocketTransport):  # type: ign
             return super()._read_ready__data_received()
         if self._conn_lost:
             return None
-        try:
+
+        def receive() -> tuple[bytes, list]:
             data, ancillary, _, _ = self._sock.recvmsg(self.max_size, _ANCILLARY)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(exc, "Fatal read error on socket transport")
-            return None
-        if not data:
-            self._read_ready__on_eof()
-            return None
-        self._deliver(ancillary, self._protocol.data_received, data)
+            return data, ancillary
+
+        self._receive(receive, self._protocol.data_received)
         return None
 
     def _read_ready__get_buffer(self) -> None:
@@ -140,20 +133,31 @@ class _StampingTransport(selector_events._SelectorSocketTransport):  # type: ign
         except BaseException as exc:
             self._fatal_error(exc, "Fatal error: protocol.get_buffer() call failed.")
             return None
-        try:
+
+        def receive() -> tuple[int, list]:
             count, ancillary, _, _ = self._sock.recvmsg_into([buffer], _ANCILLARY)
+            return count, ancillary
+
+        self._receive(receive, self._protocol.buffer_updated)
+        return None
+
+    def _receive(self, receive: Any, callback: Any) -> None:
+        """One read as asyncio's transport makes it (`receive()`: the bytes or their count,
+        and the ancillary data): nothing read is the end of the stream, else the protocol's
+        `callback` runs with the read's stamp set."""
+        try:
+            got, ancillary = receive()
         except (BlockingIOError, InterruptedError):
-            return None
+            return
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
             self._fatal_error(exc, "Fatal read error on socket transport")
-            return None
-        if not count:
+            return
+        if not got:
             self._read_ready__on_eof()
-            return None
-        self._deliver(ancillary, self._protocol.buffer_updated, count)
-        return None
+            return
+        self._deliver(ancillary, callback, got)
 
     def _deliver(self, ancillary: list, callback: Any, argument: Any) -> None:
         global _read_stamp
