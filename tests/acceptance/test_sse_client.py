@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from imagekit.acceptance.client import ChatClient, EventStreamReader, StreamOutcome
 
@@ -19,8 +20,13 @@ def _event(delta: dict, finish: str | None = None) -> bytes:
                                                 "finish_reason": finish}]}).encode() + b"\n\n"
 
 
-def _run(pieces: list[tuple[float, bytes]], content_type: str = "text/event-stream"
-         ) -> StreamOutcome:
+def _run(pieces: list[tuple[float, bytes]], content_type: str = "text/event-stream",
+         written: list[float] | None = None) -> StreamOutcome:
+    """The client's outcome; `written` gets, per piece, the perf_counter time just before the
+    server wrote it (one event loop runs both, so a read comes after its write and before the
+    next write that a timer started)."""
+    written = [] if written is None else written
+
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
@@ -31,6 +37,7 @@ def _run(pieces: list[tuple[float, bytes]], content_type: str = "text/event-stre
         for delay, piece in pieces:
             if delay:
                 await asyncio.sleep(delay)
+            written.append(time.perf_counter())
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             await writer.drain()
         writer.write(b"0\r\n\r\n")
@@ -49,14 +56,20 @@ def _run(pieces: list[tuple[float, bytes]], content_type: str = "text/event-stre
 def test_ttft_is_the_first_event_with_content_and_gaps_follow() -> None:
     role = _event({"role": "assistant", "content": ""})
     hello = _event({"content": "hel"})
+    written: list[float] = []
     out = _run([(0, role), (0.3, hello[:9]), (0.1, hello[9:]),           # split mid-event
                 (0.2, b": keep-alive comment\n\n" + _event({"content": "lo"})),
-                (0, _event({}, "stop")), (0, b"data: [DONE]\n\n")])
+                (0, _event({}, "stop")), (0, b"data: [DONE]\n\n")], written=written)
     assert out.error is None and out.done_marker and out.finish_reason == "stop"
     assert "".join(out.content) == "hello" and out.chunks == 4
-    # the first content event was complete only after its second half (0.3 + 0.1 s)
-    assert out.ttft_s is not None and 0.38 <= out.ttft_s < 0.5 + 0.4
-    assert len(out.gaps) == 1 and 0.18 <= out.gaps[0] < 0.6
+    assert out.sent_at is not None and out.ttft_s is not None and len(out.gaps) == 1
+    # the first content event was complete only with its second half (piece 2): read after
+    # that write, before the next event's (piece 3); the gap ends at piece 3's read. Held to
+    # the server's own writes, so a machine that slows the loop moves both alike.
+    first_content = out.sent_at + out.ttft_s
+    assert written[2] <= first_content < written[3], (written, first_content)
+    assert written[3] <= first_content + out.gaps[0] <= out.sent_at + out.e2e_s
+    assert written[2] - written[1] >= 0.1 and written[3] - written[2] >= 0.2
     assert out.e2e_s >= out.ttft_s + out.gaps[0]
 
 
