@@ -34,8 +34,6 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from imagekit.acceptance.kernel_stamps import (
-    KERNEL,
-    LOOP,
     StampingEventLoop,
     note_unstamped_read,
     read_stamp,
@@ -496,12 +494,3 @@ def run_client(main: Coroutine[Any, Any, T]) -> T:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
-
-
-def stamp_source(stamped: int, unstamped: int) -> str:
-    """What stamped a round's reads of answers: the kernel, the loop, or each for some."""
-    if not unstamped:
-        return KERNEL if stamped else LOOP
-    if not stamped:
-        return LOOP
-    return f"{KERNEL} for {stamped} reads; {LOOP} for {unstamped}"

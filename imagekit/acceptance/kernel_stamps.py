@@ -79,6 +79,16 @@ def take_read_lags() -> tuple[list[float], int, int]:
     return taken, dropped, unstamped
 
 
+def stamp_source(stamped: int, unstamped: int) -> str:
+    """What stamped a round's reads of answers (counts from take_read_lags): the kernel, the
+    loop, or each for some."""
+    if not unstamped:
+        return KERNEL if stamped else LOOP
+    if not stamped:
+        return LOOP
+    return f"{KERNEL} for {stamped} reads; {LOOP} for {unstamped}"
+
+
 def _stamp_from(ancillary: list[tuple[int, int, bytes]]) -> float | None:
     global _lags_dropped
     for level, kind, data in ancillary:

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from imagekit.acceptance.client import ChatClient, stamp_source
+from imagekit.acceptance.client import ChatClient
 from imagekit.acceptance.datasets import Entry, Loaded, Turn
-from imagekit.acceptance.kernel_stamps import take_read_lags
+from imagekit.acceptance.kernel_stamps import stamp_source, take_read_lags
 from imagekit.acceptance.matrix import Expectations
 from imagekit.acceptance.models import (
     LatencyStats,

@@ -17,7 +17,7 @@ from imagekit.errors import InvalidInput
 from imagekit.oci import mediatypes
 from imagekit.oci.descriptor import Descriptor
 from imagekit.oci.digest import Digest
-from imagekit.oci.layout_dir import MAX_DOCUMENT_BYTES, read_document, read_index
+from imagekit.oci.layout_dir import MAX_DOCUMENT_BYTES, blob_path, read_document, read_index
 
 REFERENCE_TYPE = mediatypes.REFERENCE_TYPE_ANNOTATION
 JSON_LIMIT = MAX_DOCUMENT_BYTES
@@ -41,7 +41,7 @@ class LayoutImage:
         return list((self.config.get("rootfs") or {}).get("diff_ids") or [])
 
     def blob(self, digest: Digest) -> Path:
-        return self.root / "blobs" / digest.algorithm / digest.hex
+        return blob_path(self.root, digest)
 
 
 def read_json(root: Path, descriptor: Descriptor) -> dict[str, Any]:

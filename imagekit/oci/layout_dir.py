@@ -10,15 +10,16 @@ from pathlib import Path
 from imagekit.errors import DigestMismatch, InvalidInput
 from imagekit.inputs import read_bytes
 from imagekit.oci.descriptor import Descriptor
+from imagekit.oci.digest import Digest
 
 #: a layout's JSON documents (index, manifests, configs, in-toto statements) are small; a
 #: larger one is not what BuildKit writes and is not read whole
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
-def blob_path(root: Path, descriptor: Descriptor) -> Path:
+def blob_path(root: Path, digest: Digest) -> Path:
     """Where the layout keeps a blob (a parsed Digest has no path separators)."""
-    return root / "blobs" / descriptor.digest.algorithm / descriptor.digest.hex
+    return root / "blobs" / digest.algorithm / digest.hex
 
 
 def read_index(root: Path) -> bytes:
@@ -31,7 +32,7 @@ def read_index(root: Path) -> bytes:
 def read_document(root: Path, descriptor: Descriptor,
                   max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
     """A document blob's bytes, of the size and digest its descriptor names."""
-    path = blob_path(root, descriptor)
+    path = blob_path(root, descriptor.digest)
     if descriptor.size > max_bytes:
         raise InvalidInput(f"blob {descriptor.digest} is {descriptor.size} bytes: larger than a "
                            f"document of a layout ({max_bytes} bytes)", where=str(path))
