@@ -1,9 +1,10 @@
 """`imagekit cluster accept` on the real cluster with the real vLLM (CPU platform) serving the
 real instruct model (SmolLM2-135M-Instruct) from a read-only PVC, its answers judged by the
 `stand-in` cases. Each vLLM start costs about a minute on two shared
-cores, so one ready start serves the by-tag flow, the ConfigMap switch under the waiting
-controller (section 9) and, from its recorded start, the budget finding; the broken engine is
-a second (short) start. Findings made before submission start nothing."""
+cores, so one ready start serves the by-tag flow with the rehearsal step's suites (functional,
+needle, the stand-in matrix, judged as the rehearsal judges them), the ConfigMap switch under
+the waiting controller (section 9) and, from its recorded start, the budget finding; the broken
+engine is a second (short) start. Findings made before submission start nothing."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.clusteraccept import rehearsal as rehearsal_step
 from imagekit.clusteraccept.run import (
     CPU_ENGINE_ARGS,
     CPU_ENGINE_ENV,
@@ -67,6 +69,14 @@ def model_claim(kube, accept_ns):
                                str(ensure_instruct_model().snapshot))
     yield made.claim
     delete_model_volume(kube, volume, "model", accept_ns)
+
+
+#: what the rehearsal's `cluster accept` step runs (imagekit.clusteraccept.rehearsal
+#: `accept_args`): functional, needle and the stand-in matrix's load rounds, judged below as the
+#: rehearsal judges them. The one ready start of this module serves them all.
+REHEARSAL_SUITES = {"suites": ["functional", "needle"],
+                    "matrix_text": Path(rehearsal_step.MATRIX).read_text(),
+                    "max_tokens": rehearsal_step.MAX_TOKENS}
 
 
 def _options(ns: str, claim: str, **extra) -> AcceptOptions:
@@ -179,8 +189,9 @@ def accepted(exec_kube, kube, accept_ns, model_claim, vllm_image, checkov, tmp_p
     hooks = _Switch(kube)
     started = time.monotonic()
     with PodsSeen(exec_kube[0], accept_ns) as seen:
-        report = run_accept(exec_kube[0], tag, _resolve(tag), _options(accept_ns, model_claim),
-                            store, controller_image=_controller_image, hooks=hooks)
+        report = run_accept(exec_kube[0], tag, _resolve(tag), _options(
+            accept_ns, model_claim, **REHEARSAL_SUITES), store,
+            controller_image=_controller_image, hooks=hooks)
     # every Pod of the run, as the API server stored it, meets restricted
     from imagekit.cluster import podsecurity
 
@@ -281,6 +292,26 @@ def test_accept_by_tag_records_phases_and_leaves_nothing(accepted, kube, accept_
     assert front.reused > 0 and front.dropped > 0        # pooled, and closed under it
     print(f"\nACCEPT-TIMING engine start {seconds_of['api_ready']:.1f} s, whole run "
           f"{seconds:.1f} s")
+
+
+def test_the_rehearsal_step_judges_the_accepted_run_pass_under_the_local_profile(
+        accepted) -> None:
+    """The rehearsal's verdict on this run, from what it observed: every protocol aspect and
+    every judged semantic check PASS, the load rounds ran and PASS, and each DEFERRED (the
+    capabilities this text model lacks) is one the `local` profile allows, by name."""
+    from imagekit import packaged
+    from imagekit.spec import load_spec
+
+    report = accepted[0].model_dump(mode="json")
+    names = {c["name"] for c in report["checks"]}
+    assert {"needle-original", "needle-explicit", "matrix-totals"} <= names, sorted(names)
+    local = load_spec(packaged.path("dockerfiles", "images.toml")).profiles["local"]
+    judged = rehearsal_step.standin_acceptance_check(
+        "accept", report, local.cluster_accept_allowances("vllm"), "local")
+    assert judged.status is Status.PASS, judged.detail
+    # the same report without the profile's leave: its DEFERRED checks are named, not passed
+    unallowed = rehearsal_step.standin_acceptance_check("accept", report, {}, "local")
+    assert unallowed.status is Status.DEFERRED, unallowed.detail
 
 
 def test_configmap_switched_while_the_controller_waits_and_the_run_completes(accepted) -> None:

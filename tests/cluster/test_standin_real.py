@@ -92,7 +92,7 @@ def test_fixed_vllm_runs_the_real_vllm_from_target_by_tag(fixed_vllm_in_target, 
                                                           test_ns) -> None:
     """The real vLLM in a zero-GPU Pod: its own device-inference failure is kept, the CPU
     re-check passes (CPU_PASS_GPU_CLI_DEFERRED), the CPU torch FAILs torch_arch; both accepted
-    only by the local profile, so the production profile's run exits 1."""
+    only by the local profile."""
     reference, digest, image = fixed_vllm_in_target
     spec_file = str(ASSETS / "dockerfiles" / "images.toml")
     result = cli("cluster", "probe", str(reference), "--expect-digest", digest,
@@ -113,7 +113,6 @@ def test_fixed_vllm_runs_the_real_vllm_from_target_by_tag(fixed_vllm_in_target, 
     assert "CPU_PASS_GPU_CLI_DEFERRED" in cli_help
     assert "RuntimeError: Failed to infer device type" in cli_help
     assert checks["cleanup"]["status"] == "PASS"
-    strict = cli("cluster", "probe", str(reference), "--namespace", test_ns, "--json",
-                 "--spec", spec_file, "--profile", "production",
-                 env_extra={"IMAGEKIT_EVIDENCE_DIR": str(tmp_path)}, timeout=900)
-    assert strict.returncode == 1, strict.stdout + strict.stderr
+    # both accepted by the local profile alone; that the production profile's run then exits 1
+    # is shown on SGLang's Pod above (one vLLM Pod less: the same judgement of the same record)
+    assert {a["profile"] for a in doc["accepted"]} == {"local"}
