@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -187,8 +188,28 @@ def test_ensure_build_reuses_the_current_build(spec, engine, session_store, veri
     assert record.reference is not None and record.reference.digest == record.digest
 
 
+def _same_epoch_as(context: Path, copy: Path) -> None:
+    """The copied spec, committed at the time of the commit that last touched `context`: the
+    copy's builds take the same SOURCE_DATE_EPOCH (and so the same build key) as the
+    original's. A checkout without history needs nothing: both take the lock's time."""
+    from imagekit.build.epoch import source_date_epoch
+
+    epoch = source_date_epoch(context)
+    if not epoch.origin.startswith("commit "):
+        return
+    when = f"@{epoch.value} +0000"
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when,
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "copy"]):
+        subprocess.run(["git", "-C", str(copy), *argv], env=env, check=True,
+                       capture_output=True)
+    assert source_date_epoch(copy / context.name).value == epoch.value
+
+
 def test_a_failed_build_fails_the_run_but_not_the_other_image(spec, engine, session_store,
-                                                              standins, tmp_path) -> None:
+                                                              standins, verified,
+                                                              tmp_path) -> None:
     import shutil
 
     from imagekit.imagesverify import verify_images
@@ -197,10 +218,13 @@ def test_a_failed_build_fails_the_run_but_not_the_other_image(spec, engine, sess
     root = tmp_path / "dockerfiles"
     shutil.copytree(spec.root, root, ignore=shutil.ignore_patterns("standins"))
     shutil.copy(FIXTURES / "sglang-unfixed-check" / "Dockerfile", root / "sglang" / "Dockerfile")
+    _same_epoch_as(spec.root / "vllm", root)
     report = verify_images(load_spec(root / "images.toml"), engine, session_store,
                            profile="local")
     entries = {entry.image: entry for entry in report.images}
     assert report.verdict is Status.FAIL
+    # vLLM's context, its base and its time are the verified ones: its entry, not a rebuild
+    assert entries["vllm"].cached and entries["vllm"].digest == verified[1]["vllm"].digest
     assert entries["sglang"].verdict is Status.FAIL and entries["sglang"].digest is None
     (build,) = entries["sglang"].checks
     assert build.name == "build" and build.status is Status.FAIL

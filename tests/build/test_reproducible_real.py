@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_build_that_writes_the_time_fails_naming_the_file(infra, tmp_path) -> None:
+@pytest.mark.usefixtures("verified_images")   # the stand-ins built and pinned in the lock
+def test_a_build_that_writes_the_time_fails_naming_the_file(tmp_path) -> None:
     """The case that must FAIL: SGLang's fix with a last layer that writes the build's clock
     time. The verdict names the layer and the file, and the evidence keeps both digests and the
     listing, which holds that file alone."""
