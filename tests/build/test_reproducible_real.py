@@ -3,9 +3,9 @@ instances that share nothing but the registry give one digest; a Dockerfile that
 time makes `--rebuild` FAIL naming that file; an auditor in an empty folder, given the commit
 and the lock, gets the digest `images verify` pushed.
 
-Each rebuild starts a fresh builder that pulls its base again, so there is one of each kind,
-one per image: the auditor's PASS on vLLM, and the FAIL on SGLang, whose difference is that one
-file and nothing else (every other member of the image came out the same on both builders)."""
+Each rebuild starts a fresh builder that pulls its base again, so there is one of each kind:
+the auditor's PASS on the vLLM stand-in's fix, and the FAIL on a small base, whose difference is
+that one file and nothing else."""
 
 from __future__ import annotations
 
@@ -27,16 +27,49 @@ pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
 
 
+#: what the FAIL case's base is pushed as (a repository of no spec image)
+TINY_BASE = "imagekit-test/rebuild-base"
+#: the fix layer that must make two builds differ: the build's clock time, to the nanosecond
+WRITES_THE_TIME = ('RUN python3 -c "import time; '
+                   "open('/etc/build-time', 'w').write(str(time.time_ns()))\"\n")
+
+
+def _tiny_base(registry: str) -> tuple[str, str]:
+    """(tag, digest): the suite's small python3 image (tests/cluster/images.py), pushed to
+    `registry`: the FAIL case's base, so each builder pulls megabytes, not a stand-in's GB."""
+    from imagekit.infra.state import registry_trust
+    from imagekit.registry import RegistryClient, RegistryOptions
+    from tests.cluster.images import build_layer, push_image
+
+    with RegistryClient(registry, RegistryOptions(**registry_trust(registry))) as client:
+        pushed = push_image(client, registry, TINY_BASE, "rebuild", build_layer())
+    return str(pushed.reference), str(pushed.digest)
+
+
 @pytest.mark.usefixtures("verified_images")   # the stand-ins built and pinned in the lock
 def test_a_build_that_writes_the_time_fails_naming_the_file(tmp_path) -> None:
-    """The case that must FAIL: SGLang's fix with a last layer that writes the build's clock
-    time. The verdict names the layer and the file, and the evidence keeps both digests and the
-    listing, which holds that file alone."""
+    """The case that must FAIL: a fix whose one layer writes the build's clock time, on a small
+    base (the spec's SGLang image, rebased in a copy of the spec). The verdict names the layer
+    and the file, and the evidence keeps both digests and the listing, which holds that file
+    alone: everything else the two builders made is the same."""
     root = tmp_path / "spec"
     shutil.copytree(REPO / "dockerfiles", root, ignore=shutil.ignore_patterns("standins"))
-    dockerfile = root / "sglang" / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text() + "RUN date +%s%N > /etc/build-time\n")
+    standin = load_spec(root / "images.toml").images["sglang"].base["local"]
+    registry = str(standin).split("/")[0]
+    tag, digest = _tiny_base(registry)
+    for name in ("images.toml", "images.local.lock"):
+        text = (root / name).read_text()
+        assert str(standin) in text, name
+        text = text.replace(str(standin), tag)
+        (root / name).write_text(text)
+    lock = root / "images.local.lock"
+    head, sglang, rest = lock.read_text().partition("[bases.sglang]")
+    old = rest.split("digest = ", 1)[1].split("\n", 1)[0]
+    lock.write_text(head + sglang + rest.replace(old, f'"{digest}"', 1))
+    (root / "sglang" / "Dockerfile").write_text(
+        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n" + WRITES_THE_TIME)
     spec = load_spec(root / "images.toml")
+    assert str(spec.images["sglang"].base["local"]) == tag
     store = EvidenceStore(tmp_path / "store")
     check = rebuild_image(spec, "sglang", store, profile="local")
     assert check.status is Status.FAIL, check.detail
