@@ -409,7 +409,7 @@ def probes_in_pod(kube: Kube, pinned: ImageReference, plan: list[tuple[str, list
         outcome = run.wait(name, timeout=timeout_s)
         log = run.collect(name, "probe").log
     finally:
-        report = run.cleanup(grace_seconds=5)
+        report = run.cleanup()
     if report.errors:
         raise next(iter(report.errors.values()))
     if outcome.stuck_reason:

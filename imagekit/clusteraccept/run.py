@@ -770,7 +770,7 @@ def cleanup(ctx: AcceptRun, pods: PodRun, timeout: float = 120) -> None:
     gone (a Pod may stay Terminating; the next run's recreate must not meet it, section 6).
     What stayed is said (a `TransportError` naming it), never dropped."""
     ctx.hooks.stage("cleanup", "delete and wait until gone")
-    report = pods.cleanup(timeout=timeout, grace_seconds=5)
+    report = pods.cleanup(timeout=timeout)
     if report.errors:
         raise TransportError("cleanup left: " + "; ".join(
             f"{label} ({error.one_line()})" for label, error in report.errors.items()),
