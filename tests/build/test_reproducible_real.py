@@ -21,7 +21,7 @@ import pytest
 from imagekit.build.rebuild import rebuild_image
 from imagekit.evidence import EvidenceStore
 from imagekit.results import Status
-from imagekit.spec import load_spec
+from imagekit.spec import load_lock, load_spec, write_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 REPO = Path(__file__).resolve().parents[2]
@@ -34,16 +34,15 @@ WRITES_THE_TIME = ('RUN python3 -c "import time; '
                    "open('/etc/build-time', 'w').write(str(time.time_ns()))\"\n")
 
 
-def _tiny_base(registry: str) -> tuple[str, str]:
-    """(tag, digest): the suite's small python3 image (tests/cluster/images.py), pushed to
-    `registry`: the FAIL case's base, so each builder pulls megabytes, not a stand-in's GB."""
+def _tiny_base(registry: str):  # -> tests.cluster.images.PushedImage
+    """The suite's small python3 image (tests/cluster/images.py), pushed to `registry`: the
+    FAIL case's base, so each builder pulls megabytes, not a stand-in's GB."""
     from imagekit.infra.state import registry_trust
     from imagekit.registry import RegistryClient, RegistryOptions
     from tests.cluster.images import build_layer, push_image
 
     with RegistryClient(registry, RegistryOptions(**registry_trust(registry))) as client:
-        pushed = push_image(client, registry, TINY_BASE, "rebuild", build_layer())
-    return str(pushed.reference), str(pushed.digest)
+        return push_image(client, registry, TINY_BASE, "rebuild", build_layer())
 
 
 @pytest.mark.usefixtures("verified_images")   # the stand-ins built and pinned in the lock
@@ -55,21 +54,19 @@ def test_a_build_that_writes_the_time_fails_naming_the_file(tmp_path) -> None:
     root = tmp_path / "spec"
     shutil.copytree(REPO / "dockerfiles", root, ignore=shutil.ignore_patterns("standins"))
     standin = load_spec(root / "images.toml").images["sglang"].base["local"]
-    registry = str(standin).split("/")[0]
-    tag, digest = _tiny_base(registry)
-    for name in ("images.toml", "images.local.lock"):
-        text = (root / name).read_text()
-        assert str(standin) in text, name
-        text = text.replace(str(standin), tag)
-        (root / name).write_text(text)
-    lock = root / "images.local.lock"
-    head, sglang, rest = lock.read_text().partition("[bases.sglang]")
-    old = rest.split("digest = ", 1)[1].split("\n", 1)[0]
-    lock.write_text(head + sglang + rest.replace(old, f'"{digest}"', 1))
+    tiny = _tiny_base(standin.registry)
+    spec_file = root / "images.toml"
+    assert str(standin) in spec_file.read_text()
+    spec_file.write_text(spec_file.read_text().replace(str(standin), str(tiny.reference)))
+    lock_path = root / "images.local.lock"
+    lock = load_lock(lock_path, "local")
+    pinned = lock.bases["sglang"].model_copy(update={"tag": tiny.reference,
+                                                     "digest": tiny.digest})
+    write_lock(lock_path, lock.model_copy(update={"bases": {**lock.bases, "sglang": pinned}}))
     (root / "sglang" / "Dockerfile").write_text(
         "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n" + WRITES_THE_TIME)
-    spec = load_spec(root / "images.toml")
-    assert str(spec.images["sglang"].base["local"]) == tag
+    spec = load_spec(spec_file)
+    assert spec.images["sglang"].base["local"] == tiny.reference
     store = EvidenceStore(tmp_path / "store")
     check = rebuild_image(spec, "sglang", store, profile="local")
     assert check.status is Status.FAIL, check.detail

@@ -71,12 +71,13 @@ def model_claim(kube, accept_ns):
     delete_model_volume(kube, volume, "model", accept_ns)
 
 
-#: what the rehearsal's `cluster accept` step runs (imagekit.clusteraccept.rehearsal
-#: `accept_args`): functional, needle and the stand-in matrix's load rounds, judged below as the
-#: rehearsal judges them. The one ready start of this module serves them all.
-REHEARSAL_SUITES = {"suites": ["functional", "needle"],
-                    "matrix_text": Path(rehearsal_step.MATRIX).read_text(),
-                    "max_tokens": rehearsal_step.MAX_TOKENS}
+def _rehearsal_suites() -> dict:
+    """What the rehearsal's `cluster accept` step runs (imagekit.clusteraccept.rehearsal
+    `accept_args`): functional, needle and the stand-in matrix's load rounds, judged below as
+    the rehearsal judges them. The one ready start of this module serves them all."""
+    return {"suites": ["functional", "needle"],
+            "matrix_text": Path(rehearsal_step.MATRIX).read_text(),
+            "max_tokens": rehearsal_step.MAX_TOKENS}
 
 
 def _options(ns: str, claim: str, **extra) -> AcceptOptions:
@@ -190,7 +191,7 @@ def accepted(exec_kube, kube, accept_ns, model_claim, vllm_image, checkov, tmp_p
     started = time.monotonic()
     with PodsSeen(exec_kube[0], accept_ns) as seen:
         report = run_accept(exec_kube[0], tag, _resolve(tag), _options(
-            accept_ns, model_claim, **REHEARSAL_SUITES), store,
+            accept_ns, model_claim, **_rehearsal_suites()), store,
             controller_image=_controller_image, hooks=hooks)
     # every Pod of the run, as the API server stored it, meets restricted
     from imagekit.cluster import podsecurity
