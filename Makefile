@@ -12,12 +12,18 @@ PROFILE ?= local
 TEST_WORKERS ?= 3
 export IMAGEKIT_EVIDENCE_DIR ?= $(CURDIR)/.evidence
 
-.PHONY: venv infra rehearsal test test-unit lint images verify bench gpu-preflight clean-venv \
+.PHONY: venv venv-run infra rehearsal test test-unit lint images verify bench gpu-preflight clean-venv \
 	schemas docs
 
-$(VENV)/.stamp: pyproject.toml
+# what imagekit itself runs on (the rehearsal, images, verify): no torch, no test tools
+$(VENV)/.stamp-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e ".[infra,media]"
+	touch $@
+
+# the tests and linters on top of it
+$(VENV)/.stamp: $(VENV)/.stamp-run
 	# torch: the machine's CPU wheel (pip takes it from the local disk); never a hard dependency
 	$(VENV)/bin/pip install -q "torch==2.13.0" || $(VENV)/bin/pip install -q torch
 	$(VENV)/bin/pip install -q -e ".[infra,media,test]"
@@ -25,20 +31,22 @@ $(VENV)/.stamp: pyproject.toml
 
 venv: $(VENV)/.stamp
 
+venv-run: $(VENV)/.stamp-run
+
 infra: venv
 	$(IK) infra up --cluster
 
 # infra up --cluster, stand-ins, images verify, promote staging -> production -> target,
 # cluster probe of the promoted digest, reports (rehearsal-reports/<UTC>/index.md)
-rehearsal: venv
+rehearsal: venv-run
 	$(IK) rehearsal --profile $(PROFILE) $(if $(LAYERS),--layers $(LAYERS))
 
-images: venv
+images: venv-run
 	$(IK) infra up --no-cluster
 	$(IK) standins build
 	$(IK) build --all-images --profile $(PROFILE) --push
 
-verify: venv
+verify: venv-run
 	$(IK) images verify --profile $(PROFILE)
 
 # ruff (pyproject [tool.ruff]) and mypy (pyproject [tool.mypy]) with 0 findings; a finding

@@ -12,8 +12,10 @@ from imagekit.rehearsal.flow import (
                                      closing_lines,
                                      decision_rows,
                                      run_rehearsal,
+                                     volume_step,
 )
 from imagekit.rehearsal.steps import StepRunner, last_words, run_live, status_of
 
 __all__ = ["RehearsalOutcome", "StepRunner", "accept_step", "check_layers", "check_out",
-           "closing_lines", "decision_rows", "last_words", "run_live", "run_rehearsal", "status_of"]
+           "closing_lines", "decision_rows", "last_words", "run_live", "run_rehearsal", "status_of",
+           "volume_step"]

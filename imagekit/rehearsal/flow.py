@@ -1,7 +1,8 @@
 """`imagekit rehearsal`: the main job on the embedded default, end to end, as one operation.
 
-The local stand-in rehearsal of the whole release path: infrastructure up (cluster included),
-stand-in bases, `images verify` (build both fixed images, push to staging, probe inside, manifest),
+The local stand-in rehearsal of the whole release path: infrastructure up, stand-in bases,
+`images verify` (build both fixed images, push to staging, probe inside, manifest), with the
+cluster brought up and the model volume made beside those two (nothing in them needs it),
 then per image `promote` staging → production → target with every hop read back, a zero-GPU
 `cluster probe` of the promoted tag pinned to its digest, for the vLLM image `cluster accept`
 of the promoted tag with the stand-in instruct model on a read-only PVC (protocol and semantics
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from imagekit.errors import ImagekitError, InvalidInput
-from imagekit.rehearsal.steps import StepRunner
+from imagekit.rehearsal.steps import StepRunner, beside
 from imagekit.results import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -106,23 +107,31 @@ def check_out(out: Path) -> Path:
     return out
 
 
-def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
-                actors: Path, namespace: str | None = None,
-                allowed: Mapping[str, Acceptance] | None = None) -> None:
-    """The promoted vLLM image accepted on the cluster with the stand-in model on a
-    read-only PVC by the operator: its empty store, trusting CI's and the release
-    engineer's keys, signing the phase with its own; judged by imagekit.clusteraccept.rehearsal
-    (the step's exit code says DEFERRED for the stand-in: its verdict is that judge's).
-    `allowed`: the checks the profile lets stay DEFERRED (`Profile.cluster_accept_allowances`)."""
+def volume_step(runner: StepRunner, actors: Path, namespace: str | None = None) -> bool:
+    """The stand-in model on a read-only PVC (`cluster model-volume`), by the operator into
+    its own store: True when it is there."""
     from imagekit.clusteraccept import rehearsal as step
     from imagekit.infra.cluster import NODE_NAME
 
-    operator = step.store_dir(actors, "operator")
     namespace = namespace or step.NAMESPACE  # $IMAGEKIT_ACCEPT_NAMESPACE, from the settings
     code, _ = runner.run("model-volume", *step.volume_args(NODE_NAME, namespace),
-                         store=operator)
-    if code != 0:
-        return
+                         store=step.store_dir(actors, "operator"))
+    return code == 0
+
+
+def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
+                actors: Path, namespace: str | None = None,
+                allowed: Mapping[str, Acceptance] | None = None) -> None:
+    """The promoted vLLM image accepted on the cluster with the stand-in model on its
+    read-only PVC (`volume_step`, before) by the operator: its empty store, trusting CI's and
+    the release engineer's keys, signing the phase with its own; judged by
+    imagekit.clusteraccept.rehearsal (the step's exit code says DEFERRED for the stand-in: its
+    verdict is that judge's). `allowed`: the checks the profile lets stay DEFERRED
+    (`Profile.cluster_accept_allowances`)."""
+    from imagekit.clusteraccept import rehearsal as step
+
+    operator = step.store_dir(actors, "operator")
+    namespace = namespace or step.NAMESPACE
     _, body = runner.run(f"{name}-cluster-accept", *step.accept_args(reference, profile, namespace),
                          *step.trust_args(actors, "ci", "release"),
                          *step.sign_args(actors, "operator"),
@@ -134,6 +143,27 @@ def accept_step(runner: StepRunner, name: str, reference: str, profile: str,
         verdict.done("PASS")
     else:
         verdict.fail(f"{judged.status.value}: {judged.detail}"[:300])
+
+
+class ClusterTrack(BaseModel):
+    """What the cluster's steps beside the images' steps left ready."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    up: bool
+    volume: bool
+
+
+def cluster_track(runner: StepRunner, actors: Path, namespace: str | None,
+                  volume: bool) -> ClusterTrack:
+    """`infra up --cluster` (on a new machine Kubernetes is built from source, at a lower CPU
+    priority) and then, with `volume`, the model volume: steps that need nothing the stand-ins
+    or the images' build make, so they run beside them (`beside`) and are ready by the first
+    cluster step."""
+    code, _ = runner.run("cluster-up", "infra", "up", "--cluster")
+    if code != 0:
+        return ClusterTrack(up=False, volume=False)
+    return ClusterTrack(up=True, volume=volume and volume_step(runner, actors, namespace))
 
 
 def referrers_registry(state_dir: Path | None = None) -> str:
@@ -293,9 +323,15 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
     from imagekit.clusteraccept import rehearsal as step
 
     prof = spec.profile(profile_name)[1]
-    code, _ = runner.run("infra-up", "infra", "up", "--cluster" if cluster else "--no-cluster")
+    code, _ = runner.run("infra-up", "infra", "up", "--no-cluster")
     if code == 0:
         runner.use_infra_credentials()
+    actors = out / "actors"
+    # the cluster is needed from the first cluster step on: it comes up (and the model volume
+    # is made) beside the stand-ins and the images' build, not before them
+    accepting = any(image.engine == "vllm" for image in spec.images.values())
+    track = beside(lambda: cluster_track(runner, actors, namespace, accepting)) \
+        if cluster and code == 0 else None
     padded = padded_image(spec) if layers else None
     if code == 0 and prof.standins:
         pad = ["--layers", str(layers), "--layers-for", padded] if layers and padded else []
@@ -306,7 +342,6 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
                          state_dir)
     if code == 0:
         runner.run("images-verify", "images", "verify", "--profile", profile_name)
-    actors = out / "actors"
     keys_ok = code == 0 and actor_keys(runner, actors)
     promoted: dict[str, str] = {}
     for name, image in spec.images.items():
@@ -342,15 +377,19 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
             # decides from the registry's signed image phase; the operator's own probe
             # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
             # otherwise be the local evidence it decides from
-            if cluster and image.engine == "vllm":
+            ready = track.result() if track is not None else None
+            if ready is None or not ready.up:
+                continue  # no cluster asked for, or its step FAILed and says why
+            if image.engine == "vllm" and ready.volume:
                 accept_step(runner, name, hops[-1], profile_name, actors, namespace,
                             prof.cluster_accept_allowances(name))
-            if cluster:
-                runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
-                           "--expect-digest", str(build.digest), "--profile", profile_name,
-                           *step.trust_args(actors, "ci", "release"),
-                           *step.sign_args(actors, "operator"),
-                           store=step.store_dir(actors, "operator"))
+            runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
+                       "--expect-digest", str(build.digest), "--profile", profile_name,
+                       *step.trust_args(actors, "ci", "release"),
+                       *step.sign_args(actors, "operator"),
+                       store=step.store_dir(actors, "operator"))
+    if track is not None:
+        track.result()  # recorded, and no step of it outlives the rehearsal
     # the auditor: a fourth, empty store, trusting all three; the reports from the registry
     auditor = step.store_dir(actors, step.AUDITOR)
     for name, reference in promoted.items():

@@ -5,6 +5,10 @@ exit code, time and output in the rehearsal's attempt, as a typed `RehearsalStep
 evidence kind) and one check. A step whose exit code is not its verdict (the stand-in
 acceptance exits 1 for its DEFERRED semantics) is run `judged_after`: the runner records the
 step but leaves its check to the caller's judge, instead of adding one to be taken back.
+
+Steps that need nothing from each other may run at once (`beside`): the rehearsal
+brings the cluster up beside the stand-ins and the images' build. A step is recorded when it
+ends, so the record's order is the order in which steps ended.
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from imagekit.evidence.kinds import RehearsalStep
 from imagekit.progress import MODE_ENV, ProgressEvent
 from imagekit.results import CheckResult, Status
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from imagekit.evidence import Attempt
@@ -101,6 +109,8 @@ class StepRunner:
         self.state_dir = state_dir  # infra's state (the CLI's $IMAGEKIT_STATE_DIR)
         self.steps: list[RehearsalStep] = []
         self.checks: list[CheckResult] = []
+        #: steps beside each other end in any order: one records at a time
+        self._recording = threading.RLock()
 
     def use_infra_credentials(self) -> None:
         """The loopback registries' credentials live in infra's docker config dir: point the
@@ -112,8 +122,9 @@ class StepRunner:
 
     def add_check(self, check: CheckResult) -> None:
         """One verdict of the rehearsal (a step's, or the judge's of a step)."""
-        self.checks.append(check)
-        self.attempt.add_check(check)
+        with self._recording:
+            self.checks.append(check)
+            self.attempt.add_check(check)
 
     def run(self, name: str, *args: str, want_json: bool = False,
             judged_after: bool = False, store: Path | None = None
@@ -133,16 +144,17 @@ class StepRunner:
         seconds = round(time.monotonic() - started, 2)
         step = RehearsalStep(name=name, argv=["imagekit", *args], exit_code=done.returncode,
                              seconds=seconds, status=status_of(done.returncode))
-        self.steps.append(step)
-        index = len(self.steps)
-        self.attempt.write_text(f"steps/{index:02d}-{name}.stdout", done.stdout)
-        self.attempt.write_text(f"steps/{index:02d}-{name}.stderr", done.stderr)
-        if not judged_after:
-            said = last_words(done.stderr)
-            self.add_check(CheckResult(
-                name=name, status=step.status,
-                detail=f"exit {done.returncode} in {seconds} s"
-                       + (f": {said}" if done.returncode and said else "")))
+        with self._recording:
+            self.steps.append(step)
+            index = len(self.steps)
+            self.attempt.write_text(f"steps/{index:02d}-{name}.stdout", done.stdout)
+            self.attempt.write_text(f"steps/{index:02d}-{name}.stderr", done.stderr)
+            if not judged_after:
+                said = last_words(done.stderr)
+                self.add_check(CheckResult(
+                    name=name, status=step.status,
+                    detail=f"exit {done.returncode} in {seconds} s"
+                           + (f": {said}" if done.returncode and said else "")))
         body = None
         if want_json and done.stdout.strip():
             try:
@@ -150,3 +162,13 @@ class StepRunner:
             except json.JSONDecodeError:
                 body = None
         return done.returncode, body
+
+
+def beside(track: Callable[[], T]) -> Future[T]:
+    """Start `track` (steps of a StepRunner, which records each as it ends) on a thread beside
+    the caller's steps; its Future's `result()` waits for it and raises what it raised."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rehearsal-beside")
+    try:
+        return pool.submit(track)
+    finally:
+        pool.shutdown(wait=False)  # the thread runs the one track to its end

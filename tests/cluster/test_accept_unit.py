@@ -506,12 +506,12 @@ def test_a_profile_may_require_cluster_accept_before_the_final_hop(tmp_path: Pat
 
 
 def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> None:
-    """`accept_step` with a runner that answers like the real commands (model-volume exit 0,
-    cluster accept exit 1 for the capabilities the model lacks, its JSON report) and records as the
-    real StepRunner does: a step run `judged_after` gets no check of its own, the judge's
-    verdict is the only one (nothing is added to be taken back)."""
+    """`volume_step` and `accept_step` with a runner that answers like the real commands
+    (model-volume exit 0, cluster accept exit 1 for the capabilities the model lacks, its JSON
+    report) and records as the real StepRunner does: a step run `judged_after` gets no check
+    of its own, the judge's verdict is the only one (nothing is added to be taken back)."""
     from imagekit.progress import NullProgress
-    from imagekit.rehearsal import accept_step
+    from imagekit.rehearsal import accept_step, volume_step
     from imagekit.results import CheckResult
 
     report = {"checks": [
@@ -550,6 +550,7 @@ def test_the_rehearsal_replaces_the_accept_steps_exit_code_by_its_verdict() -> N
     from imagekit.spec import load_spec
 
     local = load_spec(packaged.path("dockerfiles", "images.toml")).profiles["local"]
+    assert volume_step(runner, actors)  # type: ignore[arg-type]
     accept_step(runner, "vllm", "127.0.0.1:5003/imagekit/vllm:t", "local",  # type: ignore[arg-type]
                 actors, allowed=local.cluster_accept_allowances("vllm"))
     # the accept step's exit 1 is judged here, so its live line must not say FAILED for it
