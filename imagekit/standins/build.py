@@ -4,11 +4,12 @@
 2. `dockerfiles/standins/<name>/Dockerfile` on top of it, built with the CA bundle as the
    BuildKit secret `pip_cert` and the machine's torch CPU wheel hard-linked into a scratch build
    context (bound into one RUN, never copied into a layer);
-3. pushed to the staging registry under the spec's `local` base tag (and its mirror tag), and
-   the registry digests written into the local profile's lock, since builds use only the lock.
+3. pushed to the staging registry under the spec's `local` base tag by skopeo (twice as fast as
+   `docker push` here: `imagekit.engine.skopeo`), copied as it is to its mirror tag, and the
+   registry digests written into the local profile's lock, since builds use only the lock.
 
 Each stand-in is tagged locally by a key of everything that goes into it, so an unchanged second
-run skips the build and only re-pushes (which the registry answers from what it has).
+run skips the build, and its push sends nothing when the tag already names that image.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from imagekit.engine import Engine
+from imagekit.engine import Engine, skopeo
 from imagekit.errors import CheckFailed, InfraError, SpecError
 from imagekit.evidence import EvidenceStore, Role
 from imagekit.evidence.kinds import StandinBuildResult, StandinRootfsResult
+from imagekit.infra.peers import ensure_peer
 from imagekit.oci import Digest, ImageReference
 from imagekit.results import CheckResult, Status
 from imagekit.spec import ImagesSpec, LockEntry, LockFile, load_lock, write_lock
@@ -187,6 +189,8 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                                       detail=f"{base_tag} ({'made' if made else 'cached'})"))
     wheel = torch_wheel(wheel)
     cert = ca_bundle(pip_cert)
+    ensure_peer("skopeo")  # pushes the stand-ins (imagekit.engine.skopeo says why)
+    daemon_host = engine.host or os.environ.get("DOCKER_HOST")
     records = []
     lock_path = spec.lock_path(profile_name)
     lock = load_lock(lock_path, profile_name)
@@ -237,14 +241,16 @@ def build_standins(spec: ImagesSpec, engine: Engine, store: EvidenceStore,
                                                  f"(--layers {pad})\n")
             info = engine.inspect(local_tag)
             engine.tag(local_tag, str(reference))
-            digest = engine.push(reference)
+            digest = skopeo.push(local_tag, info.id, reference, daemon_host=daemon_host,
+                                 config_dir=engine.config_dir).digest
             mirror_ref = image.mirror.get(profile_name)
             if mirror_ref is not None:
                 mirror_ref = _layers_tag(mirror_ref, pad)
             mirror_digest = None
             if mirror_ref is not None:
                 engine.tag(local_tag, str(mirror_ref))
-                mirror_digest = engine.push(mirror_ref)
+                mirror_digest = skopeo.copy(reference, digest, mirror_ref,
+                                            config_dir=engine.config_dir)
             record = StandinRecord(
                 image=image_name, standin=standin, local_tag=local_tag, image_id=info.id,
                 reference=reference, digest=digest, mirror=mirror_ref,
