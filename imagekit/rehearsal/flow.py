@@ -14,13 +14,21 @@ operator), and an auditor renders the reports from an empty store. Each step is 
 imagekit command run as its own process (`imagekit.rehearsal.steps`); the rehearsal keeps every
 step's argv, exit code and output in one more evidence attempt (kind `rehearsal`) and never
 stops at the first failure of an image's later steps without saying so.
+
+Steps that need nothing of each other run at once (`imagekit.rehearsal.steps.beside`): the
+cluster's bring-up, the stand-in model and the model volume beside the stand-ins and the images'
+build; after the build, each image's own steps beside the other image's. On 2 cores the run is
+bound by CPU, so this fills the time one step leaves idle (downloads, a single-threaded
+conversion, a Pod starting) with another's work.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +41,7 @@ from imagekit.results import CheckResult, Status
 if TYPE_CHECKING:
     from imagekit.evidence import EvidenceStore
     from imagekit.progress import Progress
-    from imagekit.spec import Acceptance, ImagesSpec
+    from imagekit.spec import Acceptance, ImageSpec, ImagesSpec
 
 
 class RehearsalOutcome(BaseModel):
@@ -155,15 +163,16 @@ class ClusterTrack(BaseModel):
 
 
 def cluster_track(runner: StepRunner, actors: Path, namespace: str | None,
-                  volume: bool) -> ClusterTrack:
+                  model: Future[int] | None) -> ClusterTrack:
     """`infra up --cluster` (on a new machine Kubernetes is built from source, at a lower CPU
-    priority) and then, with `volume`, the model volume: steps that need nothing the stand-ins
-    or the images' build make, so they run beside them (`beside`) and are ready by the first
-    cluster step."""
+    priority) and then, once `model` (the stand-in model's step, on its own track) has made
+    the model, the model volume: steps that need nothing the stand-ins or the images' build
+    make, so they run beside them (`beside`) and are ready by the first cluster step."""
     code, _ = runner.run("cluster-up", "infra", "up", "--cluster")
     if code != 0:
         return ClusterTrack(up=False, volume=False)
-    return ClusterTrack(up=True, volume=volume and volume_step(runner, actors, namespace))
+    made = model is not None and model.result() == 0
+    return ClusterTrack(up=True, volume=made and volume_step(runner, actors, namespace))
 
 
 def referrers_registry(state_dir: Path | None = None) -> str:
@@ -327,10 +336,14 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
     if code == 0:
         runner.use_infra_credentials()
     actors = out / "actors"
-    # the cluster is needed from the first cluster step on: it comes up (and the model volume
-    # is made) beside the stand-ins and the images' build, not before them
-    accepting = any(image.engine == "vllm" for image in spec.images.values())
-    track = beside(lambda: cluster_track(runner, actors, namespace, accepting)) \
+    # the cluster is needed from the first cluster step on: it comes up beside the stand-ins
+    # and the images' build, not before them; so is the stand-in model (converted on the host,
+    # on a track of its own), whose volume follows the cluster
+    accepting = cluster and code == 0 and any(image.engine == "vllm"
+                                               for image in spec.images.values())
+    model = beside(lambda: runner.run("instruct-model", "standins", "model")[0]) \
+        if accepting else None
+    track = beside(lambda: cluster_track(runner, actors, namespace, model)) \
         if cluster and code == 0 else None
     padded = padded_image(spec) if layers else None
     if code == 0 and prof.standins:
@@ -344,25 +357,27 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
         runner.run("images-verify", "images", "verify", "--profile", profile_name)
     keys_ok = code == 0 and actor_keys(runner, actors)
     promoted: dict[str, str] = {}
-    for name, image in spec.images.items():
+
+    def chain(name: str, image: ImageSpec) -> str | None:
+        """One image's steps after the build, in order; its final hop when promoted."""
         build = latest_build(name, profile_name, store)
         if build is None or build.reference is None or build.digest is None:
             runner.add_check(CheckResult(
                 name=f"{name}-promote", status=Status.ERROR,
                 detail="no pushed build of this image in evidence: images verify failed"))
-            continue
+            return None
         if not keys_ok:
-            continue
+            return None
         tag = f"{profile_name}-{build.digest.hex[:12]}"
         hops = [f"{prof.registry_for(role)}/{image.repository}:{tag}"
                 for role in image.promotion[1:]]
         if not hops:
-            continue
+            return None
         # CI (this store) signs the image phase where it pushed the build
         code, _ = runner.run(f"{name}-attest", "attest", str(build.reference),
                              *step.sign_args(actors, "ci"))
         if code != 0:
-            continue
+            return None
         # the release engineer: an empty store, CI's key trusted; the first hop is the
         # registry WITH the referrers API (go-containerregistry's), then the profile's
         hops = [f"{referrers_registry(state_dir)}/{image.repository}:{tag}", *hops]
@@ -371,25 +386,37 @@ def _steps(runner: StepRunner, spec: ImagesSpec, profile_name: str,
                              "--to", hops[-1], *step.trust_args(actors, "ci"),
                              *step.sign_args(actors, "release"),
                              store=step.store_dir(actors, "release"))
-        if code == 0:
-            promoted[name] = hops[-1]
-            # the operator: an empty store, its own key. Acceptance first: its gate then
-            # decides from the registry's signed image phase; the operator's own probe
-            # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
-            # otherwise be the local evidence it decides from
-            ready = track.result() if track is not None else None
-            if ready is None or not ready.up:
-                continue  # no cluster asked for, or its step FAILed and says why
-            if image.engine == "vllm" and ready.volume:
-                accept_step(runner, name, hops[-1], profile_name, actors, namespace,
-                            prof.cluster_accept_allowances(name))
-            runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
-                       "--expect-digest", str(build.digest), "--profile", profile_name,
-                       *step.trust_args(actors, "ci", "release"),
-                       *step.sign_args(actors, "operator"),
-                       store=step.store_dir(actors, "operator"))
+        if code != 0:
+            return None
+        # the operator: an empty store, its own key. Acceptance first: its gate then
+        # decides from the registry's signed image phase; the operator's own probe
+        # evidence (torch_arch FAIL, which only CI's signed acceptance covers) would
+        # otherwise be the local evidence it decides from
+        ready = track.result() if track is not None else None
+        if ready is None or not ready.up:
+            return hops[-1]  # no cluster asked for, or its step FAILed and says why
+        if image.engine == "vllm" and ready.volume:
+            accept_step(runner, name, hops[-1], profile_name, actors, namespace,
+                        prof.cluster_accept_allowances(name))
+        runner.run(f"{name}-cluster-probe", "cluster", "probe", hops[-1],
+                   "--expect-digest", str(build.digest), "--profile", profile_name,
+                   *step.trust_args(actors, "ci", "release"),
+                   *step.sign_args(actors, "operator"),
+                   store=step.store_dir(actors, "operator"))
+        return hops[-1]
+
+    # the images' steps need nothing of each other: each image's chain runs beside the others
+    # (one image's Pod probe beside another's acceptance), each in its own order
+    chains = {name: beside(functools.partial(chain, name, image))
+              for name, image in spec.images.items()}
+    for name, chained in chains.items():
+        final = chained.result()
+        if final is not None:
+            promoted[name] = final
     if track is not None:
         track.result()  # recorded, and no step of it outlives the rehearsal
+    if model is not None:
+        model.result()
     # the auditor: a fourth, empty store, trusting all three; the reports from the registry
     auditor = step.store_dir(actors, step.AUDITOR)
     for name, reference in promoted.items():

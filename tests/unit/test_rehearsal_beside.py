@@ -1,12 +1,14 @@
 """The rehearsal brings the cluster up (and makes the model volume) beside the stand-ins and
 the images' build: those steps start before `cluster-up` ends, every cluster step waits for
-it, and the rehearsal never ends with one of its steps still running."""
+it, and the rehearsal never ends with one of its steps still running. After the build, each
+image's steps run beside the other image's, each in its own order."""
 
 from __future__ import annotations
 
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -101,3 +103,46 @@ def test_infra_up_is_asked_without_the_cluster(tmp_path: Path) -> None:
     asked = dict(seen)
     assert asked["infra-up"] == ("infra", "up", "--no-cluster")
     assert asked["cluster-up"] == ("infra", "up", "--cluster")
+
+
+class ChainRunner(GatedRunner):
+    """Every step passes (the keys are written); sglang's promotion holds until vLLM's
+    attestation has started: it can end only if the two images' steps run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vllm_started = threading.Event()
+
+    def run(self, name: str, *args: str, **_: Any) -> tuple[int, None]:
+        self._note(f"start {name}")
+        if name.endswith("-keys"):
+            out = Path(args[args.index("--out-dir") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "imagekit.pub").write_text("key\n")
+        if name == "vllm-attest":
+            self.vllm_started.set()
+        if name == "sglang-promote":
+            assert self.vllm_started.wait(10), "the images' steps ran one image after the other"
+        self._note(f"end {name}")
+        return 0, None
+
+
+def test_each_images_steps_run_beside_the_others(tmp_path: Path, monkeypatch) -> None:
+    import imagekit.build
+    from imagekit.oci import Digest
+
+    def built(name: str, *_: Any, **__: Any) -> Any:
+        digest = Digest.parse("sha256:" + ("a" if name == "sglang" else "b") * 64)
+        return SimpleNamespace(reference=f"127.0.0.1:5001/imagekit/{name}@{digest}",
+                               digest=digest)
+
+    monkeypatch.setattr(imagekit.build, "latest_build", built)
+    runner = ChainRunner()
+    promoted = flow._steps(runner, load_spec(), "local",  # type: ignore[arg-type]
+                           EvidenceStore(tmp_path / "ev"), tmp_path / "out", cluster=False)
+    assert set(promoted) == {"sglang", "vllm"}
+    events = runner.events
+    # each image keeps its own order: attested, then promoted
+    for name in ("sglang", "vllm"):
+        assert events.index(f"end {name}-attest") < events.index(f"start {name}-promote")
+    assert events.index("start vllm-attest") < events.index("end sglang-promote")
