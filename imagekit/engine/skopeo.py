@@ -11,17 +11,15 @@ The daemon's image is read whole by every copy (`docker save`, about 25 s for th
 `push` first asks the registry: when the tag already names a manifest of this image's config
 (the image ID), nothing is read or sent.
 
-Trust is the engine's own: a loopback registry is one the daemon reaches without TLS
-verification (dockerd's default insecure range is 127.0.0.0/8), any other is verified, with the
-CA in /etc/docker/certs.d/<registry>/ where docker keeps it; credentials come from the engine's
-docker config file (a path, never argv).
+Trust is the engine's own: a loopback registry (`imagekit.registry.endpoint.is_loopback`) is
+one the daemon reaches without TLS verification (dockerd's default insecure range is
+127.0.0.0/8), any other is verified, with the CA in /etc/docker/certs.d/<registry>/ where docker
+keeps it; credentials come from the engine's docker config file (a path, never argv).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -31,6 +29,8 @@ from pydantic import BaseModel, ConfigDict
 from imagekit.errors import TransportError
 from imagekit.oci import Digest, ImageReference
 from imagekit.progress import current as current_progress
+from imagekit.registry.credentials import docker_config_dir
+from imagekit.registry.endpoint import is_loopback
 
 #: the daemon's CA directory per registry (what `docker push` trusts)
 CERTS_D = Path("/etc/docker/certs.d")
@@ -49,27 +49,13 @@ class Pushed(BaseModel):
     sent: bool
 
 
-def loopback(registry: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost (with or without a port)."""
-    if registry.startswith("["):
-        host = registry[1:].partition("]")[0]
-    else:
-        host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def trust_args(registry: str, side: str | None, config_dir: Path | None = None,
                certs_d: Path = CERTS_D) -> list[str]:
     """skopeo's options for `registry`, trusted as the docker engine trusts it: for one side
     (`src`/`dest`) of a copy, or (None) for `skopeo inspect`."""
     flag = f"--{side}-" if side else "--"
     args: list[str] = []
-    if loopback(registry):
+    if is_loopback(registry):
         args.append(f"{flag}tls-verify=false")
     elif (certs_d / registry).is_dir():
         args += [f"{flag}cert-dir", str(certs_d / registry)]
@@ -80,25 +66,40 @@ def trust_args(registry: str, side: str | None, config_dir: Path | None = None,
 
 
 def auth_file(config_dir: Path | None = None) -> Path | None:
-    """The docker config file the engine's pushes use: `config_dir`, else $DOCKER_CONFIG,
-    else ~/.docker; None when there is none."""
-    folder = config_dir or (Path(os.environ["DOCKER_CONFIG"]) if os.environ.get("DOCKER_CONFIG")
-                            else Path.home() / ".docker")
-    path = folder / "config.json"
+    """The docker config file the engine's pushes use (`config_dir`, else $DOCKER_CONFIG, else
+    ~/.docker: `docker_config_dir`); None when there is none."""
+    path = docker_config_dir(config_dir) / "config.json"
     return path if path.is_file() else None
 
 
-def _skopeo(argv: list[str], timeout_s: float, where: str) -> subprocess.CompletedProcess[str]:
+def _skopeo(argv: list[str], timeout_s: float, where: str) -> subprocess.CompletedProcess[bytes]:
+    """skopeo's output as bytes (a raw manifest is hashed as it came)."""
     try:
-        done = subprocess.run(["skopeo", *argv], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+        done = subprocess.run(["skopeo", *argv], capture_output=True, timeout=timeout_s,
+                              check=False)
     except FileNotFoundError:
-        raise TransportError("skopeo is not installed; run `imagekit infra up`",
+        raise TransportError("skopeo is not installed (Debian's `skopeo` package)",
                              where=where) from None
     except subprocess.TimeoutExpired:
         raise TransportError(f"skopeo {argv[0]} took over {timeout_s:.0f} s",
                              where=where) from None
     return done
+
+
+def _copy(options: list[str], source: str, target: ImageReference, phase: str) -> Digest:
+    """`skopeo copy` of `source` to `target` (bounded by COPY_TIMEOUT_S, two retries): the
+    manifest digest the registry holds for `target`; TransportError with skopeo's last line."""
+    with tempfile.TemporaryDirectory(prefix="imagekit-skopeo-") as tmp:
+        digest_file = Path(tmp) / "digest"
+        argv = ["copy", "--quiet", "--retry-times", "2", "--digestfile", str(digest_file),
+                *options, source, f"docker://{target}"]
+        with current_progress().phase(phase, str(target)):
+            done = _skopeo(argv, COPY_TIMEOUT_S, str(target))
+        if done.returncode != 0:
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            raise TransportError(f"skopeo copy failed: {(lines or ['no output'])[-1][:300]}",
+                                 where=str(target))
+        return Digest.parse(digest_file.read_text().strip())
 
 
 def config_in_registry(reference: ImageReference, config_dir: Path | None = None
@@ -115,7 +116,7 @@ def config_in_registry(reference: ImageReference, config_dir: Path | None = None
         config = Digest.parse(manifest["config"]["digest"])
     except (ValueError, KeyError, TypeError):
         return None
-    return Digest.of_bytes(done.stdout.encode()), config
+    return Digest.of_bytes(done.stdout), config
 
 
 def push(local_tag: str, image_id: Digest, reference: ImageReference, *,
@@ -125,37 +126,19 @@ def push(local_tag: str, image_id: Digest, reference: ImageReference, *,
     found = config_in_registry(reference, config_dir)
     if found is not None and found[1] == image_id:
         return Pushed(digest=found[0], sent=False)
-    with tempfile.TemporaryDirectory(prefix="imagekit-push-") as tmp:
-        digest_file = Path(tmp) / "digest"
-        argv = ["copy", "--quiet", "--retry-times", "2", "--digestfile", str(digest_file),
-                "--dest-compress-format", "gzip",
-                *trust_args(reference.registry, "dest", config_dir)]
-        if daemon_host:
-            argv += ["--src-daemon-host", daemon_host]
-        argv += [f"docker-daemon:{local_tag}", f"docker://{reference}"]
-        with current_progress().phase("skopeo push", str(reference)):
-            done = _skopeo(argv, COPY_TIMEOUT_S, str(reference))
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise TransportError(f"skopeo copy failed: {last[:300]}", where=str(reference))
-        return Pushed(digest=Digest.parse(digest_file.read_text().strip()), sent=True)
+    options = ["--dest-compress-format", "gzip",
+               *trust_args(reference.registry, "dest", config_dir)]
+    if daemon_host:
+        options += ["--src-daemon-host", daemon_host]
+    return Pushed(digest=_copy(options, f"docker-daemon:{local_tag}", reference, "skopeo push"),
+                  sent=True)
 
 
 def copy(source: ImageReference, digest: Digest, target: ImageReference, *,
          config_dir: Path | None = None) -> Digest:
     """`source@digest` to `target` registry to registry, blobs as they are (a mirror of what was
     pushed, the same manifest): the target's manifest digest."""
-    with tempfile.TemporaryDirectory(prefix="imagekit-copy-") as tmp:
-        digest_file = Path(tmp) / "digest"
-        pinned = f"{source.registry}/{source.repository}@{digest}"
-        argv = ["copy", "--quiet", "--retry-times", "2", "--digestfile", str(digest_file),
-                "--preserve-digests",
-                *trust_args(source.registry, "src", config_dir),
-                *trust_args(target.registry, "dest", config_dir),
-                f"docker://{pinned}", f"docker://{target}"]
-        with current_progress().phase("skopeo copy", str(target)):
-            done = _skopeo(argv, COPY_TIMEOUT_S, str(target))
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise TransportError(f"skopeo copy failed: {last[:300]}", where=str(target))
-        return Digest.parse(digest_file.read_text().strip())
+    options = ["--preserve-digests", *trust_args(source.registry, "src", config_dir),
+               *trust_args(target.registry, "dest", config_dir)]
+    return _copy(options, f"docker://{source.registry}/{source.repository}@{digest}", target,
+                 "skopeo copy")
