@@ -100,6 +100,10 @@ _TAG_SCHEMA = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})$")
 _DIGEST_REF = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 
 
+#: requests that carry a blob's bytes
+_BODY_KINDS = ("upload-post", "upload-patch", "upload-put")
+
+
 @dataclass(frozen=True)
 class Request:
     """One request as the proxy saw it: what it was and how it was answered."""
@@ -210,6 +214,13 @@ class BehaviourProxy(FaultProxy):
         self.upload_bytes = 0
         self.body_bytes = 0           # every request body (manifests too)
         self.session_bytes: Counter[str] = Counter()
+        #: rate-429: upload bodies read and then refused (session, bytes): the bytes a client
+        #: sends twice; sessions that were answered 429; bodies a session sent without
+        #: `Expect: 100-continue` after it had been answered 429 (a client that learned
+        #: nothing from the quota)
+        self.refused_bodies: list[tuple[str, int]] = []
+        self.throttled_sessions: set[str] = set()
+        self.unguarded: list[tuple[str, str]] = []
         self.digest_bytes: Counter[str] = Counter()   # per blob digest, at its commit
         self.timings: list[Timing] = []
         self.committed: Counter[str] = Counter()      # blob commits answered 201, by digest
@@ -244,6 +255,8 @@ class BehaviourProxy(FaultProxy):
             return {"mode": self.mode, "by_kind": dict(self.by_kind),
                     "by_method": dict(self.by_method), "sent": dict(self.sent),
                     "upload_bytes": self.upload_bytes,
+                    "refused_bodies": list(self.refused_bodies),
+                    "unguarded": list(self.unguarded),
                     "digest_bytes": dict(self.digest_bytes),
                     "slowest": max((t.seconds for t in self.timings), default=0.0)}
 
@@ -307,8 +320,12 @@ class BehaviourProxy(FaultProxy):
             self.by_method[request.method] += 1
             self.by_kind[request.kind] += 1
         refusal = self._refusal(handler, request, number)
-        if refusal is not None and "100-continue" in (handler.headers.get("expect") or
-                                                      "").lower():
+        expects = "100-continue" in (handler.headers.get("expect") or "").lower()
+        with self.lock:   # taught before this request: a 429 to an earlier one of its session
+            taught = request.ref in self.throttled_sessions
+            if refusal is not None and refusal.code == 429 and request.ref:
+                self.throttled_sessions.add(request.ref)
+        if refusal is not None and expects:
             # refused before the body, as nginx's limit_req or client_max_body_size do: no
             # 100 Continue, the body is never read, the connection is closed after the answer
             self._refuse(handler, request, status, refusal.code, refusal.body,
@@ -316,9 +333,15 @@ class BehaviourProxy(FaultProxy):
                          content_type=refusal.content_type)
             return
         body = self._read_body(handler, request)
+        if body and request.kind in _BODY_KINDS and taught and not expects:
+            with self.lock:
+                self.unguarded.append((request.kind, request.ref))
         if refusal is None and self.mode == "max-body-413" and len(body) > self.max_body:
             refusal = _TOO_LARGE  # a chunked body: its size is known once it is read
         if refusal is not None:
+            if body and request.kind in _BODY_KINDS:
+                with self.lock:
+                    self.refused_bodies.append((request.ref or request.path, len(body)))
             self._refuse(handler, request, status, refusal.code, refusal.body,
                          headers=refusal.headers, content_type=refusal.content_type)
             return
