@@ -98,9 +98,8 @@ def test_fixed_image_by_reference_passes_find_spec(fixed, tmp_path):
     assert code == 0 and report["status"] == "PASS", report
     assert found["find_spec"]["status"] == "PASS", found["find_spec"]
     assert found["find_spec"]["data"]["modules"]["nixl"].endswith("nixl/__init__.py")
-    code, report = probe(str(fixed.reference),
-                         tmp_path, "--engine", "sglang", "--probe", "find_spec",
-                         "--find-spec", "nixl._api")
+    code, report = probe(str(fixed.reference), tmp_path, "--engine", "sglang", "--probe",
+                         "find_spec", "--find-spec", "nixl._api")
     assert code == 0 and checks(report)["find_spec"]["status"] == "PASS", report
 
 

@@ -100,8 +100,8 @@ _TAG_SCHEMA = re.compile(r"^sha256-(?P<hex>[0-9a-f]{64})$")
 _DIGEST_REF = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 
 
-#: requests that carry a blob's bytes
-_BODY_KINDS = ("upload-post", "upload-patch", "upload-put")
+#: requests that may carry a blob's bytes (upload_bytes, refused bodies)
+_BODY_KINDS = ("upload-post", "upload-patch", "upload-put", "mount")
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ class BehaviourProxy(FaultProxy):
             body = handler.rfile.read(length) if length else b""
         with self.lock:
             self.body_bytes += len(body)
-            if request.kind in ("upload-post", "upload-patch", "upload-put", "mount"):
+            if request.kind in _BODY_KINDS:
                 self.upload_bytes += len(body)
                 # a single POST ?digest= carries its blob without a session: its own key
                 self.session_bytes[request.ref or request.path] += len(body)
